@@ -1,0 +1,171 @@
+package bots
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/botplatform/api/shared/auth"
+	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/store"
+)
+
+// Service reads and writes bots.
+type Service struct {
+	store store.Store
+	auth  *auth.Service
+	now   func() time.Time
+}
+
+// NewService returns a Service. auth issues and revokes the bots' API tokens.
+func NewService(s store.Store, a *auth.Service, now func() time.Time) *Service {
+	return &Service{store: s, auth: a, now: now}
+}
+
+// A bot lives in its account's partition: a lookup with the caller's account can never
+// find another account's bot.
+func botKey(account, bot string) store.Key {
+	return store.Key{PK: "ACCT#" + account, SK: "BOT#" + bot}
+}
+
+func botNotFound() error { return httpapi.NotFound("bot") }
+
+// CheckBot implements httpapi.BotChecker.
+func (s *Service) CheckBot(ctx context.Context, account, bot string) error {
+	if !ids.Valid("bot", bot) {
+		return botNotFound()
+	}
+	_, err := s.store.Get(ctx, botKey(account, bot))
+	if errors.Is(err, store.ErrNotFound) {
+		return botNotFound()
+	}
+	return err
+}
+
+// Create adds a bot to the account with default settings overridden by settings.
+func (s *Service) Create(ctx context.Context, account, name string, settings *SettingsPatch) (Bot, error) {
+	var p httpapi.Problems
+	name = checkName(&p, name)
+	set := settings.apply(DefaultSettings())
+	set.check(&p, "settings.")
+	if err := p.Err(); err != nil {
+		return Bot{}, err
+	}
+	now := s.now().UTC()
+	b := Bot{ID: ids.At("bot", now), Name: name, Settings: set, Revision: 1, CreatedAt: now, UpdatedAt: now}
+	data, err := store.Encode(b)
+	if err != nil {
+		return Bot{}, err
+	}
+	if err := s.store.Put(ctx, store.Item{Key: botKey(account, b.ID), Data: data, Revision: b.Revision}, store.MustNotExist); err != nil {
+		return Bot{}, fmt.Errorf("create bot: %w", err)
+	}
+	return b, nil
+}
+
+// Get returns one bot of the account.
+func (s *Service) Get(ctx context.Context, account, id string) (Bot, error) {
+	it, err := s.store.Get(ctx, botKey(account, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return Bot{}, botNotFound()
+	}
+	if err != nil {
+		return Bot{}, err
+	}
+	return store.Decode[Bot](it)
+}
+
+// List returns one page of the account's bots, oldest first.
+func (s *Service) List(ctx context.Context, account string, limit int, cursor string) ([]Bot, string, error) {
+	page, err := s.store.Query(ctx, store.Query{PK: "ACCT#" + account, Prefix: "BOT#", Limit: limit, Cursor: cursor})
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]Bot, 0, len(page.Items))
+	for _, it := range page.Items {
+		b, err := store.Decode[Bot](it)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, b)
+	}
+	return out, page.Next, nil
+}
+
+// Update changes a bot's name and settings if its revision is still expected.
+func (s *Service) Update(ctx context.Context, account, id string, expected int64, name *string, settings *SettingsPatch) (Bot, error) {
+	b, err := s.Get(ctx, account, id)
+	if err != nil {
+		return Bot{}, err
+	}
+	if b.Revision != expected {
+		return Bot{}, httpapi.StaleRevision(b.Revision)
+	}
+	var p httpapi.Problems
+	if name != nil {
+		b.Name = checkName(&p, *name)
+	}
+	b.Settings = settings.apply(b.Settings)
+	b.Settings.check(&p, "settings.")
+	if err := p.Err(); err != nil {
+		return Bot{}, err
+	}
+	if name == nil && settings == nil {
+		return b, nil // nothing to change: no new revision
+	}
+	b.Revision++
+	b.UpdatedAt = s.now().UTC()
+	data, err := store.Encode(b)
+	if err != nil {
+		return Bot{}, err
+	}
+	// The read above is advisory; this condition is what enforces expected_revision.
+	err = s.store.Put(ctx, store.Item{Key: botKey(account, id), Data: data, Revision: b.Revision}, store.RevisionIs(expected))
+	if errors.Is(err, store.ErrConditionFailed) {
+		return Bot{}, s.conflict(ctx, account, id)
+	}
+	if err != nil {
+		return Bot{}, err
+	}
+	return b, nil
+}
+
+// conflict explains a failed revision condition: the bot is gone (404) or moved on (409).
+func (s *Service) conflict(ctx context.Context, account, id string) error {
+	cur, err := s.Get(ctx, account, id)
+	if err != nil {
+		return err
+	}
+	return httpapi.StaleRevision(cur.Revision)
+}
+
+// Delete removes a bot and, in the same transaction, every API token of it. With expected
+// set, the bot is deleted only at that revision.
+func (s *Service) Delete(ctx context.Context, account, id string, expected *int64) error {
+	cond := store.MustExist
+	if expected != nil {
+		cond = store.RevisionIs(*expected)
+	}
+	tokenWrites, forget, err := s.auth.BotTokenDeletes(ctx, account, id)
+	if err != nil {
+		return err
+	}
+	writes := append([]store.Write{store.DeleteOp(botKey(account, id), cond)}, tokenWrites...)
+	err = s.store.Transact(ctx, writes)
+	var ce *store.ConditionError
+	if errors.As(err, &ce) && ce.Index == 0 {
+		return s.conflict(ctx, account, id)
+	}
+	if err != nil {
+		return fmt.Errorf("delete bot: %w", err)
+	}
+	forget()
+	return nil
+}
+
+// IssueToken mints an API token for the bot, written only while the bot still exists.
+func (s *Service) IssueToken(ctx context.Context, account, bot, createdBy, name string) (auth.BotToken, string, error) {
+	return s.auth.IssueBotToken(ctx, account, bot, createdBy, name, store.CheckOp(botKey(account, bot), store.MustExist))
+}

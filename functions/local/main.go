@@ -1,0 +1,48 @@
+// Command local is the all-in-one local process: `serve` runs every route family on one
+// address over an embedded SQLite store; `admin ...` manages accounts, users, bots and
+// tokens in the same data directory, also while serve runs.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `usage:
+  local serve [--addr 127.0.0.1:8080] [--data ./.data] [--log-format text|json]
+  local admin bootstrap [--data DIR]
+  local admin account create --name NAME [--data DIR]
+  local admin user create --account ID --rights reactions,dialogs,analytics [--name NAME] [--data DIR]
+  local admin bot create --account ID --name NAME [--data DIR]
+  local admin pat create --account ID [--user ID] --scopes "bots:read,bots:write" [--expires-in 30d] [--name NAME] [--data DIR]
+`
+
+// run is main without the process: it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stdout, stderr)
+	case "admin":
+		return admin(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], usage)
+	return 2
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
+	dataDir := fs.String("data", "./.data", "data directory (store, keys, bootstrap.json)")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var handler slog.Handler
+	switch *logFormat {
+	case "text":
+		handler = slog.NewTextHandler(stderr, nil)
+	case "json":
+		handler = slog.NewJSONHandler(stderr, nil)
+	default:
+		fmt.Fprintf(stderr, "--log-format must be text or json\n")
+		return 2
+	}
+	log := slog.New(handler)
+	if err := realServe(ctx, *addr, *dataDir, log, stdout); err != nil {
+		log.Error("serve failed", "error", err)
+		return 1
+	}
+	return 0
+}
+
+func realServe(ctx context.Context, addr, dataDir string, log *slog.Logger, stdout io.Writer) error {
+	a, err := openApp(dataDir, log)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	mux, err := a.handler()
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	base := "http://" + ln.Addr().String()
+	if err := a.greet(ctx, base, stdout); err != nil {
+		ln.Close()
+		return err
+	}
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String(), "data", dataDir)
+	fmt.Fprintf(stdout, "API listening on %s (Ctrl-C to stop)\n", base)
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// greet creates the demo account on the first start and tells the user how to call the API.
+// The token is printed to stdout for the person at the terminal, never to the log.
+func (a *app) greet(ctx context.Context, base string, stdout io.Writer) error {
+	has, err := a.hasDemo(ctx)
+	if err != nil {
+		return err
+	}
+	if has {
+		fmt.Fprintf(stdout, "Using the existing data in %s. Its bootstrap.json holds the demo token;\n"+
+			"mint a new one with: go run ./functions/local admin bootstrap --data %s\n", a.dataDir, a.dataDir)
+		return nil
+	}
+	res, err := a.bootstrap(ctx)
+	if err != nil {
+		return fmt.Errorf("create demo account: %w", err)
+	}
+	path, err := writeBootstrapFile(a.dataDir, res)
+	if err != nil {
+		return fmt.Errorf("write bootstrap file: %w", err)
+	}
+	fmt.Fprintf(stdout, `First start: created a demo account, its owner, a bot and a full-access token.
+  account: %s
+  user:    %s
+  bot:     %s
+  token:   %s  (scope *, expires %s)
+Saved to %s (mode 0600). Try:
+  curl -H "Authorization: Bearer %s" %s/api/bots/%s
+The API reference is at %s/openapi.yaml
+`, res.AccountID, res.UserID, res.BotID, res.Token, res.ExpiresAt.Format(time.DateOnly), path,
+		res.Token, base, res.BotID, base)
+	return nil
+}

@@ -1,0 +1,195 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/botplatform/api/shared/store"
+)
+
+// Kind classifies an error; status() is the one place a kind becomes an HTTP status.
+type Kind int
+
+// Error kinds. Each family returns these; none writes a status code itself.
+const (
+	KindInternal Kind = iota
+	KindInvalid
+	KindUnauthenticated
+	KindPaymentRequired
+	KindForbidden
+	KindNotFound
+	KindMethodNotAllowed
+	KindConflict
+	KindTooLarge
+	KindUnsupportedMediaType
+	KindUnprocessable
+	KindTooManyRequests
+	KindUnavailable
+)
+
+func (k Kind) status() int {
+	switch k {
+	case KindInvalid:
+		return http.StatusBadRequest
+	case KindUnauthenticated:
+		return http.StatusUnauthorized
+	case KindPaymentRequired:
+		return http.StatusPaymentRequired
+	case KindForbidden:
+		return http.StatusForbidden
+	case KindNotFound:
+		return http.StatusNotFound
+	case KindMethodNotAllowed:
+		return http.StatusMethodNotAllowed
+	case KindConflict:
+		return http.StatusConflict
+	case KindTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case KindUnsupportedMediaType:
+		return http.StatusUnsupportedMediaType
+	case KindUnprocessable:
+		return http.StatusUnprocessableEntity
+	case KindTooManyRequests:
+		return http.StatusTooManyRequests
+	case KindUnavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// Error is a client-facing failure: Code and Detail are sent, Err is only logged.
+type Error struct {
+	Kind   Kind
+	Code   string
+	Detail string
+	// Extensions are extra problem members (field, current_revision, errors, ...).
+	Extensions map[string]any
+	// Err is the internal cause; it never reaches the client.
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Detail, e.Err)
+	}
+	return e.Code + ": " + e.Detail
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Status is the HTTP status the error is sent with.
+func (e *Error) Status() int { return e.Kind.status() }
+
+// With adds a problem extension member and returns e.
+func (e *Error) With(key string, value any) *Error {
+	if e.Extensions == nil {
+		e.Extensions = map[string]any{}
+	}
+	e.Extensions[key] = value
+	return e
+}
+
+// Wrap attaches an internal cause and returns e.
+func (e *Error) Wrap(err error) *Error { e.Err = err; return e }
+
+// E builds an Error.
+func E(kind Kind, code, detail string) *Error {
+	return &Error{Kind: kind, Code: code, Detail: detail}
+}
+
+// Errorf builds an Error with a formatted detail.
+func Errorf(kind Kind, code, format string, args ...any) *Error {
+	return &Error{Kind: kind, Code: code, Detail: fmt.Sprintf(format, args...)}
+}
+
+// NotFound is the answer for anything missing or outside the caller's reach; it never says which.
+func NotFound(what string) *Error {
+	return Errorf(KindNotFound, "not_found", "%s not found", what)
+}
+
+// StaleRevision is the 409 for a failed expected_revision check, carrying the current revision.
+func StaleRevision(current int64) *Error {
+	return Errorf(KindConflict, "stale_revision",
+		"expected_revision does not match the current revision %d; reload and retry", current).
+		With("current_revision", current)
+}
+
+// InvalidParam is a 400 for a bad query or path parameter.
+func InvalidParam(name, detail string) *Error {
+	return E(KindInvalid, "invalid_parameter", detail).With("parameter", name)
+}
+
+// FieldError is one problem with one field of a request body.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// Problems collects every field problem of a request, so a client fixes them all at once.
+type Problems []FieldError
+
+// Add records a problem with field.
+func (p *Problems) Add(field, format string, args ...any) {
+	*p = append(*p, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// Err returns nil without problems, else a 400 validation_failed listing them.
+func (p Problems) Err() error {
+	if len(p) == 0 {
+		return nil
+	}
+	detail := p[0].Field + ": " + p[0].Message
+	if len(p) > 1 {
+		detail += fmt.Sprintf(" (and %d more)", len(p)-1)
+	}
+	return E(KindInvalid, "validation_failed", detail).With("errors", []FieldError(p))
+}
+
+// problemTypeBase prefixes each problem type URI; docs/errors.md documents every code.
+const problemTypeBase = "https://docs.botplatform.dev/errors/"
+
+// asError turns any error into a client-safe *Error: known store conditions get their
+// status, everything else is an opaque 500.
+func asError(err error) *Error {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.Is(err, store.ErrUnavailable):
+		return E(KindUnavailable, "temporarily_unavailable", "the service is busy; retry shortly").Wrap(err)
+	default:
+		return E(KindInternal, "internal_error", "an internal error occurred").Wrap(err)
+	}
+}
+
+// writeProblem sends e as RFC 9457 application/problem+json.
+func writeProblem(w http.ResponseWriter, requestID string, e *Error) {
+	status := e.Status()
+	body := make(map[string]any, 6+len(e.Extensions))
+	for k, v := range e.Extensions {
+		body[k] = v
+	}
+	body["type"] = problemTypeBase + e.Code
+	body["title"] = http.StatusText(status)
+	body["status"] = status
+	body["detail"] = e.Detail
+	body["code"] = e.Code
+	body["request_id"] = requestID
+	b, err := json.Marshal(body)
+	if err != nil {
+		b = []byte(`{"type":"` + problemTypeBase + `internal_error","status":500,"code":"internal_error"}`)
+		status = http.StatusInternalServerError
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	if status == http.StatusServiceUnavailable && h.Get("Retry-After") == "" {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

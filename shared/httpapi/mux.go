@@ -1,0 +1,462 @@
+// Package httpapi is the HTTP kernel every route family registers with: routing on
+// net/http ServeMux patterns with each route's scope and bot right declared next to it,
+// authentication, tenancy and right checks, audit of mutations, strict JSON bodies,
+// RFC 9457 problem responses, request ids, request logs and sealed list cursors.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/botplatform/api/shared/audit"
+	"github.com/botplatform/api/shared/auth"
+	"github.com/botplatform/api/shared/ids"
+)
+
+// HandlerFunc serves one route. A returned error becomes a problem response; a handler
+// writes its own response only on success.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// Access is what a route requires of its caller. It is declared next to the route so that
+// the whole access table can be read (and is tested) in one place.
+type Access struct {
+	// Public routes take no credentials.
+	Public bool
+	// Scope the token must hold.
+	Scope auth.Scope
+	// Rights the user must hold on the route's bot ({botID} in the pattern).
+	Rights auth.RightSet
+	// PATOnly refuses bot API tokens even on the routes of their own bot.
+	PATOnly bool
+}
+
+// Need declares a route that requires scope and, on a bot's routes, the given rights.
+// Bot API tokens may call it on their own bot.
+func Need(scope auth.Scope, rights ...auth.Right) Access {
+	return Access{Scope: scope, Rights: auth.RightsOf(rights...)}
+}
+
+// NeedPAT is Need for routes only personal access tokens may call: account-level
+// administration and credential management.
+func NeedPAT(scope auth.Scope, rights ...auth.Right) Access {
+	a := Need(scope, rights...)
+	a.PATOnly = true
+	return a
+}
+
+// Public declares a route that needs no credentials.
+func Public() Access { return Access{Public: true} }
+
+// Route is one registered route.
+type Route struct {
+	Method string
+	Path   string
+	Access Access
+	// BotScoped routes have {botID} in their path: the bot must be in the caller's account.
+	BotScoped bool
+}
+
+// Pattern is the ServeMux pattern, e.g. "GET /api/bots/{botID}".
+func (rt Route) Pattern() string { return rt.Method + " " + rt.Path }
+
+// Mutating reports whether the route's calls are audited.
+func (rt Route) Mutating() bool {
+	switch rt.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// Authenticator resolves a request's credentials. Locally it checks the Authorization
+// header; behind API Gateway it reads the principal the authorizer passed along.
+type Authenticator func(r *http.Request) (*auth.Principal, error)
+
+// BearerAuth authenticates the Authorization header with the credentials service.
+func BearerAuth(s *auth.Service) Authenticator {
+	return func(r *http.Request) (*auth.Principal, error) {
+		return s.Authenticate(r.Context(), r.Header.Get("Authorization"))
+	}
+}
+
+// BotChecker confirms that a bot belongs to an account. It returns nil, or an error that
+// becomes the response (a 404 for a bot that is not the account's).
+type BotChecker interface {
+	CheckBot(ctx context.Context, accountID, botID string) error
+}
+
+// Config holds the kernel's dependencies; NewMux refuses to start without any of them.
+type Config struct {
+	Authenticate Authenticator
+	Bots         BotChecker
+	Audit        audit.Publisher
+	Log          *slog.Logger
+	Now          func() time.Time
+}
+
+// Mux routes requests to families' handlers through the kernel's checks.
+type Mux struct {
+	cfg    Config
+	mux    *http.ServeMux
+	routes []Route
+}
+
+// NewMux returns an empty Mux.
+func NewMux(cfg Config) (*Mux, error) {
+	var missing []string
+	if cfg.Authenticate == nil {
+		missing = append(missing, "Authenticate")
+	}
+	if cfg.Bots == nil {
+		missing = append(missing, "Bots")
+	}
+	if cfg.Audit == nil {
+		missing = append(missing, "Audit")
+	}
+	if cfg.Log == nil {
+		missing = append(missing, "Log")
+	}
+	if cfg.Now == nil {
+		missing = append(missing, "Now")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("httpapi: missing dependencies: %s", strings.Join(missing, ", "))
+	}
+	m := &Mux{cfg: cfg, mux: http.NewServeMux()}
+	m.mux.HandleFunc("/", m.unrouted)
+	return m, nil
+}
+
+// Handle registers a route. pattern must name a method ("GET /api/bots/{botID}").
+func (m *Mux) Handle(pattern string, access Access, h HandlerFunc) {
+	method, path, ok := strings.Cut(pattern, " ")
+	if !ok || method == "" || !strings.HasPrefix(path, "/") {
+		panic("httpapi: pattern needs a method and a path: " + pattern)
+	}
+	if !access.Public && access.Scope == "" {
+		panic("httpapi: non-public route without a scope: " + pattern)
+	}
+	rt := Route{Method: method, Path: path, Access: access, BotScoped: strings.Contains(path, "{botID}")}
+	m.routes = append(m.routes, rt)
+	m.mux.Handle(pattern, m.route(rt, h))
+}
+
+// Routes lists every registered route in registration order.
+func (m *Mux) Routes() []Route { return slices.Clone(m.routes) }
+
+// requestInfo is filled in as a request passes the kernel, for the request log.
+type requestInfo struct {
+	id        string
+	start     time.Time
+	principal *auth.Principal
+}
+
+type infoKey struct{}
+
+func info(r *http.Request) *requestInfo {
+	if ri, ok := r.Context().Value(infoKey{}).(*requestInfo); ok {
+		return ri
+	}
+	return &requestInfo{}
+}
+
+// RequestID returns the id of the request being served.
+func RequestID(ctx context.Context) string {
+	if ri, ok := ctx.Value(infoKey{}).(*requestInfo); ok {
+		return ri.id
+	}
+	return ""
+}
+
+// ServeHTTP gives every request an id, a log line and a safety net against panics.
+func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ri := &requestInfo{id: requestID(r), start: m.cfg.Now()}
+	w.Header().Set("X-Request-Id", ri.id)
+	sw := &statusWriter{ResponseWriter: w}
+	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, ri))
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			m.cfg.Log.ErrorContext(r.Context(), "panic", "request_id", ri.id, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			if !sw.wrote {
+				writeProblem(sw, ri.id, asError(nil))
+			}
+		}
+		m.logRequest(r, ri, sw)
+	}()
+	m.mux.ServeHTTP(sw, r)
+}
+
+func (m *Mux) logRequest(r *http.Request, ri *requestInfo, sw *statusWriter) {
+	route := r.Pattern
+	if route == "/" {
+		route = "" // the unrouted catch-all
+	}
+	attrs := []slog.Attr{
+		slog.String("request_id", ri.id),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.String("route", route),
+		slog.Int("status", sw.status),
+		slog.Int64("bytes", sw.bytes),
+		slog.Float64("duration_ms", float64(m.cfg.Now().Sub(ri.start).Microseconds())/1000),
+	}
+	if p := ri.principal; p != nil {
+		attrs = append(attrs, slog.String("account_id", p.AccountID), slog.String("token_id", p.TokenID))
+	}
+	m.cfg.Log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+}
+
+// route wraps a handler with authentication, audit and access checks.
+func (m *Mux) route(rt Route, h HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ri := info(r)
+		if rt.Access.Public {
+			m.serve(w, r, h)
+			return
+		}
+		p, err := m.cfg.Authenticate(r)
+		if err != nil {
+			m.fail(w, r, authError(w, err))
+			return
+		}
+		ri.principal = p
+		r = r.WithContext(auth.NewContext(r.Context(), p))
+		if rt.Mutating() {
+			aw := &auditWriter{ResponseWriter: w, m: m, r: r, rt: rt, p: p, start: ri.start}
+			w = aw
+			// A panic below still answers (500) and so still produces its audit event.
+			defer func() {
+				if v := recover(); v != nil {
+					if v == http.ErrAbortHandler {
+						panic(v)
+					}
+					m.cfg.Log.ErrorContext(r.Context(), "panic", "request_id", ri.id, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+					if !aw.wrote {
+						writeProblem(aw, ri.id, asError(nil))
+					}
+				}
+			}()
+		}
+		if err := m.authorize(r, rt, p); err != nil {
+			m.fail(w, r, err)
+			return
+		}
+		m.serve(w, r, h)
+	})
+}
+
+func (m *Mux) serve(w http.ResponseWriter, r *http.Request, h HandlerFunc) {
+	err := h(w, r)
+	if err == nil && !written(w) {
+		err = errors.New("handler wrote no response")
+	}
+	if err != nil {
+		if written(w) {
+			m.cfg.Log.ErrorContext(r.Context(), "error after response started", "request_id", RequestID(r.Context()), "error", err)
+			return
+		}
+		m.fail(w, r, err)
+	}
+}
+
+// authorize applies the route's declared access to the principal. Order matters: the
+// scope is a property of the token and reveals nothing, so it is checked first; rights are
+// checked only once the bot is known to be the caller's, so a 403 never confirms that
+// another account's bot exists.
+func (m *Mux) authorize(r *http.Request, rt Route, p *auth.Principal) error {
+	if p.Kind == auth.KindBot && (rt.Access.PATOnly || !rt.BotScoped) {
+		return E(KindForbidden, "insufficient_scope", "bot API tokens cannot call this route; use a personal access token").
+			With("required_scope", rt.Access.Scope)
+	}
+	if !p.Scopes.Allows(rt.Access.Scope) {
+		return Errorf(KindForbidden, "insufficient_scope", "this route needs the %q scope", rt.Access.Scope).
+			With("required_scope", rt.Access.Scope)
+	}
+	if !rt.BotScoped {
+		return nil
+	}
+	bot := r.PathValue("botID")
+	if p.Kind == auth.KindBot && bot != p.BotID {
+		return NotFound("bot")
+	}
+	if err := m.cfg.Bots.CheckBot(r.Context(), p.AccountID, bot); err != nil {
+		return err
+	}
+	if missing := p.RightsOn(bot).Missing(rt.Access.Rights); len(missing) > 0 {
+		return Errorf(KindForbidden, "missing_right", "your user lacks the %s right on this bot", auth.RightsOf(missing...)).
+			With("missing_rights", missing)
+	}
+	return nil
+}
+
+// authError maps an authentication failure to 401 (with RFC 6750's WWW-Authenticate), or
+// passes through a failure of the lookup itself.
+func authError(w http.ResponseWriter, err error) error {
+	var e *Error
+	switch {
+	case errors.Is(err, auth.ErrMissingCredentials):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="api"`)
+		return E(KindUnauthenticated, "missing_credentials", "send a token as Authorization: Bearer <token>")
+	case errors.Is(err, auth.ErrMalformedToken):
+		e = E(KindUnauthenticated, "invalid_token", "the token is malformed")
+	case errors.Is(err, auth.ErrUnknownToken):
+		e = E(KindUnauthenticated, "invalid_token", "the token is unknown or has been revoked")
+	case errors.Is(err, auth.ErrExpiredToken):
+		e = E(KindUnauthenticated, "token_expired", "the token has expired")
+	default:
+		return err
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="api", error="invalid_token"`)
+	return e
+}
+
+// fail answers with err as a problem; 5xx causes are logged, client errors are not.
+func (m *Mux) fail(w http.ResponseWriter, r *http.Request, err error) {
+	e := asError(err)
+	if e.Status() >= 500 {
+		m.cfg.Log.ErrorContext(r.Context(), "request failed", "request_id", RequestID(r.Context()), "code", e.Code, "error", err)
+	}
+	writeProblem(w, RequestID(r.Context()), e)
+}
+
+// unrouted answers requests no route matches: 405 with Allow when the path exists under
+// other methods, else 404.
+func (m *Mux) unrouted(w http.ResponseWriter, r *http.Request) {
+	var allowed []string
+	for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = method
+		if _, pattern := m.mux.Handler(probe); pattern != "" && pattern != "/" {
+			allowed = append(allowed, method)
+		}
+	}
+	if len(allowed) > 0 {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		m.fail(w, r, Errorf(KindMethodNotAllowed, "method_not_allowed", "%s is not allowed here; allowed: %s", r.Method, strings.Join(allowed, ", ")))
+		return
+	}
+	m.fail(w, r, E(KindNotFound, "not_found", "no such route"))
+}
+
+// requestID accepts a caller's X-Request-Id when it is short and plain, else mints one.
+func requestID(r *http.Request) string {
+	id := r.Header.Get("X-Request-Id")
+	if id == "" || len(id) > 128 {
+		return ids.New("req")
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+			return ids.New("req")
+		}
+	}
+	return id
+}
+
+// statusWriter remembers what was written, for the request log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// auditWriter publishes the request's audit event the moment the status is known and
+// before any byte of the response leaves, so a client never sees an unaudited outcome.
+type auditWriter struct {
+	http.ResponseWriter
+	m     *Mux
+	r     *http.Request
+	rt    Route
+	p     *auth.Principal
+	start time.Time
+	wrote bool
+}
+
+func (w *auditWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.wrote = true
+		w.publish(code)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *auditWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *auditWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *auditWriter) publish(status int) {
+	ctx := w.r.Context()
+	e := audit.Event{
+		ID:          ids.At("evt", w.start),
+		Time:        w.start.UTC(),
+		AccountID:   w.p.AccountID,
+		ActorUserID: w.p.UserID,
+		TokenID:     w.p.TokenID,
+		TokenKind:   string(w.p.Kind),
+		Method:      w.rt.Method,
+		Route:       w.rt.Pattern(),
+		Status:      status,
+		RequestID:   RequestID(ctx),
+	}
+	if w.rt.BotScoped {
+		e.BotID = w.r.PathValue("botID")
+	}
+	// The mutation has happened whatever the trail says; a lost event is an operator
+	// alarm, not a client error (a 500 here would invite a retry of a done mutation).
+	if err := w.m.cfg.Audit.Publish(context.WithoutCancel(ctx), e); err != nil {
+		w.m.cfg.Log.ErrorContext(ctx, "audit publish failed", "request_id", e.RequestID, "event_id", e.ID, "route", e.Route, "status", status, "error", err)
+	}
+}
+
+// written reports whether w (one of ours) has started a response.
+func written(w http.ResponseWriter) bool {
+	for {
+		switch x := w.(type) {
+		case *auditWriter:
+			return x.wrote
+		case *statusWriter:
+			return x.wrote
+		default:
+			u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+			if !ok {
+				return false
+			}
+			w = u.Unwrap()
+		}
+	}
+}
