@@ -184,8 +184,8 @@ func parseLifetime(s string) (time.Duration, error) {
 			return 0, fmt.Errorf("--expires-in %q: want a duration such as 1h or 30d", s)
 		}
 	}
-	if d < 2*time.Minute || d > auth.MaxPATLifetime {
-		return 0, fmt.Errorf("--expires-in must be from 2m to 365d")
+	if d < time.Second || d > auth.MaxPATLifetime {
+		return 0, fmt.Errorf("--expires-in must be from 1s to 365d")
 	}
 	return d, nil
 }

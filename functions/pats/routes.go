@@ -69,8 +69,8 @@ func (c *createRequest) parse(now time.Time) (auth.Scopes, time.Time, error) {
 	case c.ExpiresAt != nil:
 		if exp, err = time.Parse(time.RFC3339, *c.ExpiresAt); err != nil {
 			p.Add("expires_at", "must be an RFC 3339 time such as 2027-01-31T00:00:00Z")
-		} else if err := auth.CheckExpiry(exp, now); err != nil {
-			p.Add("expires_at", "must be in the future and at most 365 days away")
+		} else if err := auth.CheckExpiry(exp, now); err != nil || exp.Before(now.Add(time.Minute)) {
+			p.Add("expires_at", "must be at least a minute in the future and at most 365 days away")
 		}
 	case c.ExpiresInDays != nil:
 		if d := *c.ExpiresInDays; d < 1 || d > 365 {

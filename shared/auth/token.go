@@ -32,8 +32,9 @@ const (
 )
 
 // NewToken mints a token of the kind: prefix, 30 random base62 characters, and a 6-character
-// CRC32 checksum of the random part, so that a typo or a truncated paste is rejected offline
-// (as GitHub's ghp_ tokens are) and scanners can verify a candidate without a lookup.
+// CRC32 checksum of the prefix and the random part, so that a typo, a truncated paste or a
+// changed prefix is rejected offline (as GitHub's ghp_ tokens are) and scanners can verify a
+// candidate without a lookup.
 func NewToken(kind TokenKind) string {
 	prefix := PATPrefix
 	if kind == KindBot {
@@ -53,11 +54,13 @@ func NewToken(kind TokenKind) string {
 			}
 		}
 	}
-	return prefix + string(secret) + checksum(secret)
+	return prefix + string(secret) + checksum(prefix, secret)
 }
 
-func checksum(secret []byte) string {
-	sum := crc32.ChecksumIEEE(secret)
+// checksum covers the prefix too: a PAT whose prefix is changed to the bot prefix is then
+// refused before any lookup, like any other one-character change.
+func checksum(prefix string, secret []byte) string {
+	sum := crc32.Update(crc32.ChecksumIEEE([]byte(prefix)), crc32.IEEETable, secret)
 	out := make([]byte, checksumLen)
 	for i := checksumLen - 1; i >= 0; i-- {
 		out[i] = base62[sum%62]
@@ -86,7 +89,7 @@ func ParseToken(tok string) (TokenKind, bool) {
 			return "", false
 		}
 	}
-	if checksum([]byte(body[:secretLen])) != body[secretLen:] {
+	if checksum(tok[:4], []byte(body[:secretLen])) != body[secretLen:] {
 		return "", false
 	}
 	return kind, true

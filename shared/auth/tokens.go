@@ -79,13 +79,14 @@ func CheckName(name string) (string, error) {
 }
 
 // CheckExpiry validates a PAT expiry against now: in the future and at most MaxPATLifetime
-// away (a minute of slack absorbs client clock skew).
+// away (a minute of slack absorbs client clock skew). The API additionally asks for at least a
+// minute; operators (admin CLI) may mint shorter-lived tokens.
 func CheckExpiry(expiresAt, now time.Time) error {
 	switch {
 	case expiresAt.IsZero():
 		return fmt.Errorf("%w: expires_at is required", ErrInvalidExpiry)
-	case !expiresAt.After(now.Add(time.Minute)):
-		return fmt.Errorf("%w: expires_at must be at least a minute in the future", ErrInvalidExpiry)
+	case !expiresAt.After(now):
+		return fmt.Errorf("%w: expires_at must be in the future", ErrInvalidExpiry)
 	case expiresAt.After(now.Add(MaxPATLifetime + time.Minute)):
 		return fmt.Errorf("%w: expires_at must be at most 365 days away", ErrInvalidExpiry)
 	}

@@ -1,0 +1,186 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var curlRe = regexp.MustCompile(`curl -H "Authorization: Bearer (mbp_\w+)" (http://\S+)`)
+
+// The first start creates the demo account and prints a curl line that works as printed.
+func TestFirstStartPrintsWorkingCurl(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	out := s.stdout.String()
+	m := curlRe.FindStringSubmatch(out)
+	require.NotNil(t, m, "no curl line in:\n%s", out)
+	assert.Equal(t, s.demo.Token, m[1])
+	hr, err := http.NewRequest(http.MethodGet, m[2], nil)
+	require.NoError(t, err)
+	hr.Header.Set("Authorization", "Bearer "+m[1])
+	res, err := http.DefaultClient.Do(hr)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	var bot map[string]any
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&bot))
+	assert.Equal(t, http.StatusOK, res.StatusCode)
+	assert.Equal(t, s.demo.BotID, bot["id"])
+
+	for _, f := range []string{"bootstrap.json", "master.key"} {
+		fi, err := os.Stat(filepath.Join(s.dataDir, f))
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), f)
+	}
+	for _, k := range []string{"account_id", "user_id", "bot_id", "token"} {
+		assert.Contains(t, out, map[string]string{"account_id": s.demo.AccountID, "user_id": s.demo.UserID, "bot_id": s.demo.BotID, "token": s.demo.Token}[k])
+	}
+}
+
+// A restart over existing data keeps the demo account and its token, and creates nothing new.
+func TestRestartKeepsData(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s1 := startIn(t, dir)
+	created := s1.post(s1.demo.Token, "/api/bots", map[string]any{"name": "Persisted"}).JSON(t)["id"].(string)
+	s1.stop()
+	require.Contains(t, s1.stderr.String(), `"msg":"stopped"`, "graceful shutdown")
+
+	s2 := startIn(t, dir)
+	assert.Contains(t, s2.stdout.String(), "Using the existing data")
+	assert.NotContains(t, s2.stdout.String(), "token:")
+	assert.Equal(t, s1.demo, s2.demo)
+	s2.secrets[s2.demo.Token] = 1
+	r := s2.get(s2.demo.Token, "/api/bots/"+created)
+	require.Equal(t, http.StatusOK, r.Status)
+	assert.Equal(t, "Persisted", r.JSON(t)["name"])
+	assert.Len(t, s2.get(s2.demo.Token, "/api/bots").JSON(t)["data"], 2)
+}
+
+// The admin CLI's contract: exact command names, one JSON object each, working while serve runs.
+func TestAdminCLI(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	b1 := s.admin("bootstrap")
+	b2 := s.admin("bootstrap")
+	assert.Equal(t, s.demo.AccountID, b1["account_id"], "reuses the demo account")
+	assert.Equal(t, s.demo.BotID, b1["bot_id"], "reuses the demo bot")
+	assert.Equal(t, s.demo.UserID, b1["user_id"])
+	assert.NotEqual(t, b1["token"], b2["token"], "a new token each call")
+	assert.Len(t, b1, 4)
+	assert.Equal(t, http.StatusOK, s.get(b2["token"], "/api/personal-access-tokens").Status, "full access")
+
+	acct := s.admin("account", "create", "--name", "Acme")
+	assert.Regexp(t, `^acct_`, acct["account_id"])
+	assert.Regexp(t, `^usr_`, acct["user_id"])
+	user := s.admin("user", "create", "--account", acct["account_id"], "--rights", "reactions,analytics")
+	assert.Regexp(t, `^usr_`, user["user_id"])
+	bot := s.admin("bot", "create", "--account", acct["account_id"], "--name", "Acme bot")
+	assert.Regexp(t, `^bot_`, bot["bot_id"])
+	pat := s.admin("pat", "create", "--account", acct["account_id"], "--scopes", "bots:read,bots:write", "--expires-in", "1h")
+	assert.Regexp(t, `^pat_`, pat["token_id"])
+	assert.Regexp(t, `^mbp_`, pat["token"])
+	assert.NotEmpty(t, pat["expires_at"])
+	r := s.get(pat["token"], "/api/bots")
+	require.Equal(t, http.StatusOK, r.Status)
+	assert.Len(t, r.JSON(t)["data"], 1)
+
+	// The member's rights apply on every bot of the account.
+	memberTok := s.admin("pat", "create", "--account", acct["account_id"], "--user", user["user_id"], "--scopes", "bots:write,bots:read")["token"]
+	assert.Equal(t, http.StatusOK, s.patch(memberTok, "/api/bots/"+bot["bot_id"], map[string]any{"expected_revision": 1, "name": "x"}).Status)
+	r = s.post(memberTok, "/api/bots/"+bot["bot_id"]+"/api-tokens", map[string]any{"name": "x"})
+	assert.Equal(t, http.StatusForbidden, r.Status, "no dialogs right")
+
+	// Errors are one JSON object too, with a non-zero exit.
+	for _, args := range [][]string{
+		{"user", "create", "--account", "acct_missing", "--rights", ""},
+		{"pat", "create", "--account", acct["account_id"], "--scopes", "bots:fly"},
+		{"pat", "create", "--account", acct["account_id"], "--scopes", "*", "--expires-in", "400d"},
+		{"user", "create", "--account", acct["account_id"], "--rights", "root"},
+		{"bot", "create", "--account", "acct_missing", "--name", "x"},
+	} {
+		out, code := s.adminRaw(args...)
+		assert.NotEqual(t, 0, code, "%v", args)
+		var m map[string]string
+		require.NoError(t, json.Unmarshal(out, &m), "%v: %s", args, out)
+		assert.NotEmpty(t, m["error"], "%v", args)
+	}
+}
+
+// One JSON log line per request, with its id; never a token.
+func TestRequestLogsAndIDs(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	r := s.do(req{Method: "GET", Path: "/api/bots", Token: s.demo.Token, Headers: map[string]string{"X-Request-Id": "trace-123"}})
+	assert.Equal(t, "trace-123", r.Header.Get("X-Request-Id"))
+	for _, bad := range []string{strings.Repeat("a", 200), "has spaces", "semi;colon"} {
+		r := s.do(req{Method: "GET", Path: "/api/bots", Token: s.demo.Token, Headers: map[string]string{"X-Request-Id": bad}})
+		assert.Regexp(t, `^req_`, r.Header.Get("X-Request-Id"), "replaced %q", bad)
+	}
+	r = s.get("", "/api/bots")
+	assert.Regexp(t, `^req_`, r.Header.Get("X-Request-Id"))
+	assert.Equal(t, r.Header.Get("X-Request-Id"), r.JSON(t)["request_id"], "the problem names the request")
+
+	var found bool
+	for _, l := range s.logLines() {
+		if l["msg"] == "request" && l["request_id"] == "trace-123" {
+			found = true
+			assert.Equal(t, "GET /api/bots", l["route"])
+			assert.Equal(t, float64(200), l["status"])
+			assert.Equal(t, s.demo.AccountID, l["account_id"])
+			assert.Equal(t, s.demo.TokenID, l["token_id"])
+		}
+	}
+	assert.True(t, found, "request log line for trace-123")
+	assert.NotContains(t, s.stderr.String(), "Bearer")
+}
+
+// Every documented create operation's example succeeds as sent to a fresh process's demo bot.
+func TestOpenAPIExamplesSucceed(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	r := s.get("", "/openapi.yaml")
+	require.Equal(t, http.StatusOK, r.Status)
+	doc, err := openapi3.NewLoader().LoadFromData(r.Body)
+	require.NoError(t, err)
+	require.NoError(t, doc.Validate(context.Background()))
+	sent := 0
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.RequestBody == nil || op.RequestBody.Value == nil {
+				continue
+			}
+			mt := op.RequestBody.Value.Content.Get("application/json")
+			if mt == nil {
+				continue
+			}
+			var examples []any
+			if mt.Example != nil {
+				examples = append(examples, mt.Example)
+			}
+			for _, ex := range mt.Examples {
+				if ex.Value != nil {
+					examples = append(examples, ex.Value.Value)
+				}
+			}
+			if _, creates := op.Responses.Map()["201"]; creates {
+				assert.NotEmpty(t, examples, "%s %s creates a resource but has no request example", method, path)
+			}
+			for _, ex := range examples {
+				res := s.do(req{Method: method, Path: strings.ReplaceAll(path, "{botID}", s.demo.BotID), Token: s.demo.Token, Body: ex})
+				assert.True(t, res.Status >= 200 && res.Status < 300, "example of %s %s: %d %s", method, path, res.Status, res.Body)
+				sent++
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, sent, 3)
+}
