@@ -67,6 +67,10 @@ func (h *Handlers) create(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handlers) get(w http.ResponseWriter, r *http.Request) error {
+	// The kernel loaded the bot for the tenancy check; serve that read.
+	if b, ok := httpapi.LoadedBot(r.Context()).(Bot); ok {
+		return httpapi.WriteJSON(w, http.StatusOK, b)
+	}
 	b, err := h.svc.Get(r.Context(), principal(r).AccountID, r.PathValue("botID"))
 	if err != nil {
 		return err

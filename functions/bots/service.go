@@ -1,9 +1,12 @@
 package bots
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/botplatform/api/shared/auth"
@@ -14,14 +17,53 @@ import (
 
 // Service reads and writes bots.
 type Service struct {
-	store store.Store
-	auth  *auth.Service
-	now   func() time.Time
+	store   store.Store
+	auth    *auth.Service
+	now     func() time.Time
+	decoded *decodeCache
 }
 
 // NewService returns a Service. auth issues and revokes the bots' API tokens.
 func NewService(s store.Store, a *auth.Service, now func() time.Time) *Service {
-	return &Service{store: s, auth: a, now: now}
+	return &Service{store: s, auth: a, now: now, decoded: &decodeCache{m: map[store.Key]cachedBot{}}}
+}
+
+// decodeCache remembers the decoded form of each bot's stored bytes. Every request under a
+// bot reads the bot (the tenancy check), and decoding the same bytes again is pure waste. The
+// store is still read every time and the cache only answers for identical bytes, so it can
+// never serve a stale bot.
+type decodeCache struct {
+	mu sync.Mutex
+	m  map[store.Key]cachedBot
+}
+
+type cachedBot struct {
+	data []byte
+	bot  Bot
+}
+
+const decodeCacheMax = 10000
+
+func (c *decodeCache) decode(it store.Item) (Bot, error) {
+	c.mu.Lock()
+	e, ok := c.m[it.Key]
+	c.mu.Unlock()
+	if !ok || !bytes.Equal(e.data, it.Data) {
+		b, err := store.Decode[Bot](it)
+		if err != nil {
+			return Bot{}, err
+		}
+		e = cachedBot{data: it.Data, bot: b}
+		c.mu.Lock()
+		if len(c.m) >= decodeCacheMax {
+			clear(c.m)
+		}
+		c.m[it.Key] = e
+		c.mu.Unlock()
+	}
+	b := e.bot
+	b.Settings.SupportedLocales = slices.Clone(b.Settings.SupportedLocales) // callers may modify their copy
+	return b, nil
 }
 
 // A bot lives in its account's partition: a lookup with the caller's account can never
@@ -32,16 +74,9 @@ func botKey(account, bot string) store.Key {
 
 func botNotFound() error { return httpapi.NotFound("bot") }
 
-// CheckBot implements httpapi.BotChecker.
-func (s *Service) CheckBot(ctx context.Context, account, bot string) error {
-	if !ids.Valid("bot", bot) {
-		return botNotFound()
-	}
-	_, err := s.store.Get(ctx, botKey(account, bot))
-	if errors.Is(err, store.ErrNotFound) {
-		return botNotFound()
-	}
-	return err
+// LoadBot implements httpapi.BotLoader: it returns the account's Bot.
+func (s *Service) LoadBot(ctx context.Context, account, bot string) (any, error) {
+	return s.Get(ctx, account, bot)
 }
 
 // Create adds a bot to the account with default settings overridden by settings.
@@ -65,8 +100,11 @@ func (s *Service) Create(ctx context.Context, account, name string, settings *Se
 	return b, nil
 }
 
-// Get returns one bot of the account.
+// Get returns one bot of the account. A malformed id is not found without a lookup.
 func (s *Service) Get(ctx context.Context, account, id string) (Bot, error) {
+	if !ids.Valid("bot", id) {
+		return Bot{}, botNotFound()
+	}
 	it, err := s.store.Get(ctx, botKey(account, id))
 	if errors.Is(err, store.ErrNotFound) {
 		return Bot{}, botNotFound()
@@ -74,7 +112,7 @@ func (s *Service) Get(ctx context.Context, account, id string) (Bot, error) {
 	if err != nil {
 		return Bot{}, err
 	}
-	return store.Decode[Bot](it)
+	return s.decoded.decode(it)
 }
 
 // List returns one page of the account's bots, oldest first.

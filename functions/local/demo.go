@@ -70,7 +70,7 @@ func (a *app) ensureDemo(ctx context.Context) (demoRecord, error) {
 	if err != nil {
 		return demoRecord{}, err
 	}
-	if err := a.bots.CheckBot(ctx, d.AccountID, d.BotID); err == nil {
+	if _, err := a.bots.Get(ctx, d.AccountID, d.BotID); err == nil {
 		return d, nil
 	}
 	// The demo bot was deleted through the API: give the demo account a new one.

@@ -86,16 +86,18 @@ func BearerAuth(s *auth.Service) Authenticator {
 	}
 }
 
-// BotChecker confirms that a bot belongs to an account. It returns nil, or an error that
-// becomes the response (a 404 for a bot that is not the account's).
-type BotChecker interface {
-	CheckBot(ctx context.Context, accountID, botID string) error
+// BotLoader loads a bot of an account for the tenancy check of every {botID} route. It
+// returns the bot, or an error that becomes the response (a 404 for a bot that is not the
+// account's). The kernel keeps the bot for the request (LoadedBot), so handlers need not
+// read it again.
+type BotLoader interface {
+	LoadBot(ctx context.Context, accountID, botID string) (any, error)
 }
 
 // Config holds the kernel's dependencies; NewMux refuses to start without any of them.
 type Config struct {
 	Authenticate Authenticator
-	Bots         BotChecker
+	Bots         BotLoader
 	Audit        audit.Publisher
 	Log          *slog.Logger
 	Now          func() time.Time
@@ -156,6 +158,7 @@ type requestInfo struct {
 	id        string
 	start     time.Time
 	principal *auth.Principal
+	bot       any
 }
 
 type infoKey struct{}
@@ -165,6 +168,14 @@ func info(r *http.Request) *requestInfo {
 		return ri
 	}
 	return &requestInfo{}
+}
+
+// LoadedBot returns the bot the kernel loaded for the request's {botID}, or nil.
+func LoadedBot(ctx context.Context) any {
+	if ri, ok := ctx.Value(infoKey{}).(*requestInfo); ok {
+		return ri.bot
+	}
+	return nil
 }
 
 // RequestID returns the id of the request being served.
@@ -289,9 +300,11 @@ func (m *Mux) authorize(r *http.Request, rt Route, p *auth.Principal) error {
 	if p.Kind == auth.KindBot && bot != p.BotID {
 		return NotFound("bot")
 	}
-	if err := m.cfg.Bots.CheckBot(r.Context(), p.AccountID, bot); err != nil {
+	loaded, err := m.cfg.Bots.LoadBot(r.Context(), p.AccountID, bot)
+	if err != nil {
 		return err
 	}
+	info(r).bot = loaded
 	if missing := p.RightsOn(bot).Missing(rt.Access.Rights); len(missing) > 0 {
 		return Errorf(KindForbidden, "missing_right", "your user lacks the %s right on this bot", auth.RightsOf(missing...)).
 			With("missing_rights", missing)

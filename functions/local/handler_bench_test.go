@@ -1,0 +1,38 @@
+// BenchmarkGetBotHandler profiles the in-process cost of an authenticated bot read (no network):
+//
+//	go test -run - -bench GetBotHandler -cpuprofile cpu.out ./functions/local/
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+func BenchmarkGetBotHandler(b *testing.B) {
+	a, err := openApp(b.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	mux, _ := a.handler()
+	res, err := a.bootstrap(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r := httptest.NewRequest("GET", "/api/bots/"+res.BotID, nil)
+			r.Header.Set("Authorization", "Bearer "+res.Token)
+			w := httptest.NewRecorder()
+			mux.ServeHTTP(w, r)
+			if w.Code != http.StatusOK {
+				b.Fatal(w.Code)
+			}
+		}
+	})
+}
