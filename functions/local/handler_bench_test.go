@@ -1,6 +1,3 @@
-// BenchmarkGetBotHandler profiles the in-process cost of an authenticated bot read (no network):
-//
-//	go test -run - -bench GetBotHandler -cpuprofile cpu.out ./functions/local/
 package main
 
 import (
@@ -12,6 +9,8 @@ import (
 	"testing"
 )
 
+// BenchmarkGetBotHandler measures the in-process cost of an authenticated bot read, without
+// the network, for profiling: go test -run - -bench GetBotHandler -cpuprofile cpu.out ./functions/local/
 func BenchmarkGetBotHandler(b *testing.B) {
 	a, err := openApp(b.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {

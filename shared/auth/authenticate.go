@@ -44,11 +44,14 @@ func (s *Service) AuthenticateToken(ctx context.Context, tok string) (*Principal
 	now := s.clock()
 	p, ok := s.cache.get(hash, now)
 	if !ok {
+		// A revocation that lands while the store is read must not be undone by caching
+		// what was read before it: cache only if nothing was forgotten in between.
+		epoch := s.cache.epochNow()
 		var err error
 		if p, err = s.load(ctx, kind, hash); err != nil {
 			return nil, err
 		}
-		s.cache.put(hash, p, now)
+		s.cache.put(hash, p, now, epoch)
 	}
 	if err := s.checkExpiry(p, now); err != nil {
 		return nil, err
@@ -145,6 +148,8 @@ type cache struct {
 	max     int
 	entries map[string]cacheEntry
 	touched map[string]time.Time
+	// epoch counts forgets, so a lookup that raced a revocation is not cached.
+	epoch uint64
 }
 
 type cacheEntry struct {
@@ -166,9 +171,19 @@ func (c *cache) get(hash string, now time.Time) (*Principal, bool) {
 	return e.p, true
 }
 
-func (c *cache) put(hash string, p *Principal, now time.Time) {
+func (c *cache) epochNow() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.epoch
+}
+
+// put caches p unless a token was forgotten since epoch was read.
+func (c *cache) put(hash string, p *Principal, now time.Time, epoch uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.epoch != epoch {
+		return
+	}
 	if len(c.entries) >= c.max {
 		for h, e := range c.entries {
 			if !now.Before(e.expires) {
@@ -186,6 +201,7 @@ func (c *cache) forget(hash string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.entries, hash)
+	c.epoch++
 }
 
 // dueTouch reports whether this process should write last_used_at for the token now,

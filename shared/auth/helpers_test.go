@@ -38,19 +38,21 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 // countingStore counts reads and single writes, so tests can tell a cache hit from a
-// lookup and a bookkeeping write from none. onGet, when set, runs before each Get.
+// lookup and a bookkeeping write from none. afterGet, when set, runs after each Get
+// returns and before its caller sees the result.
 type countingStore struct {
 	store.Store
 	gets, puts atomic.Int64
-	onGet      func(store.Key)
+	afterGet   atomic.Pointer[func(store.Key)]
 }
 
 func (s *countingStore) Get(ctx context.Context, key store.Key) (store.Item, error) {
 	s.gets.Add(1)
-	if s.onGet != nil {
-		s.onGet(key)
+	it, err := s.Store.Get(ctx, key)
+	if f := s.afterGet.Load(); f != nil {
+		(*f)(key)
 	}
-	return s.Store.Get(ctx, key)
+	return it, err
 }
 
 func (s *countingStore) Put(ctx context.Context, it store.Item, cond store.Condition) error {

@@ -159,6 +159,10 @@ func asError(err error) *Error {
 	switch {
 	case errors.As(err, &e):
 		return e
+	case errors.Is(err, store.ErrInvalidCursor):
+		// A sealed cursor replayed on a list whose binding matches but whose store query
+		// differs (another user's token list in the same account) is still the client's error.
+		return E(KindInvalid, "invalid_cursor", "cursor is malformed, altered, or belongs to another list").Wrap(err)
 	case errors.Is(err, store.ErrUnavailable):
 		return E(KindUnavailable, "temporarily_unavailable", "the service is busy; retry shortly").Wrap(err)
 	default:

@@ -1,12 +1,16 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -28,17 +32,18 @@ func Decode(w http.ResponseWriter, r *http.Request, v any) error {
 			return E(KindUnsupportedMediaType, "unsupported_media_type", "request bodies must be application/json")
 		}
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	// The body is read whole (it is capped) so that an unknown field can be located in it.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		return decodeError(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
+		return unknownFieldError(err, v, body)
 	}
 	// A second Decode must hit EOF: Decoder.More misses `{"a":1}}`.
 	if err := dec.Decode(&struct{}{}); err != io.EOF {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return decodeError(err)
-		}
 		return E(KindInvalid, "invalid_body", "unexpected data after the JSON body")
 	}
 	if val, ok := v.(Validator); ok {
@@ -64,7 +69,7 @@ func decodeError(err error) error {
 		return Errorf(KindInvalid, "invalid_body", "malformed JSON at byte %d", syntax.Offset)
 	case errors.As(err, &typeErr):
 		if typeErr.Field == "" {
-			return Errorf(KindInvalid, "invalid_body", "the body must be a JSON %s", jsonKind(typeErr))
+			return Errorf(KindInvalid, "invalid_body", "the body must be %s", jsonKind(typeErr))
 		}
 		return Errorf(KindInvalid, "invalid_body", "field %q must be %s", typeErr.Field, jsonKind(typeErr)).
 			With("field", typeErr.Field)
@@ -77,6 +82,107 @@ func decodeError(err error) error {
 		return Errorf(KindInvalid, "unknown_field", "unknown field %q", name).With("field", name)
 	}
 	return E(KindInvalid, "invalid_body", "the JSON body could not be read").Wrap(err)
+}
+
+// unknownFieldError is decodeError, except that an unknown field is named by its path in
+// the body ("settings.colour"): encoding/json names only the key, which misleads when the
+// same key is valid elsewhere (a "name" inside "settings").
+func unknownFieldError(err error, v any, body []byte) error {
+	e := decodeError(err)
+	var he *Error
+	if !errors.As(e, &he) || he.Code != "unknown_field" {
+		return e
+	}
+	key, _ := he.Extensions["field"].(string)
+	var doc any
+	if json.Unmarshal(body, &doc) != nil {
+		return e
+	}
+	path, ok := unknownFieldPath(reflect.TypeOf(v), doc, key, "")
+	if !ok {
+		return e
+	}
+	return Errorf(KindInvalid, "unknown_field", "unknown field %q", path).With("field", path)
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// unknownFieldPath walks doc alongside the Go type it was decoded into, as encoding/json
+// does, and returns the path of a member named key that no field accepts.
+func unknownFieldPath(t reflect.Type, doc any, key, path string) (string, bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		return "", false // it decodes itself; DisallowUnknownFields does not reach inside
+	}
+	switch d := doc.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(d)) {
+			sub := joinPath(path, k)
+			var ft reflect.Type
+			switch t.Kind() {
+			case reflect.Map:
+				ft = t.Elem()
+			case reflect.Struct:
+				var known bool
+				if ft, known = jsonField(t, k); !known {
+					if k == key {
+						return sub, true
+					}
+					continue
+				}
+			default:
+				return "", false
+			}
+			if p, ok := unknownFieldPath(ft, d[k], key, sub); ok {
+				return p, true
+			}
+		}
+	case []any:
+		if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+			for i, el := range d {
+				if p, ok := unknownFieldPath(t.Elem(), el, key, fmt.Sprintf("%s[%d]", path, i)); ok {
+					return p, true
+				}
+			}
+		}
+	}
+	return "", false
+}
+
+// jsonField finds the struct field encoding/json decodes member name into: the exact
+// name first, else a case-insensitive match.
+func jsonField(t reflect.Type, name string) (reflect.Type, bool) {
+	var folded reflect.Type
+	for _, f := range reflect.VisibleFields(t) {
+		tag := f.Tag.Get("json")
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if !f.IsExported() || tag == "-" || f.Anonymous && tag == "" && ft.Kind() == reflect.Struct {
+			continue // unexported, ignored, or an embedded struct whose fields are promoted
+		}
+		n, _, _ := strings.Cut(tag, ",")
+		if n == "" {
+			n = f.Name
+		}
+		if n == name {
+			return f.Type, true
+		}
+		if folded == nil && strings.EqualFold(n, name) {
+			folded = f.Type
+		}
+	}
+	return folded, folded != nil
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
 }
 
 // jsonKind names the JSON type the target expects, in the words of a client.
