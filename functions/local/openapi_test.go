@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -389,5 +388,5 @@ func TestOpenAPILimits(t *testing.T) {
 	require.NotNil(t, s.Max)
 	assert.Equal(t, float64(1), *s.Min)
 	assert.Equal(t, float64(httpapi.MaxLimit), *s.Max)
-	assert.Equal(t, strconv.Itoa(httpapi.DefaultLimit), strconv.Itoa(int(s.Default.(float64))))
+	assert.EqualValues(t, httpapi.DefaultLimit, s.Default)
 }
