@@ -86,7 +86,7 @@ func TestBadRequests400(t *testing.T) {
 		code, field        string
 	}{
 		{"unknown top-level field", "POST", "/api/bots", `{"name":"x","colour":"red"}`, "unknown_field", "colour"},
-		{"unknown nested field", "POST", "/api/bots", `{"name":"x","settings":{"tz":"UTC"}}`, "unknown_field", "tz"},
+		{"unknown nested field", "POST", "/api/bots", `{"name":"x","settings":{"tz":"UTC"}}`, "unknown_field", "settings.tz"},
 		{"unknown field on patch", "PATCH", bot, `{"expected_revision":1,"revision":5}`, "unknown_field", "revision"},
 		{"wrong type", "POST", "/api/bots", `{"name":42}`, "invalid_body", "name"},
 		{"wrong nested type", "PATCH", bot, `{"expected_revision":1,"settings":{"timezone":7}}`, "invalid_body", "settings.timezone"},

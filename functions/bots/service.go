@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -89,7 +90,8 @@ func (s *Service) Create(ctx context.Context, account, name string, settings *Se
 		return Bot{}, err
 	}
 	now := s.now().UTC()
-	b := Bot{ID: ids.At("bot", now), Name: name, Settings: set, Revision: 1, CreatedAt: now, UpdatedAt: now}
+	created := now.Truncate(time.Second) // API timestamps are whole seconds; the id keeps the full clock
+	b := Bot{ID: ids.At("bot", now), Name: name, Settings: set, Revision: 1, CreatedAt: created, UpdatedAt: created}
 	data, err := store.Encode(b)
 	if err != nil {
 		return Bot{}, err
@@ -141,6 +143,7 @@ func (s *Service) Update(ctx context.Context, account, id string, expected int64
 	if b.Revision != expected {
 		return Bot{}, httpapi.StaleRevision(b.Revision)
 	}
+	before := b
 	var p httpapi.Problems
 	if name != nil {
 		b.Name = checkName(&p, *name)
@@ -150,11 +153,11 @@ func (s *Service) Update(ctx context.Context, account, id string, expected int64
 	if err := p.Err(); err != nil {
 		return Bot{}, err
 	}
-	if name == nil && settings == nil {
-		return b, nil // nothing to change: no new revision
+	if b.Name == before.Name && reflect.DeepEqual(b.Settings, before.Settings) {
+		return before, nil // nothing changes, so no new revision
 	}
 	b.Revision++
-	b.UpdatedAt = s.now().UTC()
+	b.UpdatedAt = s.now().UTC().Truncate(time.Second)
 	data, err := store.Encode(b)
 	if err != nil {
 		return Bot{}, err

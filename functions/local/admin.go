@@ -28,19 +28,18 @@ func admin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		rest = args[1:]
 	}
 	if !ok {
-		fmt.Fprintf(stderr, "unknown admin command %q\n%s", strings.Join(args, " "), usage)
-		return 2
+		fmt.Fprint(stderr, usage)
+		return printJSON(stdout, map[string]string{"error": fmt.Sprintf("unknown admin command %q", strings.Join(args, " "))}, 2)
 	}
 	fs := flag.NewFlagSet("admin "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data", "./.data", "data directory")
 	run := cmd(fs)
 	if err := fs.Parse(rest); err != nil {
-		return 2
+		return printJSON(stdout, map[string]string{"error": err.Error()}, 2)
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
-		return 2
+		return printJSON(stdout, map[string]string{"error": fmt.Sprintf("unexpected arguments: %v", fs.Args())}, 2)
 	}
 	a, err := openApp(*dataDir, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
@@ -74,6 +73,10 @@ var adminCommands = map[string]adminCommand{
 			res, err := a.bootstrap(ctx)
 			if err != nil {
 				return nil, err
+			}
+			// Keep bootstrap.json current, also when bootstrap ran before the first serve.
+			if _, err := writeBootstrapFile(a.dataDir, res); err != nil {
+				return nil, fmt.Errorf("write bootstrap file: %w", err)
 			}
 			return map[string]string{"account_id": res.AccountID, "user_id": res.UserID, "bot_id": res.BotID, "token": res.Token}, nil
 		}

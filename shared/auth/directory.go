@@ -38,8 +38,8 @@ func (s *Service) CreateAccount(ctx context.Context, name string) (Account, User
 		return Account{}, User{}, fmt.Errorf("%w: account name is required", ErrInvalidRequest)
 	}
 	now := s.clock()
-	acct := Account{ID: ids.At("acct", now), Name: name, CreatedAt: now}
-	owner := User{ID: ids.At("usr", now), Name: "Owner", Role: RoleOwner, Rights: AllRightsSet, CreatedAt: now}
+	acct := Account{ID: ids.At("acct", now), Name: name, CreatedAt: stamp(now)}
+	owner := User{ID: ids.At("usr", now), Name: "Owner", Role: RoleOwner, Rights: AllRightsSet, CreatedAt: stamp(now)}
 	acct.OwnerUserID, owner.AccountID = owner.ID, acct.ID
 	ab, err := store.Encode(acct)
 	if err != nil {
@@ -71,7 +71,7 @@ func (s *Service) Account(ctx context.Context, id string) (Account, error) {
 // CreateUser adds a member with the given rights on every bot of the account.
 func (s *Service) CreateUser(ctx context.Context, account, name string, rights RightSet) (User, error) {
 	now := s.clock()
-	u := User{ID: ids.At("usr", now), AccountID: account, Name: strings.TrimSpace(name), Role: RoleMember, Rights: rights, CreatedAt: now}
+	u := User{ID: ids.At("usr", now), AccountID: account, Name: strings.TrimSpace(name), Role: RoleMember, Rights: rights, CreatedAt: stamp(now)}
 	if u.Name == "" {
 		u.Name = "Member"
 	}

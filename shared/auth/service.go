@@ -102,3 +102,7 @@ func credentialKey(hash string) store.Key {
 }
 
 func (s *Service) clock() time.Time { return s.now().UTC() }
+
+// stamp is now in whole seconds, the precision of every timestamp the API shows. Ids keep
+// the full clock so that they still sort by creation within a second.
+func stamp(now time.Time) time.Time { return now.Truncate(time.Second) }

@@ -130,40 +130,40 @@ func (s *Service) IssuePAT(ctx context.Context, account, user, name string, scop
 	}
 	tok := NewToken(KindPAT)
 	rec := patRecord{
-		PAT:  PAT{ID: ids.At("pat", now), UserID: user, Name: name, Scopes: scopes, ExpiresAt: expiresAt, CreatedAt: now},
+		PAT:  PAT{ID: ids.At("pat", now), UserID: user, Name: name, Scopes: scopes, ExpiresAt: expiresAt, CreatedAt: stamp(now)},
 		Hash: HashToken(tok),
 	}
 	cred := credential{Kind: KindPAT, TokenID: rec.ID, AccountID: account, UserID: user, Scopes: scopes, ExpiresAt: expiresAt}
 	// Both records vanish a while after expiry; until then listing shows the token as expired.
-	gone := expiresAt.Add(credentialGrace)
-	if err := s.writeToken(ctx, patKey(account, user, rec.ID), rec, rec.Hash, cred, gone,
-		store.CheckOp(userKey(account, user), store.MustExist)); err != nil {
+	writes, err := tokenWrites(patKey(account, user, rec.ID), rec, rec.Hash, cred, expiresAt.Add(credentialGrace))
+	if err != nil {
 		return PAT{}, "", err
+	}
+	err = s.store.Transact(ctx, append(writes, store.CheckOp(userKey(account, user), store.MustExist)))
+	var ce *store.ConditionError
+	if errors.As(err, &ce) && ce.Index == len(writes) {
+		return PAT{}, "", ErrNotFound // the user is gone
+	}
+	if err != nil {
+		return PAT{}, "", fmt.Errorf("write token: %w", err)
 	}
 	return rec.PAT, tok, nil
 }
 
-func (s *Service) writeToken(ctx context.Context, meta store.Key, rec any, hash string, cred credential, expires time.Time, guards ...store.Write) error {
+// tokenWrites returns the two writes that create a token: its listing record and its credential.
+func tokenWrites(meta store.Key, rec any, hash string, cred credential, expires time.Time) ([]store.Write, error) {
 	rb, err := store.Encode(rec)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cb, err := store.Encode(cred)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	writes := append([]store.Write{
+	return []store.Write{
 		store.PutOp(store.Item{Key: meta, Data: rb, Revision: 1, ExpiresAt: expires}, store.MustNotExist),
 		store.PutOp(store.Item{Key: credentialKey(hash), Data: cb, Revision: 1, ExpiresAt: expires}, store.MustNotExist),
-	}, guards...)
-	if err := s.store.Transact(ctx, writes); err != nil {
-		var ce *store.ConditionError
-		if errors.As(err, &ce) && ce.Index >= 2 {
-			return ErrNotFound // a guard failed: the user or bot is gone
-		}
-		return fmt.Errorf("write token: %w", err)
-	}
-	return nil
+	}, nil
 }
 
 // ListPATs returns one page of the user's PATs, oldest first.
@@ -216,28 +216,73 @@ func (s *Service) deleteToken(ctx context.Context, meta store.Key, hash string) 
 // IssueBotToken mints a bot API token bound to bot. guards are extra transaction writes
 // (a check that the bot still exists) that must hold for the token to be written.
 func (s *Service) IssueBotToken(ctx context.Context, account, bot, createdBy, name string, guards ...store.Write) (BotToken, string, error) {
-	now := s.clock()
 	name, err := CheckName(name)
 	if err != nil {
 		return BotToken{}, "", fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
-	page, err := s.store.Query(ctx, store.Query{PK: accountPK(account), Prefix: "BOTTOKEN#" + bot + "#", Limit: MaxBotTokensPerBot + 1})
-	if err != nil {
-		return BotToken{}, "", err
-	}
-	if len(page.Items) >= MaxBotTokensPerBot {
-		return BotToken{}, "", ErrLimitReached
-	}
 	tok := NewToken(KindBot)
+	now := s.clock()
 	rec := botTokenRecord{
-		BotToken: BotToken{ID: ids.At("btk", now), BotID: bot, Name: name, MaskedValue: MaskToken(tok), CreatedAt: now, CreatedBy: createdBy},
+		BotToken: BotToken{ID: ids.At("btk", now), BotID: bot, Name: name, MaskedValue: MaskToken(tok), CreatedAt: stamp(now), CreatedBy: createdBy},
 		Hash:     HashToken(tok),
 	}
 	cred := credential{Kind: KindBot, TokenID: rec.ID, AccountID: account, BotID: bot}
-	if err := s.writeToken(ctx, botTokenKey(account, bot, rec.ID), rec, rec.Hash, cred, time.Time{}, guards...); err != nil {
+	writes, err := tokenWrites(botTokenKey(account, bot, rec.ID), rec, rec.Hash, cred, time.Time{})
+	if err != nil {
+		return BotToken{}, "", err
+	}
+	err = s.withCount(ctx, botTokenCountKey(account, bot), +1, func(count store.Write, before int64) error {
+		if before >= MaxBotTokensPerBot {
+			return ErrLimitReached
+		}
+		all := append(append([]store.Write{count}, writes...), guards...)
+		err := s.store.Transact(ctx, all)
+		var ce *store.ConditionError
+		if errors.As(err, &ce) && ce.Index > len(writes) {
+			return ErrNotFound // a guard failed: the bot is gone
+		}
+		return err
+	})
+	if err != nil {
 		return BotToken{}, "", err
 	}
 	return rec.BotToken, tok, nil
+}
+
+// botTokenCountKey holds how many API tokens a bot has. Issuing and revoking move it in the
+// token's own transaction under a revision condition, so the limit holds under concurrency
+// and deleting the bot always finds every token within one transaction.
+func botTokenCountKey(account, bot string) store.Key {
+	return store.Key{PK: accountPK(account), SK: "BOTTOKENCOUNT#" + bot}
+}
+
+// countAttempts bounds retries when concurrent writers move the same counter.
+const countAttempts = 8
+
+// withCount runs write with the counter write that moves key's Count by delta (conditioned on
+// the count it read) and the count before. When another writer moved the counter first (the
+// counter write, first in the transaction, fails), it reads again and retries.
+func (s *Service) withCount(ctx context.Context, key store.Key, delta int64, write func(count store.Write, before int64) error) error {
+	for attempt := 0; attempt < countAttempts; attempt++ {
+		var count store.Write
+		var before int64
+		it, err := s.store.Get(ctx, key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			count = store.PutOp(store.Item{Key: key, Count: delta, Revision: 1}, store.MustNotExist)
+		case err != nil:
+			return err
+		default:
+			before = it.Count
+			count = store.PutOp(store.Item{Key: key, Count: it.Count + delta, Revision: it.Revision + 1}, store.RevisionIs(it.Revision))
+		}
+		err = write(count, before)
+		var ce *store.ConditionError
+		if !errors.As(err, &ce) || ce.Index != 0 {
+			return err
+		}
+	}
+	return fmt.Errorf("auth: counter %s/%s: %w", key.PK, key.SK, store.ErrUnavailable)
 }
 
 // ListBotTokens returns one page of the bot's tokens, oldest first.
@@ -271,7 +316,19 @@ func (s *Service) RevokeBotToken(ctx context.Context, account, bot, id string) e
 	if err != nil {
 		return err
 	}
-	return s.deleteToken(ctx, key, rec.Hash)
+	defer s.cache.forget(rec.Hash)
+	return s.withCount(ctx, botTokenCountKey(account, bot), -1, func(count store.Write, _ int64) error {
+		err := s.store.Transact(ctx, []store.Write{
+			count,
+			store.DeleteOp(key, store.MustExist),
+			store.DeleteOp(credentialKey(rec.Hash), store.Always),
+		})
+		var ce *store.ConditionError
+		if errors.As(err, &ce) && ce.Index == 1 {
+			return ErrNotFound // revoked concurrently
+		}
+		return err
+	})
 }
 
 // BotTokenDeletes returns the writes that delete every token of bot, for the bot's own
@@ -281,7 +338,7 @@ func (s *Service) BotTokenDeletes(ctx context.Context, account, bot string) ([]s
 	if err != nil {
 		return nil, nil, err
 	}
-	var writes []store.Write
+	writes := []store.Write{store.DeleteOp(botTokenCountKey(account, bot), store.Always)}
 	var hashes []string
 	for _, it := range page.Items {
 		rec, err := store.Decode[botTokenRecord](it)

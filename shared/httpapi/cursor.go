@@ -100,12 +100,15 @@ func (c *Cursors) Next(p PageRequest, storeNext string) *string {
 	return &s
 }
 
-// binding identifies the list a cursor belongs to: account, method, path and every query
-// parameter except the paging ones, in canonical order.
+// binding identifies the list a cursor belongs to: the caller (account and user), method,
+// path and every query parameter except the paging ones, in canonical order.
 func binding(r *http.Request, q url.Values) string {
 	var b strings.Builder
 	if p, ok := auth.FromContext(r.Context()); ok {
+		// The user too: some lists (a user's own PATs) differ between users of one account.
 		b.WriteString(p.AccountID)
+		b.WriteByte('/')
+		b.WriteString(p.UserID)
 	}
 	b.WriteByte('|')
 	b.WriteString(r.Method)

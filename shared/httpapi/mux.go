@@ -280,11 +280,16 @@ func (m *Mux) serve(w http.ResponseWriter, r *http.Request, h HandlerFunc) {
 	}
 }
 
-// authorize applies the route's declared access to the principal. Order matters: the
-// scope is a property of the token and reveals nothing, so it is checked first; rights are
-// checked only once the bot is known to be the caller's, so a 403 never confirms that
-// another account's bot exists.
+// authorize applies the route's declared access to the principal. Order matters: a bot
+// token sees nothing outside its bot (404); the token kind and scope are properties of the
+// token and reveal nothing, so they come next (403); rights are checked only once the bot is
+// known to be the caller's (else 404), so a 403 never confirms that another account's bot exists.
 func (m *Mux) authorize(r *http.Request, rt Route, p *auth.Principal) error {
+	bot := r.PathValue("botID")
+	// Outside its own bot, nothing exists for a bot token: 404 before anything else.
+	if p.Kind == auth.KindBot && rt.BotScoped && bot != p.BotID {
+		return NotFound("bot")
+	}
 	if p.Kind == auth.KindBot && (rt.Access.PATOnly || !rt.BotScoped) {
 		return E(KindForbidden, "insufficient_scope", "bot API tokens cannot call this route; use a personal access token").
 			With("required_scope", rt.Access.Scope)
@@ -295,10 +300,6 @@ func (m *Mux) authorize(r *http.Request, rt Route, p *auth.Principal) error {
 	}
 	if !rt.BotScoped {
 		return nil
-	}
-	bot := r.PathValue("botID")
-	if p.Kind == auth.KindBot && bot != p.BotID {
-		return NotFound("bot")
 	}
 	loaded, err := m.cfg.Bots.LoadBot(r.Context(), p.AccountID, bot)
 	if err != nil {
@@ -436,7 +437,7 @@ func (w *auditWriter) publish(status int) {
 	ctx := w.r.Context()
 	e := audit.Event{
 		ID:          ids.At("evt", w.start),
-		Time:        w.start.UTC(),
+		Time:        w.start.UTC().Truncate(time.Millisecond),
 		AccountID:   w.p.AccountID,
 		ActorUserID: w.p.UserID,
 		TokenID:     w.p.TokenID,
