@@ -189,22 +189,32 @@ func (s *Service) Delete(ctx context.Context, account, id string, expected *int6
 	if expected != nil {
 		cond = store.RevisionIs(*expected)
 	}
-	tokenWrites, forget, err := s.auth.BotTokenDeletes(ctx, account, id)
-	if err != nil {
-		return err
+	// A token issued or revoked meanwhile fails the first token write (the token counter):
+	// list the tokens again, so that none outlives the bot.
+	for range deleteAttempts {
+		tokenWrites, forget, err := s.auth.BotTokenDeletes(ctx, account, id)
+		if err != nil {
+			return err
+		}
+		writes := append([]store.Write{store.DeleteOp(botKey(account, id), cond)}, tokenWrites...)
+		err = s.store.Transact(ctx, writes)
+		var ce *store.ConditionError
+		switch {
+		case errors.As(err, &ce) && ce.Index == 0:
+			return s.conflict(ctx, account, id)
+		case errors.As(err, &ce) && ce.Index == 1:
+			continue
+		case err != nil:
+			return fmt.Errorf("delete bot: %w", err)
+		}
+		forget()
+		return nil
 	}
-	writes := append([]store.Write{store.DeleteOp(botKey(account, id), cond)}, tokenWrites...)
-	err = s.store.Transact(ctx, writes)
-	var ce *store.ConditionError
-	if errors.As(err, &ce) && ce.Index == 0 {
-		return s.conflict(ctx, account, id)
-	}
-	if err != nil {
-		return fmt.Errorf("delete bot: %w", err)
-	}
-	forget()
-	return nil
+	return fmt.Errorf("delete bot: its tokens keep changing: %w", store.ErrUnavailable)
 }
+
+// deleteAttempts bounds Delete's retries when tokens are issued or revoked concurrently.
+const deleteAttempts = 8
 
 // IssueToken mints an API token for the bot, written only while the bot still exists.
 func (s *Service) IssueToken(ctx context.Context, account, bot, createdBy, name string) (auth.BotToken, string, error) {

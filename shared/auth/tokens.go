@@ -332,13 +332,25 @@ func (s *Service) RevokeBotToken(ctx context.Context, account, bot, id string) e
 }
 
 // BotTokenDeletes returns the writes that delete every token of bot, for the bot's own
-// deletion transaction, and a function to call once that transaction committed.
+// deletion transaction, and a function to call once that transaction committed. The first
+// write is conditioned on the bot's token counter as read before the tokens were listed: a
+// token issued or revoked since then fails the transaction at that write, and the caller
+// lists again (calls BotTokenDeletes anew) instead of leaving a token of a deleted bot behind.
 func (s *Service) BotTokenDeletes(ctx context.Context, account, bot string) ([]store.Write, func(), error) {
+	countKey := botTokenCountKey(account, bot)
+	count := store.CheckOp(countKey, store.MustNotExist)
+	it, err := s.store.Get(ctx, countKey)
+	switch {
+	case err == nil:
+		count = store.DeleteOp(countKey, store.RevisionIs(it.Revision))
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, nil, err
+	}
 	page, err := s.store.Query(ctx, store.Query{PK: accountPK(account), Prefix: "BOTTOKEN#" + bot + "#", Limit: MaxBotTokensPerBot + 1})
 	if err != nil {
 		return nil, nil, err
 	}
-	writes := []store.Write{store.DeleteOp(botTokenCountKey(account, bot), store.Always)}
+	writes := []store.Write{count}
 	var hashes []string
 	for _, it := range page.Items {
 		rec, err := store.Decode[botTokenRecord](it)

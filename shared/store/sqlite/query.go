@@ -1,0 +1,229 @@
+package sqlite
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/botplatform/api/shared/store"
+)
+
+// indexColumns names an index's partition column, its sort column, and the columns that
+// order it completely (the cursor position).
+func indexColumns(idx store.Index) (pk, sk string, order []string) {
+	switch idx {
+	case store.GSI1:
+		return "gsi1pk", "gsi1sk", []string{"gsi1sk", "pk", "sk"}
+	case store.GSI2:
+		return "gsi2pk", "gsi2sk", []string{"gsi2sk", "pk", "sk"}
+	default:
+		return "pk", "sk", []string{"sk"}
+	}
+}
+
+// Query implements store.Store. It reads one more row than the page holds, so that Next is
+// empty exactly when nothing follows.
+func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
+	if err := q.Validate(); err != nil {
+		return store.Page{}, err
+	}
+	pkCol, skCol, order := indexColumns(q.Index)
+	shape := queryShape(q)
+	var after []string
+	if q.Cursor != "" {
+		var err error
+		if after, err = decodeCursor(q.Cursor, shape, len(order)); err != nil {
+			return store.Page{}, err
+		}
+	}
+	limit := q.PageLimit()
+
+	var b strings.Builder
+	args := []any{q.PK, s.now().Unix()}
+	fmt.Fprintf(&b, `SELECT %s FROM items WHERE %s = ?1 AND %s`, itemColumns, pkCol, live("", 2))
+	// Ranges, never LIKE: a LIKE prefix cannot use the index for arbitrary bytes and treats
+	// '%' and '_' specially.
+	var lo, hi *bound
+	if q.Prefix != "" {
+		lo = &bound{q.Prefix, true}
+		if succ, ok := successor(q.Prefix); ok {
+			hi = &bound{succ, false}
+		}
+	}
+	if q.From != "" {
+		lo = &bound{q.From, true}
+	}
+	if q.To != "" {
+		hi = &bound{q.To, true}
+	}
+	param := func(v string) string {
+		args = append(args, v)
+		return fmt.Sprintf("?%d", len(args))
+	}
+	if after != nil {
+		// The cursor replaces the bound on its side: SQLite seeks an index on one lower
+		// and one upper bound, and with both a range bound and the cursor it may seek on
+		// the range and filter its way to the cursor, making every page of a deep walk
+		// slower than the last. A cursor outside the range (only a forged one can be)
+		// excludes nothing, and is dropped instead.
+		c := after[0]
+		var cmp string
+		switch {
+		case !q.Reverse && (lo == nil || c >= lo.v):
+			cmp, lo = ">", nil
+		case q.Reverse && (hi == nil || c < hi.v || hi.inclusive && c == hi.v):
+			cmp, hi = "<", nil
+		}
+		if cmp != "" {
+			// A row value compares lexicographically, which is the index order, and
+			// SQLite turns it into a range seek on the index.
+			params := make([]string, len(after))
+			for i, v := range after {
+				params[i] = param(v)
+			}
+			fmt.Fprintf(&b, ` AND (%s) %s (%s)`, strings.Join(order, ", "), cmp, strings.Join(params, ", "))
+		}
+	}
+	if lo != nil {
+		fmt.Fprintf(&b, ` AND %s >= %s`, skCol, param(lo.v)) // lower bounds are all inclusive
+	}
+	if hi != nil {
+		op := "<"
+		if hi.inclusive {
+			op = "<="
+		}
+		fmt.Fprintf(&b, ` AND %s %s %s`, skCol, op, param(hi.v))
+	}
+	dir := " ASC"
+	if q.Reverse {
+		dir = " DESC"
+	}
+	b.WriteString(` ORDER BY `)
+	for i, c := range order {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(c + dir)
+	}
+	args = append(args, limit+1)
+	fmt.Fprintf(&b, ` LIMIT ?%d`, len(args))
+
+	st, err := s.queryStmt(ctx, b.String())
+	if err != nil {
+		return store.Page{}, fmt.Errorf("sqlite: query: %w", mapErr(err))
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return store.Page{}, fmt.Errorf("sqlite: query: %w", mapErr(err))
+	}
+	defer rows.Close()
+	items := make([]store.Item, 0, min(limit+1, 64))
+	for rows.Next() {
+		it, err := scanItem(rows)
+		if err != nil {
+			return store.Page{}, fmt.Errorf("sqlite: query: %w", mapErr(err))
+		}
+		items = append(items, it)
+	}
+	if err := rows.Err(); err != nil {
+		return store.Page{}, fmt.Errorf("sqlite: query: %w", mapErr(err))
+	}
+	page := store.Page{Items: items}
+	if len(items) > limit {
+		page.Items = items[:limit]
+		page.Next = encodeCursor(shape, position(q.Index, items[limit-1]))
+	}
+	return page, nil
+}
+
+// queryStmt returns a prepared statement for a query's SQL text, preparing it once. Query
+// shapes are few (index x bounds x direction x cursor), so the cache stays small.
+func (s *Store) queryStmt(ctx context.Context, text string) (*sql.Stmt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.queries[text]; ok {
+		return st, nil
+	}
+	st, err := s.read.PrepareContext(ctx, text)
+	if err != nil {
+		return nil, err
+	}
+	s.queries[text] = st
+	return st, nil
+}
+
+// bound is one end of a sort-key range.
+type bound struct {
+	v         string
+	inclusive bool
+}
+
+// successor returns the least string greater than every string with the given prefix, so
+// that a prefix becomes the range [prefix, successor). ok is false when no such string
+// exists (the prefix is all 0xFF bytes), and the range is then open above.
+func successor(prefix string) (string, bool) {
+	b := []byte(prefix)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xFF {
+			b[i]++
+			return string(b[:i+1]), true
+		}
+	}
+	return "", false
+}
+
+// position is where a page ended, in the index's full order.
+func position(idx store.Index, it store.Item) []string {
+	switch idx {
+	case store.GSI1:
+		return []string{it.GSI1.SK, it.PK, it.SK}
+	case store.GSI2:
+		return []string{it.GSI2.SK, it.PK, it.SK}
+	default:
+		return []string{it.SK}
+	}
+}
+
+// queryShape fingerprints everything a cursor's position is relative to. A cursor carries
+// it so that one made for another partition, index, bound or direction is refused rather
+// than silently skipping or repeating items. Limit is left out: changing the page size
+// between pages is legitimate.
+func queryShape(q store.Query) string {
+	h := sha256.New()
+	dir := "f"
+	if q.Reverse {
+		dir = "r"
+	}
+	for _, part := range []string{"v1", string(q.Index), q.PK, q.Prefix, q.From, q.To, dir} {
+		fmt.Fprintf(h, "%d:%s", len(part), part)
+	}
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:9])
+}
+
+// encodeCursor makes the opaque cursor: base64url of the JSON array [shape, position...].
+func encodeCursor(shape string, pos []string) string {
+	b, err := json.Marshal(append([]string{shape}, pos...))
+	if err != nil { // strings always marshal
+		panic(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(cursor, shape string, n int) ([]string, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil {
+		return nil, fmt.Errorf("%w: not base64url", store.ErrInvalidCursor)
+	}
+	var parts []string
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return nil, fmt.Errorf("%w: malformed", store.ErrInvalidCursor)
+	}
+	if len(parts) != n+1 || parts[0] != shape {
+		return nil, fmt.Errorf("%w: made for another query", store.ErrInvalidCursor)
+	}
+	return parts[1:], nil
+}

@@ -1,0 +1,657 @@
+// Package sqlite implements store.Store on an embedded SQLite file (modernc.org/sqlite, pure
+// Go), for the local process and its admin CLI.
+//
+// The file is opened in WAL mode with a busy timeout so that a second process can read and
+// write it while a server holds it open: readers never block the writer, and writers from
+// different processes queue on SQLite's lock instead of failing at once. Inside one process
+// every write goes through a pool of exactly one connection, so our own goroutines never
+// contend for SQLite's lock; reads use a separate pool of several connections.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	msqlite "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/botplatform/api/shared/store"
+)
+
+// Store is a store.Store backed by one SQLite file. It is safe for concurrent use, and
+// several Stores (in one process or in several) may open the same file.
+type Store struct {
+	read  *sql.DB // several connections, query_only
+	write *sql.DB // exactly one connection: serializes our writes without SQLITE_BUSY
+	now   func() time.Time
+
+	get           *sql.Stmt
+	putAlways     *sql.Stmt
+	putIfAbsent   *sql.Stmt
+	putIfLive     *sql.Stmt
+	putIfRevision *sql.Stmt
+	delAlways     *sql.Stmt
+	delIfLive     *sql.Stmt
+	delIfRevision *sql.Stmt
+	add           *sql.Stmt
+	current       *sql.Stmt
+	sweep         *sql.Stmt
+
+	mu      sync.Mutex
+	queries map[string]*sql.Stmt // query statements by SQL text; the set of shapes is small
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	now         func() time.Time
+	busyTimeout time.Duration
+	readConns   int
+}
+
+// WithClock sets the clock that decides expiry; tests pass a fake one. The default is
+// time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) { o.now = now }
+}
+
+// WithBusyTimeout sets how long a write waits for another process's write lock before
+// failing with store.ErrUnavailable. The default, 5 s, outlasts any write an admin command
+// makes; tests shorten it to observe the failure quickly.
+func WithBusyTimeout(d time.Duration) Option {
+	return func(o *options) { o.busyTimeout = d }
+}
+
+// WithReadConns sets the size of the read pool. The default is the number of CPUs, at least
+// 2 and at most 8: reads of a local file are CPU-bound, so more readers mostly add memory.
+func WithReadConns(n int) Option {
+	return func(o *options) { o.readConns = n }
+}
+
+// Open opens (creating if needed) the store file at path and migrates its schema. The
+// directory is created with mode 0700 when missing, since the file holds account data.
+func Open(path string, opts ...Option) (*Store, error) {
+	o := options{
+		now:         time.Now,
+		busyTimeout: 5 * time.Second,
+		readConns:   min(max(runtime.NumCPU(), 2), 8),
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	switch {
+	case o.now == nil:
+		return nil, errors.New("sqlite: WithClock needs a clock")
+	case o.busyTimeout < 0:
+		return nil, errors.New("sqlite: busy timeout must not be negative")
+	case o.readConns < 1:
+		return nil, errors.New("sqlite: the read pool needs at least one connection")
+	}
+	// A DSN carries its parameters after '?', and a "file:" name or ":memory:" would change
+	// how SQLite reads it; a private in-memory database also could not be shared by the
+	// two pools. Refuse them rather than open something other than the file asked for.
+	if path == "" || path == ":memory:" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("sqlite: %q is not a plain file path", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+
+	write, err := sql.Open("sqlite", dsn(path, o.busyTimeout, false))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	write.SetConnMaxIdleTime(0)
+	read, err := sql.Open("sqlite", dsn(path, o.busyTimeout, true))
+	if err != nil {
+		write.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	read.SetMaxOpenConns(o.readConns)
+	read.SetMaxIdleConns(o.readConns)
+	read.SetConnMaxLifetime(0)
+	read.SetConnMaxIdleTime(0)
+	if err := openFile(context.Background(), write, read, o.busyTimeout); err != nil {
+		read.Close()
+		write.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, mapErr(err))
+	}
+
+	s := &Store{read: read, write: write, now: o.now, queries: make(map[string]*sql.Stmt)}
+	if err := s.prepare(context.Background()); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: prepare %s: %w", path, mapErr(err))
+	}
+	return s, nil
+}
+
+// dsn builds the connection string. Pragmas go in the DSN rather than in one-off Exec calls
+// because database/sql opens connections lazily and reopens them after errors: only the DSN
+// reaches every connection. _txlock=immediate makes BeginTx take the write lock up front, so
+// a transaction never has to upgrade a read snapshot to a write, which in WAL mode can fail
+// at once (SQLITE_BUSY_SNAPSHOT) instead of waiting out the busy timeout.
+func dsn(path string, busy time.Duration, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	if readOnly {
+		// A guard, not a lock: a write slipped onto the read pool would bypass the
+		// single-writer serialization and could meet SQLITE_BUSY.
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	return path + "?" + q.Encode()
+}
+
+// migrations returns the schema steps: step i takes a file from user_version i to i+1.
+// Append, never edit: files in the field have already run the earlier steps.
+func migrations() [][]string {
+	return [][]string{
+		{
+			// STRICT makes SQLite refuse a value of the wrong type instead of converting it;
+			// notably an Add that overflows int64 (SQLite turns it into a REAL) fails rather
+			// than storing a float. WITHOUT ROWID stores rows in primary-key order, which is
+			// the order every partition query reads.
+			`CREATE TABLE IF NOT EXISTS items (
+				pk       TEXT    NOT NULL,
+				sk       TEXT    NOT NULL,
+				revision INTEGER NOT NULL DEFAULT 0,
+				data     BLOB,
+				count    INTEGER NOT NULL DEFAULT 0,
+				expires  INTEGER NOT NULL DEFAULT 0, -- unix seconds; 0 = never
+				gsi1pk   TEXT,
+				gsi1sk   TEXT,
+				gsi2pk   TEXT,
+				gsi2sk   TEXT,
+				PRIMARY KEY (pk, sk)
+			) STRICT, WITHOUT ROWID`,
+			// Partial: items without an index key are not in the index, as in DynamoDB's
+			// sparse indexes. pk, sk order ties on the index sort key.
+			`CREATE INDEX IF NOT EXISTS items_gsi1 ON items (gsi1pk, gsi1sk, pk, sk) WHERE gsi1pk IS NOT NULL`,
+			`CREATE INDEX IF NOT EXISTS items_gsi2 ON items (gsi2pk, gsi2sk, pk, sk) WHERE gsi2pk IS NOT NULL`,
+			// For DeleteExpired, which would otherwise scan the table.
+			`CREATE INDEX IF NOT EXISTS items_expires ON items (expires) WHERE expires != 0`,
+		},
+	}
+}
+
+// openFile migrates the schema and opens a first reader, retrying while SQLite reports
+// SQLITE_BUSY, for at most the busy timeout. Opening is where SQLite can answer BUSY without
+// waiting on the busy handler: we measured it when two connections turn a new file into WAL
+// at once (the journal_mode pragma fails), and SQLite documents it while another process's
+// last connection cleans up the WAL on close, and during recovery after a crash. Once our
+// write connection is open it holds the file's shared lock, so later connections cannot meet
+// these cases.
+func openFile(ctx context.Context, write, read *sql.DB, busyTimeout time.Duration) error {
+	deadline := time.Now().Add(busyTimeout)
+	pause := 2 * time.Millisecond
+	for {
+		err := migrate(ctx, write)
+		if err == nil {
+			if err = read.PingContext(ctx); err != nil {
+				err = fmt.Errorf("read pool: %w", err)
+			}
+		}
+		if err == nil || !isBusy(err) || time.Now().Add(pause).After(deadline) {
+			return err
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 100*time.Millisecond)
+	}
+}
+
+// migrate brings the schema up to date inside one write transaction, so that two processes
+// opening a new file at once do not both create it, and a crash leaves the old version.
+func migrate(ctx context.Context, db *sql.DB) error {
+	steps := migrations()
+	schemaVersion := len(steps) // the user_version of a fully migrated file
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	var version int
+	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		return fmt.Errorf("read user_version: %w", err)
+	}
+	if version > schemaVersion {
+		return fmt.Errorf("schema version %d is newer than this program's %d", version, schemaVersion)
+	}
+	for v := version; v < schemaVersion; v++ {
+		for _, stmt := range steps[v] {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("to version %d: %w", v+1, err)
+			}
+		}
+	}
+	if version != schemaVersion {
+		// PRAGMA takes no bound parameters; the value is our own constant.
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
+			return fmt.Errorf("set user_version: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// itemColumns is the column order of itemArgs and scanItem.
+const itemColumns = `pk, sk, revision, data, count, expires, gsi1pk, gsi1sk, gsi2pk, gsi2sk`
+
+// live is true for a row that has not expired at ?N (unix seconds). A row expires at the
+// start of its expiry second, matching store.Item.Expired.
+func live(table string, param int) string {
+	return fmt.Sprintf(`(%[1]sexpires = 0 OR %[1]sexpires > ?%[2]d)`, table, param)
+}
+
+// prepare compiles the fixed statements once. Without it every call parses and plans its SQL
+// again, which measured more than twice the cost of the point read itself.
+func (s *Store) prepare(ctx context.Context) error {
+	const insert = `INSERT INTO items (` + itemColumns + `) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+		ON CONFLICT (pk, sk) DO UPDATE SET revision = excluded.revision, data = excluded.data,
+		count = excluded.count, expires = excluded.expires, gsi1pk = excluded.gsi1pk,
+		gsi1sk = excluded.gsi1sk, gsi2pk = excluded.gsi2pk, gsi2sk = excluded.gsi2sk`
+	const update = `UPDATE items SET revision = ?3, data = ?4, count = ?5, expires = ?6,
+		gsi1pk = ?7, gsi1sk = ?8, gsi2pk = ?9, gsi2sk = ?10 WHERE pk = ?1 AND sk = ?2 AND `
+	// The conflict branch of Add restarts an expired row from nothing, because an expired
+	// item counts as absent; SET expressions all read the old row, so the order is free.
+	const add = `INSERT INTO items (pk, sk, count, expires) VALUES (?1, ?2, ?3, ?4)
+		ON CONFLICT (pk, sk) DO UPDATE SET
+		count    = CASE WHEN %[1]s THEN items.count + excluded.count ELSE excluded.count END,
+		expires  = CASE WHEN excluded.expires != 0 THEN excluded.expires WHEN %[1]s THEN items.expires ELSE 0 END,
+		revision = CASE WHEN %[1]s THEN items.revision ELSE 0 END,
+		data     = CASE WHEN %[1]s THEN items.data END,
+		gsi1pk   = CASE WHEN %[1]s THEN items.gsi1pk END,
+		gsi1sk   = CASE WHEN %[1]s THEN items.gsi1sk END,
+		gsi2pk   = CASE WHEN %[1]s THEN items.gsi2pk END,
+		gsi2sk   = CASE WHEN %[1]s THEN items.gsi2sk END
+		RETURNING count`
+	stmts := []struct {
+		dst *(*sql.Stmt)
+		db  *sql.DB
+		sql string
+	}{
+		{&s.get, s.read, `SELECT ` + itemColumns + ` FROM items WHERE pk = ?1 AND sk = ?2 AND ` + live("", 3)},
+		{&s.putAlways, s.write, insert},
+		// An expired row is replaced as if it were absent.
+		{&s.putIfAbsent, s.write, insert + ` WHERE NOT ` + live("items.", 11)},
+		{&s.putIfLive, s.write, update + live("", 11)},
+		{&s.putIfRevision, s.write, update + live("", 11) + ` AND revision = ?12`},
+		{&s.delAlways, s.write, `DELETE FROM items WHERE pk = ?1 AND sk = ?2`},
+		{&s.delIfLive, s.write, `DELETE FROM items WHERE pk = ?1 AND sk = ?2 AND ` + live("", 3)},
+		{&s.delIfRevision, s.write, `DELETE FROM items WHERE pk = ?1 AND sk = ?2 AND ` + live("", 3) + ` AND revision = ?4`},
+		{&s.add, s.write, fmt.Sprintf(add, live("items.", 5))},
+		{&s.current, s.write, `SELECT revision FROM items WHERE pk = ?1 AND sk = ?2 AND ` + live("", 3)},
+		{&s.sweep, s.write, `DELETE FROM items WHERE (pk, sk) IN
+			(SELECT pk, sk FROM items WHERE expires != 0 AND expires <= ?1 LIMIT ?2)`},
+	}
+	for _, st := range stmts {
+		p, err := st.db.PrepareContext(ctx, st.sql)
+		if err != nil {
+			return fmt.Errorf("%w in %s", err, st.sql)
+		}
+		*st.dst = p
+	}
+	return nil
+}
+
+// Close releases the store. Calls still running finish first (database/sql waits for them);
+// calls made afterwards fail.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	for k, st := range s.queries {
+		st.Close()
+		delete(s.queries, k)
+	}
+	s.mu.Unlock()
+	for _, st := range []*sql.Stmt{s.get, s.putAlways, s.putIfAbsent, s.putIfLive, s.putIfRevision,
+		s.delAlways, s.delIfLive, s.delIfRevision, s.add, s.current, s.sweep} {
+		if st != nil {
+			st.Close()
+		}
+	}
+	return errors.Join(s.read.Close(), s.write.Close())
+}
+
+// Get implements store.Store.
+func (s *Store) Get(ctx context.Context, key store.Key) (store.Item, error) {
+	if err := checkKey(key); err != nil {
+		return store.Item{}, fmt.Errorf("sqlite: get: %w", err)
+	}
+	it, err := scanItem(s.get.QueryRowContext(ctx, key.PK, key.SK, s.now().Unix()))
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Item{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.Item{}, fmt.Errorf("sqlite: get: %w", mapErr(err))
+	}
+	return it, nil
+}
+
+// Put implements store.Store. Each condition kind is one statement, so the check and the
+// write are atomic without a transaction; a condition that fails changes no row.
+func (s *Store) Put(ctx context.Context, item store.Item, cond store.Condition) error {
+	args, err := itemArgs(item)
+	if err != nil {
+		return fmt.Errorf("sqlite: put: %w", err)
+	}
+	now := s.now().Unix()
+	var st *sql.Stmt
+	switch cond.Kind {
+	case store.CondNone:
+		st = s.putAlways
+	case store.CondMustNotExist:
+		st, args = s.putIfAbsent, append(args, now)
+	case store.CondMustExist:
+		st, args = s.putIfLive, append(args, now)
+	case store.CondRevisionIs:
+		st, args = s.putIfRevision, append(args, now, cond.Revision)
+	default:
+		return fmt.Errorf("sqlite: put: unknown condition kind %d", cond.Kind)
+	}
+	return s.execConditional(ctx, "put", st, args...)
+}
+
+// Delete implements store.Store.
+func (s *Store) Delete(ctx context.Context, key store.Key, cond store.Condition) error {
+	if err := checkKey(key); err != nil {
+		return fmt.Errorf("sqlite: delete: %w", err)
+	}
+	now := s.now().Unix()
+	switch cond.Kind {
+	case store.CondNone:
+		_, err := s.delAlways.ExecContext(ctx, key.PK, key.SK)
+		if err != nil {
+			return fmt.Errorf("sqlite: delete: %w", mapErr(err))
+		}
+		return nil
+	case store.CondMustExist:
+		return s.execConditional(ctx, "delete", s.delIfLive, key.PK, key.SK, now)
+	case store.CondRevisionIs:
+		return s.execConditional(ctx, "delete", s.delIfRevision, key.PK, key.SK, now, cond.Revision)
+	case store.CondMustNotExist:
+		// Holds when nothing live is there, in which case the delete only clears an
+		// expired row: rare enough to take the general path.
+		return s.Transact(ctx, []store.Write{store.DeleteOp(key, cond)})
+	default:
+		return fmt.Errorf("sqlite: delete: unknown condition kind %d", cond.Kind)
+	}
+}
+
+// execConditional runs a statement whose WHERE clause is the condition: no row changed means
+// the condition did not hold.
+func (s *Store) execConditional(ctx context.Context, op string, st *sql.Stmt, args ...any) error {
+	res, err := st.ExecContext(ctx, args...)
+	if err != nil {
+		return fmt.Errorf("sqlite: %s: %w", op, mapErr(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("sqlite: %s: %w", op, mapErr(err))
+	}
+	if n == 0 {
+		return &store.ConditionError{Index: 0}
+	}
+	return nil
+}
+
+// Add implements store.Store.
+func (s *Store) Add(ctx context.Context, key store.Key, delta int64, expiresAt time.Time) (int64, error) {
+	if err := checkKey(key); err != nil {
+		return 0, fmt.Errorf("sqlite: add: %w", err)
+	}
+	n, err := s.addOn(ctx, s.add, key, delta, expiresAt, s.now().Unix())
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: add: %w", mapErr(err))
+	}
+	return n, nil
+}
+
+func (s *Store) addOn(ctx context.Context, st *sql.Stmt, key store.Key, delta int64, expiresAt time.Time, now int64) (int64, error) {
+	rows, err := st.QueryContext(ctx, key.PK, key.SK, delta, unixExpiry(expiresAt), now)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var n int64
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return 0, err
+		}
+		return 0, errors.New("upsert returned no row")
+	}
+	if err := rows.Scan(&n); err != nil {
+		return 0, err
+	}
+	// Step to the end so that the statement completes (and, outside a transaction,
+	// commits) before we report success; an error there would otherwise be lost.
+	for rows.Next() {
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	return n, rows.Close()
+}
+
+// Transact implements store.Store. The transaction holds the write lock from BEGIN (see
+// dsn), so the conditions read inside it cannot change before the writes land.
+func (s *Store) Transact(ctx context.Context, writes []store.Write) error {
+	if err := store.ValidateTransaction(writes); err != nil {
+		return err
+	}
+	for i, w := range writes {
+		if w.Cond.Kind < store.CondNone || w.Cond.Kind > store.CondRevisionIs {
+			return fmt.Errorf("sqlite: transact: write %d: unknown condition kind %d", i, w.Cond.Kind)
+		}
+		key, _ := w.Target() // validated above
+		if err := checkKey(key); err != nil {
+			return fmt.Errorf("sqlite: transact: write %d: %w", i, err)
+		}
+		if w.Put != nil {
+			if err := checkIndexKeys(*w.Put); err != nil {
+				return fmt.Errorf("sqlite: transact: write %d: %w", i, err)
+			}
+		}
+	}
+	now := s.now().Unix()
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: transact: %w", mapErr(err))
+	}
+	defer tx.Rollback()
+	for i, w := range writes {
+		if err := s.apply(ctx, tx, w, now); err != nil {
+			var ce *store.ConditionError
+			if errors.As(err, &ce) {
+				return &store.ConditionError{Index: i}
+			}
+			return fmt.Errorf("sqlite: transact: write %d: %w", i, mapErr(err))
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: transact: commit: %w", mapErr(err))
+	}
+	return nil
+}
+
+// apply performs one write of a transaction, checking its condition in Go against the row
+// as it is inside the transaction.
+func (s *Store) apply(ctx context.Context, tx *sql.Tx, w store.Write, now int64) error {
+	key, _ := w.Target() // validated by the caller
+	if w.Cond.Kind != store.CondNone {
+		var cur *store.Item
+		var rev int64
+		err := tx.StmtContext(ctx, s.current).QueryRowContext(ctx, key.PK, key.SK, now).Scan(&rev)
+		switch {
+		case err == nil:
+			cur = &store.Item{Key: key, Revision: rev}
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		if !w.Cond.Holds(cur) {
+			return &store.ConditionError{}
+		}
+	}
+	switch {
+	case w.Put != nil:
+		args, err := itemArgs(*w.Put)
+		if err != nil {
+			return err
+		}
+		_, err = tx.StmtContext(ctx, s.putAlways).ExecContext(ctx, args...)
+		return err
+	case w.Delete != nil:
+		_, err := tx.StmtContext(ctx, s.delAlways).ExecContext(ctx, key.PK, key.SK)
+		return err
+	case w.Add != nil:
+		_, err := s.addOn(ctx, tx.StmtContext(ctx, s.add), key, w.Add.Delta, w.Add.ExpiresAt, now)
+		return err
+	default: // Check: the condition was the whole point
+		return nil
+	}
+}
+
+// DeleteExpired removes up to limit items whose expiry has passed and reports how many it
+// removed. Reads already ignore expired items; this only reclaims their space, the job
+// DynamoDB's TTL sweeper does in AWS. The local process calls it from a timer; a small
+// limit keeps each call's hold on the write lock short.
+func (s *Store) DeleteExpired(ctx context.Context, limit int) (int64, error) {
+	if limit < 1 {
+		return 0, errors.New("sqlite: delete expired: limit must be positive")
+	}
+	res, err := s.sweep.ExecContext(ctx, s.now().Unix(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: delete expired: %w", mapErr(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: delete expired: %w", mapErr(err))
+	}
+	return n, nil
+}
+
+// mapErr marks lock contention that outlasted the busy timeout as store.ErrUnavailable, so
+// callers answer 503 and clients retry, instead of 500.
+func mapErr(err error) error {
+	if isBusy(err) {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return err
+}
+
+// isBusy reports SQLITE_BUSY and SQLITE_LOCKED, including their extended codes (such as
+// SQLITE_BUSY_SNAPSHOT), which keep the primary code in the low byte.
+func isBusy(err error) bool {
+	var se *msqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return true
+	}
+	return false
+}
+
+// itemArgs returns the item's values in itemColumns order.
+func itemArgs(it store.Item) ([]any, error) {
+	if err := checkKey(it.Key); err != nil {
+		return nil, err
+	}
+	if err := checkIndexKeys(it); err != nil {
+		return nil, err
+	}
+	args := make([]any, 10, 12)
+	args[0], args[1], args[2], args[3] = it.PK, it.SK, it.Revision, it.Data
+	args[4], args[5] = it.Count, unixExpiry(it.ExpiresAt)
+	args[6], args[7] = nullable(it.GSI1.PK), nullable(it.GSI1.SK)
+	args[8], args[9] = nullable(it.GSI2.PK), nullable(it.GSI2.SK)
+	return args, nil
+}
+
+// checkKey refuses empty keys and keys that are not UTF-8. DynamoDB refuses the latter too,
+// and cursors carry keys as JSON strings, which cannot hold arbitrary bytes.
+func checkKey(k store.Key) error {
+	if !k.Valid() {
+		return errors.New("empty PK or SK")
+	}
+	if !utf8.ValidString(k.PK) || !utf8.ValidString(k.SK) {
+		return errors.New("PK and SK must be UTF-8")
+	}
+	return nil
+}
+
+// checkIndexKeys refuses a half-set index key: the zero IndexKey means "not indexed", and
+// DynamoDB rejects an empty string as an index key attribute, so a PK without an SK (or the
+// reverse) has no meaning both stores share.
+func checkIndexKeys(it store.Item) error {
+	for _, k := range []struct {
+		name string
+		key  store.IndexKey
+	}{{"GSI1", it.GSI1}, {"GSI2", it.GSI2}} {
+		if (k.key.PK == "") != (k.key.SK == "") {
+			return fmt.Errorf("%s key needs both PK and SK or neither", k.name)
+		}
+		if !utf8.ValidString(k.key.PK) || !utf8.ValidString(k.key.SK) {
+			return fmt.Errorf("%s key must be UTF-8", k.name)
+		}
+	}
+	return nil
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// unixExpiry encodes an expiry in the expires column, where 0 means never. The Unix epoch
+// itself would read as "never", so it is stored one second earlier: it is long past either
+// way.
+func unixExpiry(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	if u := t.Unix(); u != 0 {
+		return u
+	}
+	return -1
+}
+
+// scanItem reads one row selected as itemColumns.
+func scanItem(row interface{ Scan(...any) error }) (store.Item, error) {
+	var (
+		it                     store.Item
+		expires                int64
+		g1pk, g1sk, g2pk, g2sk sql.NullString
+	)
+	if err := row.Scan(&it.PK, &it.SK, &it.Revision, &it.Data, &it.Count, &expires, &g1pk, &g1sk, &g2pk, &g2sk); err != nil {
+		return store.Item{}, err
+	}
+	if expires != 0 {
+		it.ExpiresAt = time.Unix(expires, 0).UTC()
+	}
+	it.GSI1 = store.IndexKey{PK: g1pk.String, SK: g1sk.String}
+	it.GSI2 = store.IndexKey{PK: g2pk.String, SK: g2sk.String}
+	return it, nil
+}
