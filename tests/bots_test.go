@@ -88,6 +88,8 @@ func TestBadRequests400(t *testing.T) {
 		{"unknown top-level field", "POST", "/api/bots", `{"name":"x","colour":"red"}`, "unknown_field", "colour"},
 		{"unknown nested field", "POST", "/api/bots", `{"name":"x","settings":{"tz":"UTC"}}`, "unknown_field", "settings.tz"},
 		{"unknown field on patch", "PATCH", bot, `{"expected_revision":1,"revision":5}`, "unknown_field", "revision"},
+		{"field name in another case", "POST", "/api/bots", `{"Name":"x"}`, "unknown_field", "Name"},
+		{"duplicate field", "POST", "/api/bots", `{"name":"x","name":"y"}`, "duplicate_field", "name"},
 		{"wrong type", "POST", "/api/bots", `{"name":42}`, "invalid_body", "name"},
 		{"wrong nested type", "PATCH", bot, `{"expected_revision":1,"settings":{"timezone":7}}`, "invalid_body", "settings.timezone"},
 		{"wrong type in array", "POST", "/api/bots", `{"name":"x","settings":{"supported_locales":[1]}}`, "invalid_body", "settings.supported_locales"},

@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"mime"
 	"net/http"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -23,8 +21,9 @@ type Validator interface {
 	Validate() error
 }
 
-// Decode reads a strict JSON body into v: at most MaxBodyBytes, no unknown fields, no
-// trailing data, then v.Validate() if v has one.
+// Decode reads a strict JSON body into v: at most MaxBodyBytes, member names exactly as
+// documented and each at most once, no unknown fields, no trailing data, then v.Validate()
+// if v has one.
 func Decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -32,15 +31,18 @@ func Decode(w http.ResponseWriter, r *http.Request, v any) error {
 			return E(KindUnsupportedMediaType, "unsupported_media_type", "request bodies must be application/json")
 		}
 	}
-	// The body is read whole (it is capped) so that an unknown field can be located in it.
+	// The body is read whole (it is capped) so that its members can be checked before decoding.
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		return decodeError(err)
 	}
+	if err := checkMembers(body, reflect.TypeOf(v)); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return unknownFieldError(err, v, body)
+		return decodeError(err)
 	}
 	// A second Decode must hit EOF: Decoder.More misses `{"a":1}}`.
 	if err := dec.Decode(&struct{}{}); err != io.EOF {
@@ -84,84 +86,100 @@ func decodeError(err error) error {
 	return E(KindInvalid, "invalid_body", "the JSON body could not be read").Wrap(err)
 }
 
-// unknownFieldError is decodeError, except that an unknown field is named by its path in
-// the body ("settings.colour"): encoding/json names only the key, which misleads when the
-// same key is valid elsewhere (a "name" inside "settings").
-func unknownFieldError(err error, v any, body []byte) error {
-	e := decodeError(err)
-	var he *Error
-	if !errors.As(e, &he) || he.Code != "unknown_field" {
-		return e
-	}
-	key, _ := he.Extensions["field"].(string)
-	var doc any
-	if json.Unmarshal(body, &doc) != nil {
-		return e
-	}
-	path, ok := unknownFieldPath(reflect.TypeOf(v), doc, key, "")
-	if !ok {
-		return e
-	}
-	return Errorf(KindInvalid, "unknown_field", "unknown field %q", path).With("field", path)
-}
+// errStop ends a member walk early; what stopped it (a syntax error, a type mismatch) is
+// left for json.Decoder to report in its own words.
+var errStop = errors.New("stop")
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
-// unknownFieldPath walks doc alongside the Go type it was decoded into, as encoding/json
-// does, and returns the path of a member named key that no field accepts.
-func unknownFieldPath(t reflect.Type, doc any, key, path string) (string, bool) {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
+// checkMembers walks the body alongside the Go type it will be decoded into and refuses what
+// encoding/json would let through or report poorly: a member whose name matches a field only
+// case-insensitively ("Name" for "name"), a member given twice (encoding/json keeps the last
+// silently), and an unknown member, which it names by its path ("settings.colour") where
+// encoding/json names only the key.
+func checkMembers(body []byte, t reflect.Type) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := walkMembers(dec, t, ""); err != nil && err != errStop {
+		return err
 	}
-	if reflect.PointerTo(t).Implements(unmarshalerType) {
-		return "", false // it decodes itself; DisallowUnknownFields does not reach inside
-	}
-	switch d := doc.(type) {
-	case map[string]any:
-		for _, k := range slices.Sorted(maps.Keys(d)) {
-			sub := joinPath(path, k)
-			var ft reflect.Type
-			switch t.Kind() {
-			case reflect.Map:
-				ft = t.Elem()
-			case reflect.Struct:
-				var known bool
-				if ft, known = jsonField(t, k); !known {
-					if k == key {
-						return sub, true
-					}
-					continue
-				}
-			default:
-				return "", false
-			}
-			if p, ok := unknownFieldPath(ft, d[k], key, sub); ok {
-				return p, true
-			}
-		}
-	case []any:
-		if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
-			for i, el := range d {
-				if p, ok := unknownFieldPath(t.Elem(), el, key, fmt.Sprintf("%s[%d]", path, i)); ok {
-					return p, true
-				}
-			}
-		}
-	}
-	return "", false
+	return nil
 }
 
-// jsonField finds the struct field encoding/json decodes member name into: the exact
-// name first, else a case-insensitive match.
-func jsonField(t reflect.Type, name string) (reflect.Type, bool) {
-	var folded reflect.Type
+// walkMembers consumes one value. t is the type it decodes into, nil when unknown (any,
+// json.RawMessage, a type that decodes itself, or a mismatch the decoder will report).
+func walkMembers(dec *json.Decoder, t reflect.Type, path string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return errStop
+	}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil && (t.Kind() == reflect.Interface || reflect.PointerTo(t).Implements(unmarshalerType)) {
+		t = nil
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return errStop
+			}
+			key, _ := kt.(string)
+			sub := joinPath(path, key)
+			if seen[key] {
+				return Errorf(KindInvalid, "duplicate_field", "field %q is given more than once", sub).With("field", sub)
+			}
+			seen[key] = true
+			var ft reflect.Type
+			switch {
+			case t == nil:
+			case t.Kind() == reflect.Map:
+				ft = t.Elem()
+			case t.Kind() == reflect.Struct:
+				var ok bool
+				if ft, ok = exactField(t, key); !ok {
+					return Errorf(KindInvalid, "unknown_field", "unknown field %q", sub).With("field", sub)
+				}
+			default:
+				return errStop // an object where t is no object: the decoder reports the type
+			}
+			if err := walkMembers(dec, ft, sub); err != nil {
+				return err
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return errStop
+		}
+	case json.Delim('['):
+		var et reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			et = t.Elem()
+		}
+		for i := 0; dec.More(); i++ {
+			if err := walkMembers(dec, et, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return errStop
+		}
+	}
+	return nil
+}
+
+// exactField finds the struct field whose JSON name is exactly name, looking through
+// embedded structs as encoding/json does.
+func exactField(t reflect.Type, name string) (reflect.Type, bool) {
 	for _, f := range reflect.VisibleFields(t) {
 		tag := f.Tag.Get("json")
 		ft := f.Type
 		if ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
 		}
-		if !f.IsExported() || tag == "-" || f.Anonymous && tag == "" && ft.Kind() == reflect.Struct {
+		if !f.IsExported() && !f.Anonymous || tag == "-" || f.Anonymous && tag == "" && ft.Kind() == reflect.Struct {
 			continue // unexported, ignored, or an embedded struct whose fields are promoted
 		}
 		n, _, _ := strings.Cut(tag, ",")
@@ -171,11 +189,8 @@ func jsonField(t reflect.Type, name string) (reflect.Type, bool) {
 		if n == name {
 			return f.Type, true
 		}
-		if folded == nil && strings.EqualFold(n, name) {
-			folded = f.Type
-		}
 	}
-	return folded, folded != nil
+	return nil, false
 }
 
 func joinPath(path, key string) string {

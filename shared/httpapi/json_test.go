@@ -80,7 +80,6 @@ func TestDecode(t *testing.T) {
 	}{
 		{"ok", js, `{"name":"a","count":2}`, 0, "", "", ""},
 		{"ok with trailing newline", js, "{\"name\":\"a\"}\n\t ", 0, "", "", ""},
-		{"members matched case-insensitively, as encoding/json does", js, `{"NAME":"a"}`, 0, "", "", ""},
 		{"embedded struct member", js, `{"note":"n"}`, 0, "", "", ""},
 		{"nested ok", js, `{"settings":{"timezone":"UTC"},"items":[{"locales":["en"]}],"tags":{"a":{}}}`, 0, "", "", ""},
 		{"missing content type", "", `{"name":"a"}`, 0, "", "", ""},
@@ -89,6 +88,11 @@ func TestDecode(t *testing.T) {
 		{"exactly the size cap", js, exact, 0, "", "", ""},
 
 		{"unknown field", js, `{"nmae":"a"}`, 400, "unknown_field", "nmae", `"nmae"`},
+		{"member names are case-sensitive", js, `{"NAME":"a"}`, 400, "unknown_field", "NAME", ""},
+		{"nested names are case-sensitive", js, `{"settings":{"TimeZone":"UTC"}}`, 400, "unknown_field", "settings.TimeZone", ""},
+		{"duplicate member", js, `{"name":"a","name":"b"}`, 400, "duplicate_field", "name", ""},
+		{"duplicate nested member", js, `{"settings":{"timezone":"UTC","timezone":"UTC"}}`, 400, "duplicate_field", "settings.timezone", ""},
+		{"duplicate key in a map value", js, `{"tags":{"a":{},"a":{}}}`, 400, "duplicate_field", "tags.a", ""},
 		{"ignored field is unknown", js, `{"Ignored":"a"}`, 400, "unknown_field", "Ignored", ""},
 		{"unknown nested field named by path", js, `{"settings":{"name":"x"}}`, 400, "unknown_field", "settings.name", `"settings.name"`},
 		{"unknown field in an array element", js, `{"items":[{},{"zone":"x"}]}`, 400, "unknown_field", "items[1].zone", ""},
