@@ -32,6 +32,7 @@ type app struct {
 	now     func() time.Time
 	log     *slog.Logger
 	store   store.Store
+	sqlite  *sqlite.Store
 	auth    *auth.Service
 	bots    *bots.Service
 	audit   *audit.Log
@@ -52,7 +53,7 @@ func openApp(dataDir string, log *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	a := &app{dataDir: dataDir, now: now, log: log, store: st}
+	a := &app{dataDir: dataDir, now: now, log: log, store: st, sqlite: st}
 	a.auth = auth.NewService(st, now, log)
 	a.bots = bots.NewService(st, a.auth, now)
 	a.audit = audit.NewLog(st)
@@ -89,6 +90,39 @@ func serveOpenAPI(w http.ResponseWriter, r *http.Request) error {
 	w.WriteHeader(http.StatusOK)
 	_, err := w.Write(docs.OpenAPI)
 	return err
+}
+
+// sweepEvery is how often the local process reclaims expired items (DynamoDB's TTL does it on AWS).
+const sweepEvery = 10 * time.Minute
+
+// sweep deletes expired items now and every sweepEvery until ctx ends, in small batches so
+// that the admin CLI and requests never wait long for the write lock.
+func (a *app) sweep(ctx context.Context) {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		var total int64
+		for {
+			n, err := a.sqlite.DeleteExpired(ctx, 500)
+			if err != nil {
+				if ctx.Err() == nil {
+					a.log.Warn("sweep of expired items failed", "error", err)
+				}
+				break
+			}
+			if total += n; n < 500 {
+				break
+			}
+		}
+		if total > 0 {
+			a.log.Info("swept expired items", "count", total)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // loadOrCreateKey reads the 32-byte master key (hex) or creates it, readable by the owner only.

@@ -69,6 +69,9 @@ func realServe(ctx context.Context, addr, dataDir string, log *slog.Logger, stdo
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	go a.sweep(sweepCtx)
 	log.Info("listening", "addr", ln.Addr().String(), "data", dataDir)
 	fmt.Fprintf(stdout, "API listening on %s (Ctrl-C to stop)\n", base)
 	select {

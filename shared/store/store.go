@@ -127,8 +127,10 @@ func (c Condition) Holds(current *Item) bool {
 		return current != nil
 	case CondRevisionIs:
 		return current != nil && current.Revision == c.Revision
-	default:
+	case CondNone:
 		return true
+	default:
+		return false // an unknown kind never lets a write through
 	}
 }
 
