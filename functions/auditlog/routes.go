@@ -23,7 +23,7 @@ func Routes(mux *httpapi.Mux, log *audit.Log, cursors *httpapi.Cursors) {
 }
 
 func (h *Handlers) list(w http.ResponseWriter, r *http.Request) error {
-	p, _ := auth.FromContext(r.Context())
+	p := httpapi.Caller(r)
 	// The trail shows every member's actions, so like an organization's audit log it is
 	// for owners only; members read their own tokens' use in their token list.
 	if p.Role != auth.RoleOwner {

@@ -31,17 +31,12 @@ func Routes(mux *httpapi.Mux, svc *Service, a *auth.Service, cursors *httpapi.Cu
 	mux.Handle("DELETE /api/bots/{botID}/api-tokens/{tokenID}", httpapi.NeedPAT("bots:write", auth.RightReactions), h.deleteToken)
 }
 
-func principal(r *http.Request) *auth.Principal {
-	p, _ := auth.FromContext(r.Context())
-	return p
-}
-
 func (h *Handlers) list(w http.ResponseWriter, r *http.Request) error {
 	page, err := h.cursors.Page(r)
 	if err != nil {
 		return err
 	}
-	bots, next, err := h.svc.List(r.Context(), principal(r).AccountID, page.Limit, page.Cursor)
+	bots, next, err := h.svc.List(r.Context(), httpapi.Caller(r).AccountID, page.Limit, page.Cursor)
 	if err != nil {
 		return err
 	}
@@ -58,7 +53,7 @@ func (h *Handlers) create(w http.ResponseWriter, r *http.Request) error {
 	if err := httpapi.Decode(w, r, &req); err != nil {
 		return err
 	}
-	b, err := h.svc.Create(r.Context(), principal(r).AccountID, req.Name, req.Settings)
+	b, err := h.svc.Create(r.Context(), httpapi.Caller(r).AccountID, req.Name, req.Settings)
 	if err != nil {
 		return err
 	}
@@ -71,7 +66,7 @@ func (h *Handlers) get(w http.ResponseWriter, r *http.Request) error {
 	if b, ok := httpapi.LoadedBot(r.Context()).(Bot); ok {
 		return httpapi.WriteJSON(w, http.StatusOK, b)
 	}
-	b, err := h.svc.Get(r.Context(), principal(r).AccountID, r.PathValue("botID"))
+	b, err := h.svc.Get(r.Context(), httpapi.Caller(r).AccountID, r.PathValue("botID"))
 	if err != nil {
 		return err
 	}
@@ -98,7 +93,7 @@ func (h *Handlers) update(w http.ResponseWriter, r *http.Request) error {
 	if err := httpapi.Decode(w, r, &req); err != nil {
 		return err
 	}
-	b, err := h.svc.Update(r.Context(), principal(r).AccountID, r.PathValue("botID"), *req.ExpectedRevision, req.Name, req.Settings)
+	b, err := h.svc.Update(r.Context(), httpapi.Caller(r).AccountID, r.PathValue("botID"), *req.ExpectedRevision, req.Name, req.Settings)
 	if err != nil {
 		return err
 	}
@@ -114,7 +109,7 @@ func (h *Handlers) delete(w http.ResponseWriter, r *http.Request) error {
 		}
 		expected = &n
 	}
-	if err := h.svc.Delete(r.Context(), principal(r).AccountID, r.PathValue("botID"), expected); err != nil {
+	if err := h.svc.Delete(r.Context(), httpapi.Caller(r).AccountID, r.PathValue("botID"), expected); err != nil {
 		return err
 	}
 	return httpapi.NoContent(w)
@@ -125,7 +120,7 @@ func (h *Handlers) listTokens(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	toks, next, err := h.auth.ListBotTokens(r.Context(), principal(r).AccountID, r.PathValue("botID"), page.Limit, page.Cursor)
+	toks, next, err := h.auth.ListBotTokens(r.Context(), httpapi.Caller(r).AccountID, r.PathValue("botID"), page.Limit, page.Cursor)
 	if err != nil {
 		return err
 	}
@@ -156,7 +151,7 @@ func (h *Handlers) createToken(w http.ResponseWriter, r *http.Request) error {
 	if err := httpapi.Decode(w, r, &req); err != nil {
 		return err
 	}
-	p := principal(r)
+	p := httpapi.Caller(r)
 	bot := r.PathValue("botID")
 	t, secret, err := h.svc.IssueToken(r.Context(), p.AccountID, bot, p.UserID, req.Name)
 	switch {
@@ -172,7 +167,7 @@ func (h *Handlers) createToken(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handlers) deleteToken(w http.ResponseWriter, r *http.Request) error {
-	err := h.auth.RevokeBotToken(r.Context(), principal(r).AccountID, r.PathValue("botID"), r.PathValue("tokenID"))
+	err := h.auth.RevokeBotToken(r.Context(), httpapi.Caller(r).AccountID, r.PathValue("botID"), r.PathValue("tokenID"))
 	if errors.Is(err, auth.ErrNotFound) {
 		return httpapi.NotFound("API token")
 	}

@@ -26,17 +26,12 @@ func Routes(mux *httpapi.Mux, a *auth.Service, cursors *httpapi.Cursors, now fun
 	mux.Handle("DELETE /api/personal-access-tokens/{tokenID}", httpapi.NeedPAT(auth.Full), h.delete)
 }
 
-func principal(r *http.Request) *auth.Principal {
-	p, _ := auth.FromContext(r.Context())
-	return p
-}
-
 func (h *Handlers) list(w http.ResponseWriter, r *http.Request) error {
 	page, err := h.cursors.Page(r)
 	if err != nil {
 		return err
 	}
-	p := principal(r)
+	p := httpapi.Caller(r)
 	toks, next, err := h.auth.ListPATs(r.Context(), p.AccountID, p.UserID, page.Limit, page.Cursor)
 	if err != nil {
 		return err
@@ -99,7 +94,7 @@ func (h *Handlers) create(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	pat, secret, err := h.auth.CreatePAT(r.Context(), principal(r), req.Name, scopes, exp)
+	pat, secret, err := h.auth.CreatePAT(r.Context(), httpapi.Caller(r), req.Name, scopes, exp)
 	switch {
 	case errors.Is(err, auth.ErrScopeTooBroad):
 		return httpapi.E(httpapi.KindForbidden, "insufficient_scope", "a new token's scopes cannot exceed the scopes of the token that creates it")
@@ -115,7 +110,7 @@ func (h *Handlers) create(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handlers) delete(w http.ResponseWriter, r *http.Request) error {
-	p := principal(r)
+	p := httpapi.Caller(r)
 	err := h.auth.RevokePAT(r.Context(), p.AccountID, p.UserID, r.PathValue("tokenID"))
 	if errors.Is(err, auth.ErrNotFound) {
 		return httpapi.NotFound("personal access token")

@@ -170,6 +170,13 @@ func info(r *http.Request) *requestInfo {
 	return &requestInfo{}
 }
 
+// Caller returns the principal of a request to a non-public route; the kernel authenticated
+// it before the handler runs, so it is never nil there.
+func Caller(r *http.Request) *auth.Principal {
+	p, _ := auth.FromContext(r.Context())
+	return p
+}
+
 // LoadedBot returns the bot the kernel loaded for the request's {botID}, or nil.
 func LoadedBot(ctx context.Context) any {
 	if ri, ok := ctx.Value(infoKey{}).(*requestInfo); ok {
