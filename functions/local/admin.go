@@ -87,7 +87,7 @@ var adminCommands = map[string]adminCommand{
 			if *name == "" {
 				return nil, usageError("--name is required")
 			}
-			acct, owner, err := a.auth.CreateAccount(ctx, *name)
+			acct, owner, err := a.Auth.CreateAccount(ctx, *name)
 			if err != nil {
 				return nil, err
 			}
@@ -106,7 +106,7 @@ var adminCommands = map[string]adminCommand{
 			if err != nil {
 				return nil, usageError(err.Error())
 			}
-			u, err := a.auth.CreateUser(ctx, *account, *name, rs)
+			u, err := a.Auth.CreateUser(ctx, *account, *name, rs)
 			if err != nil {
 				return nil, notFoundAs(err, "account "+*account)
 			}
@@ -120,10 +120,10 @@ var adminCommands = map[string]adminCommand{
 			if *account == "" || *name == "" {
 				return nil, usageError("--account and --name are required")
 			}
-			if _, err := a.auth.Account(ctx, *account); err != nil {
+			if _, err := a.Auth.Account(ctx, *account); err != nil {
 				return nil, notFoundAs(err, "account "+*account)
 			}
-			b, err := a.bots.Create(ctx, *account, *name, nil)
+			b, err := a.Bots.Create(ctx, *account, *name, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -146,7 +146,7 @@ var adminCommands = map[string]adminCommand{
 			}
 			uid := *user
 			if uid == "" {
-				acct, err := a.auth.Account(ctx, *account)
+				acct, err := a.Auth.Account(ctx, *account)
 				if err != nil {
 					return nil, notFoundAs(err, "account "+*account)
 				}
@@ -156,7 +156,7 @@ var adminCommands = map[string]adminCommand{
 			for i := range list {
 				list[i] = strings.TrimSpace(list[i])
 			}
-			pat, tok, err := a.auth.IssuePAT(ctx, *account, uid, *name, list, a.now().Add(life))
+			pat, tok, err := a.Auth.IssuePAT(ctx, *account, uid, *name, list, a.Now().Add(life))
 			if err != nil {
 				return nil, notFoundAs(err, "user "+uid+" of account "+*account)
 			}

@@ -9,34 +9,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/botplatform/api/docs"
-	"github.com/botplatform/api/functions/auditlog"
-	"github.com/botplatform/api/functions/bots"
-	"github.com/botplatform/api/functions/pats"
+	"github.com/botplatform/api/functions/platform"
 	"github.com/botplatform/api/shared/audit"
-	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/httpapi"
-	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
 )
 
 // app is the local process's environment: every dependency, built once from the data directory.
 type app struct {
+	*platform.Env
 	dataDir string
-	now     func() time.Time
-	log     *slog.Logger
-	store   store.Store
 	sqlite  *sqlite.Store
-	auth    *auth.Service
-	bots    *bots.Service
-	audit   *audit.Log
-	cursors *httpapi.Cursors
 }
 
 // openApp opens (creating if needed) the data directory: the SQLite store and the master key.
@@ -48,48 +36,29 @@ func openApp(dataDir string, log *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now
-	st, err := sqlite.Open(filepath.Join(dataDir, "store.db"), sqlite.WithClock(now))
+	st, err := sqlite.Open(filepath.Join(dataDir, "store.db"), sqlite.WithClock(time.Now))
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	a := &app{dataDir: dataDir, now: now, log: log, store: st, sqlite: st}
-	a.auth = auth.NewService(st, now, log)
-	a.bots = bots.NewService(st, a.auth, now)
-	a.audit = audit.NewLog(st)
-	a.cursors = httpapi.NewCursors(deriveKey(master, "list-cursors-v1"))
-	return a, nil
-}
-
-func (a *app) Close() error { return a.store.Close() }
-
-// handler builds the router with every family's routes.
-func (a *app) handler() (*httpapi.Mux, error) {
-	mux, err := httpapi.NewMux(httpapi.Config{
-		Authenticate: httpapi.BearerAuth(a.auth),
-		Bots:         a.bots,
-		Audit:        a.audit,
-		Log:          a.log,
-		Now:          a.now,
+	env, err := platform.NewEnv(platform.Deps{
+		Store:     st,
+		Audit:     audit.NewLog(st), // locally the trail is written straight to the store
+		CursorKey: deriveKey(master, "list-cursors-v1"),
+		Log:       log,
+		Now:       time.Now,
 	})
 	if err != nil {
+		st.Close()
 		return nil, err
 	}
-	mux.Handle("GET /openapi.yaml", httpapi.Public(), serveOpenAPI)
-	mux.Handle("GET /healthz", httpapi.Public(), func(w http.ResponseWriter, r *http.Request) error {
-		return httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	pats.Routes(mux, a.auth, a.cursors, a.now)
-	bots.Routes(mux, a.bots, a.auth, a.cursors)
-	auditlog.Routes(mux, a.audit, a.cursors)
-	return mux, nil
+	return &app{Env: env, dataDir: dataDir, sqlite: st}, nil
 }
 
-func serveOpenAPI(w http.ResponseWriter, r *http.Request) error {
-	w.Header().Set("Content-Type", "application/yaml")
-	w.WriteHeader(http.StatusOK)
-	_, err := w.Write(docs.OpenAPI)
-	return err
+func (a *app) Close() error { return a.Store.Close() }
+
+// handler builds the router with every family's routes, authenticating bearer tokens itself.
+func (a *app) handler() (*httpapi.Mux, error) {
+	return a.Mux(httpapi.BearerAuth(a.Auth), platform.Families()...)
 }
 
 // sweepEvery is how often the local process reclaims expired items (DynamoDB's TTL does it on AWS).
@@ -106,7 +75,7 @@ func (a *app) sweep(ctx context.Context) {
 			n, err := a.sqlite.DeleteExpired(ctx, 500)
 			if err != nil {
 				if ctx.Err() == nil {
-					a.log.Warn("sweep of expired items failed", "error", err)
+					a.Log.Warn("sweep of expired items failed", "error", err)
 				}
 				break
 			}
@@ -115,7 +84,7 @@ func (a *app) sweep(ctx context.Context) {
 			}
 		}
 		if total > 0 {
-			a.log.Info("swept expired items", "count", total)
+			a.Log.Info("swept expired items", "count", total)
 		}
 		select {
 		case <-ctx.Done():

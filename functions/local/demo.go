@@ -37,7 +37,7 @@ type bootstrapResult struct {
 
 // hasDemo reports whether the demo account exists.
 func (a *app) hasDemo(ctx context.Context) (bool, error) {
-	_, err := a.store.Get(ctx, demoKey)
+	_, err := a.Store.Get(ctx, demoKey)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
@@ -51,7 +51,7 @@ func (a *app) bootstrap(ctx context.Context) (bootstrapResult, error) {
 	if err != nil {
 		return bootstrapResult{}, err
 	}
-	pat, tok, err := a.auth.IssuePAT(ctx, d.AccountID, d.UserID, "bootstrap", auth.Scopes{auth.Full}, a.now().Add(demoTokenLifetime))
+	pat, tok, err := a.Auth.IssuePAT(ctx, d.AccountID, d.UserID, "bootstrap", auth.Scopes{auth.Full}, a.Now().Add(demoTokenLifetime))
 	if err != nil {
 		return bootstrapResult{}, fmt.Errorf("issue demo token: %w", err)
 	}
@@ -59,7 +59,7 @@ func (a *app) bootstrap(ctx context.Context) (bootstrapResult, error) {
 }
 
 func (a *app) ensureDemo(ctx context.Context) (demoRecord, error) {
-	it, err := a.store.Get(ctx, demoKey)
+	it, err := a.Store.Get(ctx, demoKey)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return a.createDemo(ctx)
@@ -70,11 +70,11 @@ func (a *app) ensureDemo(ctx context.Context) (demoRecord, error) {
 	if err != nil {
 		return demoRecord{}, err
 	}
-	if _, err := a.bots.Get(ctx, d.AccountID, d.BotID); err == nil {
+	if _, err := a.Bots.Get(ctx, d.AccountID, d.BotID); err == nil {
 		return d, nil
 	}
 	// The demo bot was deleted through the API: give the demo account a new one.
-	b, err := a.bots.Create(ctx, d.AccountID, "Demo bot", nil)
+	b, err := a.Bots.Create(ctx, d.AccountID, "Demo bot", nil)
 	if err != nil {
 		return demoRecord{}, err
 	}
@@ -83,11 +83,11 @@ func (a *app) ensureDemo(ctx context.Context) (demoRecord, error) {
 }
 
 func (a *app) createDemo(ctx context.Context) (demoRecord, error) {
-	acct, owner, err := a.auth.CreateAccount(ctx, "Demo")
+	acct, owner, err := a.Auth.CreateAccount(ctx, "Demo")
 	if err != nil {
 		return demoRecord{}, err
 	}
-	b, err := a.bots.Create(ctx, acct.ID, "Demo bot", nil)
+	b, err := a.Bots.Create(ctx, acct.ID, "Demo bot", nil)
 	if err != nil {
 		return demoRecord{}, err
 	}
@@ -106,7 +106,7 @@ func (a *app) putDemo(ctx context.Context, d demoRecord, cond store.Condition, r
 	if err != nil {
 		return err
 	}
-	return a.store.Put(ctx, store.Item{Key: demoKey, Data: data, Revision: rev}, cond)
+	return a.Store.Put(ctx, store.Item{Key: demoKey, Data: data, Revision: rev}, cond)
 }
 
 // writeBootstrapFile saves the demo credentials for scripts, readable by the owner only.

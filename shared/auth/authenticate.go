@@ -181,7 +181,7 @@ func (c *cache) epochNow() uint64 {
 func (c *cache) put(hash string, p *Principal, now time.Time, epoch uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.epoch != epoch {
+	if c.epoch != epoch || c.ttl <= 0 {
 		return
 	}
 	if len(c.entries) >= c.max {

@@ -54,12 +54,25 @@ type Service struct {
 	cache *cache
 }
 
+// Option adjusts a Service.
+type Option func(*Service)
+
+// WithCacheTTL sets how long authenticated principals are cached (0 disables the cache). The
+// AWS authorizer uses 0: API Gateway already caches its answers.
+func WithCacheTTL(ttl time.Duration) Option {
+	return func(s *Service) { s.cache.ttl = ttl }
+}
+
 // NewService returns a Service over s. now is the clock (time.Now in production).
-func NewService(s store.Store, now func() time.Time, log *slog.Logger) *Service {
+func NewService(s store.Store, now func() time.Time, log *slog.Logger, opts ...Option) *Service {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{store: s, now: now, log: log, cache: newCache(CacheTTL, 10000)}
+	svc := &Service{store: s, now: now, log: log, cache: newCache(CacheTTL, 10000)}
+	for _, o := range opts {
+		o(svc)
+	}
+	return svc
 }
 
 func notFound(err error) error {

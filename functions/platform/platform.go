@@ -1,0 +1,132 @@
+// Package platform composes the API: the environment of dependencies every route family
+// receives and the list of families. The local process builds one environment and serves
+// every family; each Lambda builds the same environment and serves one.
+package platform
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/botplatform/api/functions/auditlog"
+	"github.com/botplatform/api/functions/bots"
+	"github.com/botplatform/api/functions/pats"
+	"github.com/botplatform/api/functions/public"
+	"github.com/botplatform/api/shared/audit"
+	"github.com/botplatform/api/shared/auth"
+	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/store"
+)
+
+// Env is every dependency a family may use. Build it with NewEnv.
+type Env struct {
+	Store   store.Store
+	Now     func() time.Time
+	Log     *slog.Logger
+	Auth    *auth.Service
+	Bots    *bots.Service
+	Audit   audit.Publisher
+	Trail   *audit.Log
+	Cursors *httpapi.Cursors
+}
+
+// Deps are what the composition root supplies; the rest of Env is derived from them.
+type Deps struct {
+	Store store.Store
+	// Audit publishes audit events: the store itself locally, EventBridge on AWS.
+	Audit audit.Publisher
+	// CursorKey signs list cursors; every process serving the same lists must share it.
+	CursorKey []byte
+	Log       *slog.Logger
+	Now       func() time.Time
+	// AuthCacheTTL overrides auth.CacheTTL (the authorizer, behind API Gateway's own cache, uses 0).
+	AuthCacheTTL *time.Duration
+}
+
+// NewEnv builds the environment, refusing to start when a dependency is missing.
+func NewEnv(d Deps) (*Env, error) {
+	var missing []string
+	if d.Store == nil {
+		missing = append(missing, "Store")
+	}
+	if d.Audit == nil {
+		missing = append(missing, "Audit")
+	}
+	if len(d.CursorKey) < 32 {
+		missing = append(missing, "CursorKey (32 bytes or more)")
+	}
+	if d.Log == nil {
+		missing = append(missing, "Log")
+	}
+	if d.Now == nil {
+		missing = append(missing, "Now")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("platform: missing %s", strings.Join(missing, ", "))
+	}
+	var opts []auth.Option
+	if d.AuthCacheTTL != nil {
+		opts = append(opts, auth.WithCacheTTL(*d.AuthCacheTTL))
+	}
+	a := auth.NewService(d.Store, d.Now, d.Log, opts...)
+	return &Env{
+		Store:   d.Store,
+		Now:     d.Now,
+		Log:     d.Log,
+		Auth:    a,
+		Bots:    bots.NewService(d.Store, a, d.Now),
+		Audit:   d.Audit,
+		Trail:   audit.NewLog(d.Store),
+		Cursors: httpapi.NewCursors(d.CursorKey),
+	}, nil
+}
+
+// Family is one route family: its name (the Lambda that serves it, functions/<name>) and
+// how it registers its routes.
+type Family struct {
+	Name     string
+	Register func(mux *httpapi.Mux, env *Env)
+}
+
+// Families lists every route family. Adding a family here serves it locally, gives it a
+// Lambda (functions/<name>/lambda) and, through the OpenAPI document, its API Gateway routes.
+func Families() []Family {
+	return []Family{
+		{Name: "public", Register: func(mux *httpapi.Mux, env *Env) { public.Routes(mux) }},
+		{Name: "pats", Register: func(mux *httpapi.Mux, env *Env) { pats.Routes(mux, env.Auth, env.Cursors, env.Now) }},
+		{Name: "bots", Register: func(mux *httpapi.Mux, env *Env) { bots.Routes(mux, env.Bots, env.Auth, env.Cursors) }},
+		{Name: "auditlog", Register: func(mux *httpapi.Mux, env *Env) { auditlog.Routes(mux, env.Trail, env.Cursors) }},
+	}
+}
+
+// Workers lists the Lambdas that serve no route of their own: the shared authorizer and the
+// consumers of events and queues.
+func Workers() []string { return []string{"authorizer", "auditsink"} }
+
+// FamilyNamed returns the family called name.
+func FamilyNamed(name string) (Family, error) {
+	i := slices.IndexFunc(Families(), func(f Family) bool { return f.Name == name })
+	if i < 0 {
+		return Family{}, fmt.Errorf("platform: no family %q", name)
+	}
+	return Families()[i], nil
+}
+
+// Mux returns a router serving the given families. authn is how requests are
+// authenticated: the bearer token locally, the authorizer's context on AWS.
+func (e *Env) Mux(authn httpapi.Authenticator, families ...Family) (*httpapi.Mux, error) {
+	if len(families) == 0 {
+		return nil, errors.New("platform: no family to serve")
+	}
+	mux, err := httpapi.NewMux(httpapi.Config{Authenticate: authn, Bots: e.Bots, Audit: e.Audit, Log: e.Log, Now: e.Now})
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range families {
+		f.Register(mux, e)
+	}
+	return mux, nil
+}
