@@ -4,9 +4,11 @@
 package platform
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -129,4 +131,33 @@ func (e *Env) Mux(authn httpapi.Authenticator, families ...Family) (*httpapi.Mux
 		f.Register(mux, e)
 	}
 	return mux, nil
+}
+
+// PublicMux serves only the public family. It needs no store, keys or bus, so the public
+// Lambda has no permissions at all; anything else registered on it fails closed (401).
+func PublicMux(log *slog.Logger, now func() time.Time) (*httpapi.Mux, error) {
+	mux, err := httpapi.NewMux(httpapi.Config{
+		Authenticate: func(*http.Request) (*auth.Principal, error) { return nil, auth.ErrMissingCredentials },
+		Bots:         noBots{},
+		Audit:        noAudit{},
+		Log:          log,
+		Now:          now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	public.Routes(mux)
+	return mux, nil
+}
+
+type noBots struct{}
+
+func (noBots) LoadBot(context.Context, string, string) (any, error) {
+	return nil, httpapi.NotFound("bot")
+}
+
+type noAudit struct{}
+
+func (noAudit) Publish(context.Context, audit.Event) error {
+	return errors.New("platform: the public mux has no audit trail")
 }

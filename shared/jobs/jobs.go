@@ -1,0 +1,151 @@
+// Package jobs runs long background work as a sequence of bounded steps. A job kind
+// registers a Step that does a bounded amount of work and returns a cursor to continue from;
+// runners drive the steps to completion: over the work queue (each step one message, a
+// continuation enqueued when not done) or, on AWS, by a Step Functions state machine that
+// invokes the jobs Lambda once per step. Steps never run longer than one Lambda invocation,
+// whatever the job's total length.
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/botplatform/api/shared/queue"
+)
+
+// Step does a bounded amount of a job's work. cursor is "" on the first step and the
+// previous step's next cursor afterwards. Steps must be idempotent for a given cursor: a
+// runner may repeat a step after a crash.
+type Step func(ctx context.Context, payload json.RawMessage, cursor string) (next string, done bool, err error)
+
+// State is a job between two steps. It is the Step Functions state and the body of a
+// queue continuation, so its JSON shape is a contract with infra/ (the state machine reads
+// "done").
+type State struct {
+	Kind    string          `json:"kind"`
+	Payload json.RawMessage `json:"payload"`
+	Cursor  string          `json:"cursor"`
+	Done    bool            `json:"done"`
+	// Steps counts the steps run so far, for logs and runaway protection.
+	Steps int `json:"steps"`
+}
+
+// MaxSteps stops a job whose steps never report done: a bug, not a long job.
+const MaxSteps = 100000
+
+// ErrUnknownKind means no Step is registered for a job's kind.
+var ErrUnknownKind = errors.New("jobs: unknown job kind")
+
+// Registry maps job kinds to their steps.
+type Registry struct {
+	steps map[string]Step
+}
+
+// NewRegistry returns an empty Registry.
+func NewRegistry() *Registry { return &Registry{steps: map[string]Step{}} }
+
+// Register adds a kind. Registering a kind twice is a wiring bug and panics at start-up.
+func (r *Registry) Register(kind string, s Step) {
+	if kind == "" || s == nil {
+		panic("jobs: Register needs a kind and a step")
+	}
+	if _, dup := r.steps[kind]; dup {
+		panic("jobs: kind registered twice: " + kind)
+	}
+	r.steps[kind] = s
+}
+
+// Kinds lists the registered kinds, sorted.
+func (r *Registry) Kinds() []string {
+	out := make([]string, 0, len(r.steps))
+	for k := range r.steps {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// RunStep runs the next step of st and returns the state after it.
+func (r *Registry) RunStep(ctx context.Context, st State) (State, error) {
+	if st.Done {
+		return st, nil
+	}
+	step, ok := r.steps[st.Kind]
+	if !ok {
+		return st, fmt.Errorf("%w %q", ErrUnknownKind, st.Kind)
+	}
+	if st.Steps >= MaxSteps {
+		return st, fmt.Errorf("jobs: %s ran %d steps without finishing", st.Kind, st.Steps)
+	}
+	next, done, err := step(ctx, st.Payload, st.Cursor)
+	if err != nil {
+		return st, fmt.Errorf("jobs: %s step %d: %w", st.Kind, st.Steps+1, err)
+	}
+	return State{Kind: st.Kind, Payload: st.Payload, Cursor: next, Done: done, Steps: st.Steps + 1}, nil
+}
+
+// Starter starts jobs. Start returns once the job is durably accepted, not when it is done.
+type Starter interface {
+	Start(ctx context.Context, kind string, payload any) error
+}
+
+// stepMessage is the queue message type that carries a State.
+const stepMessage = "jobs.step"
+
+// QueueRunner runs jobs over a work queue: each step is one message, and a step that is not
+// done enqueues the state after it. A failed step is retried by the queue (its backoff and
+// dead-lettering apply), from the same cursor.
+type QueueRunner struct {
+	queue queue.Sender
+	reg   *Registry
+}
+
+// NewQueueRunner returns a runner that sends steps to q and runs them from reg.
+func NewQueueRunner(q queue.Sender, reg *Registry) *QueueRunner {
+	return &QueueRunner{queue: q, reg: reg}
+}
+
+// Start enqueues the first step of a job.
+func (q *QueueRunner) Start(ctx context.Context, kind string, payload any) error {
+	if _, ok := q.reg.steps[kind]; !ok {
+		return fmt.Errorf("%w %q", ErrUnknownKind, kind)
+	}
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return fmt.Errorf("jobs: encode %s payload: %w", kind, err)
+	}
+	return q.send(ctx, State{Kind: kind, Payload: b})
+}
+
+func (q *QueueRunner) send(ctx context.Context, st State) error {
+	m, err := queue.New(stepMessage, st)
+	if err != nil {
+		return err
+	}
+	return q.queue.Send(ctx, m)
+}
+
+// Register adds the runner's message handler to a queue mux.
+func (q *QueueRunner) Register(mux *queue.Mux) {
+	mux.HandleFunc(stepMessage, q.handle)
+}
+
+// handle runs one step. The continuation is sent before the message is acknowledged, so a
+// crash in between repeats the step (steps are idempotent) rather than losing the job.
+func (q *QueueRunner) handle(ctx context.Context, m queue.Message) error {
+	var st State
+	if err := m.Decode(&st); err != nil {
+		return err
+	}
+	next, err := q.reg.RunStep(ctx, st)
+	if err != nil {
+		return err
+	}
+	if next.Done {
+		return nil
+	}
+	return q.send(ctx, next)
+}

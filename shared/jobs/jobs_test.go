@@ -1,0 +1,105 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/botplatform/api/shared/queue"
+)
+
+// memQueue is a queue.Sender that keeps what it is sent, for the test to deliver by hand.
+type memQueue struct{ msgs []queue.Message }
+
+func (q *memQueue) Send(_ context.Context, msgs ...queue.Message) error {
+	q.msgs = append(q.msgs, msgs...)
+	return nil
+}
+
+// countTo is a job that counts from 0 to payload.To, one number per step.
+func countTo(seen *[]int) Step {
+	return func(_ context.Context, payload json.RawMessage, cursor string) (string, bool, error) {
+		var p struct{ To int }
+		if err := json.Unmarshal(payload, &p); err != nil {
+			return "", false, err
+		}
+		n := 0
+		if cursor != "" {
+			var err error
+			if n, err = strconv.Atoi(cursor); err != nil {
+				return "", false, err
+			}
+		}
+		*seen = append(*seen, n)
+		if n >= p.To {
+			return "", true, nil
+		}
+		return strconv.Itoa(n + 1), false, nil
+	}
+}
+
+func TestQueueRunnerDrivesStepsToCompletion(t *testing.T) {
+	t.Parallel()
+	var seen []int
+	reg := NewRegistry()
+	reg.Register("count", countTo(&seen))
+	q := &memQueue{}
+	r := NewQueueRunner(q, reg)
+	mux := queue.NewMux()
+	r.Register(mux)
+
+	require.NoError(t, r.Start(context.Background(), "count", map[string]int{"To": 3}))
+	for delivered := 0; len(q.msgs) > 0; delivered++ {
+		require.Less(t, delivered, 10, "the job must finish")
+		m := q.msgs[0]
+		q.msgs = q.msgs[1:]
+		require.NoError(t, mux.HandleMessage(context.Background(), m))
+	}
+	assert.Equal(t, []int{0, 1, 2, 3}, seen)
+}
+
+func TestFailedStepSendsNoContinuation(t *testing.T) {
+	t.Parallel()
+	reg := NewRegistry()
+	boom := errors.New("downstream is down")
+	reg.Register("fail", func(context.Context, json.RawMessage, string) (string, bool, error) { return "x", false, boom })
+	q := &memQueue{}
+	r := NewQueueRunner(q, reg)
+	mux := queue.NewMux()
+	r.Register(mux)
+	require.NoError(t, r.Start(context.Background(), "fail", nil))
+	first := q.msgs[0]
+	q.msgs = nil
+	err := mux.HandleMessage(context.Background(), first)
+	assert.ErrorIs(t, err, boom, "the queue retries the same step")
+	assert.Empty(t, q.msgs)
+}
+
+func TestRunStep(t *testing.T) {
+	t.Parallel()
+	var seen []int
+	reg := NewRegistry()
+	reg.Register("count", countTo(&seen))
+	st, err := reg.RunStep(context.Background(), State{Kind: "count", Payload: json.RawMessage(`{"To":1}`)})
+	require.NoError(t, err)
+	assert.Equal(t, State{Kind: "count", Payload: json.RawMessage(`{"To":1}`), Cursor: "1", Steps: 1}, st)
+	st, err = reg.RunStep(context.Background(), st)
+	require.NoError(t, err)
+	assert.True(t, st.Done)
+	again, err := reg.RunStep(context.Background(), st)
+	require.NoError(t, err)
+	assert.Equal(t, st, again, "a done job does not run again")
+
+	_, err = reg.RunStep(context.Background(), State{Kind: "nope"})
+	assert.ErrorIs(t, err, ErrUnknownKind)
+	_, err = reg.RunStep(context.Background(), State{Kind: "count", Payload: json.RawMessage(`{}`), Steps: MaxSteps})
+	assert.Error(t, err, "runaway jobs stop")
+	assert.ErrorIs(t, NewQueueRunner(&memQueue{}, reg).Start(context.Background(), "nope", nil), ErrUnknownKind)
+	assert.Equal(t, []string{"count"}, reg.Kinds())
+	assert.Panics(t, func() { reg.Register("count", countTo(&seen)) })
+}
