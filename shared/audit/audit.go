@@ -49,9 +49,11 @@ func accountPK(account string) string { return "AUDIT#" + account }
 
 func botPK(account, bot string) string { return "AUDIT#" + account + "#BOT#" + bot }
 
-// Publish stores e. Event ids are time-ordered, so the sort key orders the trail by time;
-// a second index partition per bot serves the bot_id filter.
+// Publish stores e, scrubbed of anything shaped like a credential. Event ids are
+// time-ordered, so the sort key orders the trail by time; a second index partition per bot
+// serves the bot_id filter.
 func (l *Log) Publish(ctx context.Context, e Event) error {
+	e = e.Scrubbed()
 	b, err := store.Encode(e)
 	if err != nil {
 		return err

@@ -1,0 +1,71 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/botplatform/api/shared/queue"
+)
+
+func TestMuxRoutesByType(t *testing.T) {
+	t.Parallel()
+	mux := queue.NewMux()
+	var got string
+	mux.HandleFunc("a.job", func(ctx context.Context, m queue.Message) error {
+		var b struct{ X string }
+		require.NoError(t, m.Decode(&b))
+		got = b.X
+		return nil
+	})
+	m, err := queue.New("a.job", map[string]string{"x": "1", "later_field": "tolerated"})
+	require.NoError(t, err)
+	require.NoError(t, mux.HandleMessage(context.Background(), m))
+	assert.Equal(t, "1", got)
+
+	m.Type = "b.job"
+	assert.ErrorIs(t, mux.HandleMessage(context.Background(), m), queue.ErrUnknownType)
+	assert.Panics(t, func() { mux.HandleFunc("a.job", func(context.Context, queue.Message) error { return nil }) })
+}
+
+func TestNewRefusesBadMessages(t *testing.T) {
+	t.Parallel()
+	_, err := queue.New("", 1)
+	assert.Error(t, err)
+	_, err = queue.New("ok", func() {})
+	assert.Error(t, err)
+	_, err = queue.New("has space", 1)
+	assert.Error(t, err)
+	m, err := queue.New("ok", 1)
+	require.NoError(t, err)
+	assert.Equal(t, len("1")+len("type")+len("String")+len("ok"), m.Size())
+}
+
+func TestBackoffDoublesWithinJitterAndCap(t *testing.T) {
+	t.Parallel()
+	b := queue.Backoff{Min: 100 * time.Millisecond, Max: time.Second}
+	for range 200 {
+		for attempt, full := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 3: 400 * time.Millisecond, 10: time.Second} {
+			d := b.Delay(attempt)
+			assert.GreaterOrEqual(t, d, full/2, "attempt %d", attempt)
+			assert.LessOrEqual(t, d, full, "attempt %d", attempt)
+		}
+	}
+	assert.Zero(t, queue.Backoff{}.Delay(3))
+}
+
+type extender struct{ got time.Duration }
+
+func (e *extender) ExtendVisibility(_ context.Context, d time.Duration) error { e.got = d; return nil }
+
+func TestExtendVisibilityReachesTheConsumer(t *testing.T) {
+	t.Parallel()
+	assert.True(t, errors.Is(queue.ExtendVisibility(context.Background(), time.Second), queue.ErrNotHandling))
+	e := &extender{}
+	require.NoError(t, queue.ExtendVisibility(queue.WithExtender(context.Background(), e), time.Minute))
+	assert.Equal(t, time.Minute, e.got)
+}

@@ -1,0 +1,236 @@
+// Package sqs runs the work queue on Amazon SQS: Sender enqueues with SendMessageBatch, and
+// Consumer is the handler of a Lambda SQS event source mapping that reports partial batch
+// failures, so only the failed records of a batch come back.
+//
+// A message's Type travels as the String message attribute "type" and its Body as the
+// message body. The queue's visibility timeout, redrive policy (maxReceiveCount and DLQ)
+// and the event source's ReportBatchItemFailures are set in infra.
+package sqs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/botplatform/api/shared/queue"
+)
+
+// SendAPI is the part of *sqs.Client the Sender uses.
+type SendAPI interface {
+	SendMessageBatch(ctx context.Context, in *awssqs.SendMessageBatchInput, optFns ...func(*awssqs.Options)) (*awssqs.SendMessageBatchOutput, error)
+}
+
+// SQS's batch limits: entries per SendMessageBatch, and the batch's total payload.
+const (
+	MaxBatchEntries = 10
+	MaxBatchBytes   = 256 * 1024
+)
+
+// SenderConfig configures a Sender.
+type SenderConfig struct {
+	// QueueURL is the queue's URL. Required.
+	QueueURL string
+	// MaxAttempts bounds how often one entry is sent when SQS reports it failed on its side
+	// (default 4). Whole-call failures are the SDK retryer's business, not ours.
+	MaxAttempts int
+	// Backoff spaces those retries (default 50 ms doubling to 1 s).
+	Backoff queue.Backoff
+}
+
+// Sender sends messages to one SQS queue. It is safe for concurrent use.
+type Sender struct {
+	client SendAPI
+	cfg    SenderConfig
+}
+
+var _ queue.Sender = (*Sender)(nil)
+
+// NewSender returns a Sender over client (an *sqs.Client built once per container).
+func NewSender(client SendAPI, cfg SenderConfig) (*Sender, error) {
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = 4
+	}
+	if cfg.Backoff == (queue.Backoff{}) {
+		cfg.Backoff = queue.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
+	}
+	var errs []error
+	if client == nil {
+		errs = append(errs, errors.New("an SQS client is required"))
+	}
+	if cfg.QueueURL == "" {
+		errs = append(errs, errors.New("a queue URL is required"))
+	}
+	if cfg.MaxAttempts < 1 {
+		errs = append(errs, errors.New("max attempts must be at least 1"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("sqs sender config: %w", err)
+	}
+	return &Sender{client: client, cfg: cfg}, nil
+}
+
+// Failure is one message Send could not enqueue.
+type Failure struct {
+	// Index is the message's position in Send's arguments.
+	Index int
+	// Code and Message are SQS's (or the call's error, when the whole call failed).
+	Code, Message string
+	// SenderFault tells a message SQS refused as malformed from a failure on SQS's side.
+	SenderFault bool
+}
+
+// SendError lists the messages of a Send that were not enqueued; every other one was.
+type SendError struct {
+	Failures []Failure
+	// Err is the last whole-call error, if any (it also matches errors.Is/As).
+	Err error
+}
+
+// Error names the first few messages that failed and why.
+func (e *SendError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sqs: %d message(s) not sent", len(e.Failures))
+	for i, f := range e.Failures {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(e.Failures)-i)
+			break
+		}
+		fmt.Fprintf(&b, "; #%d: %s: %s", f.Index, f.Code, f.Message)
+	}
+	return b.String()
+}
+
+// Unwrap returns the whole-call error.
+func (e *SendError) Unwrap() error { return e.Err }
+
+// Send enqueues msgs in batches of at most MaxBatchEntries entries and MaxBatchBytes bytes.
+// Entries SQS fails on its side are resent, alone, with backoff; entries it refuses as the
+// sender's fault are not. On failure it returns a *SendError naming exactly the messages
+// that were not enqueued, so a caller can retry those and only those.
+func (s *Sender) Send(ctx context.Context, msgs ...queue.Message) error {
+	for i, m := range msgs {
+		if err := m.Validate(); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
+	}
+	serr := &SendError{}
+	for start := 0; start < len(msgs); {
+		end, size := start, 0
+		for end < len(msgs) && end-start < MaxBatchEntries && size+msgs[end].Size() <= MaxBatchBytes {
+			size += msgs[end].Size()
+			end++
+		}
+		s.sendBatch(ctx, msgs, start, end, serr)
+		start = end
+	}
+	if len(serr.Failures) > 0 {
+		slices.SortFunc(serr.Failures, func(a, b Failure) int { return a.Index - b.Index })
+		return serr
+	}
+	return nil
+}
+
+// sendBatch sends msgs[start:end] as one batch, resending the entries that failed on SQS's
+// side, and records what could not be sent in serr.
+func (s *Sender) sendBatch(ctx context.Context, msgs []queue.Message, start, end int, serr *SendError) {
+	pending := make([]types.SendMessageBatchRequestEntry, 0, end-start)
+	for i := start; i < end; i++ {
+		pending = append(pending, entry(i, msgs[i]))
+	}
+	for attempt := 1; ; attempt++ {
+		out, err := s.client.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{
+			QueueUrl: aws.String(s.cfg.QueueURL),
+			Entries:  pending,
+		})
+		if err != nil {
+			// The SDK has retried what it deems retryable; what is left is not ours to fix.
+			serr.Err = err
+			for _, e := range pending {
+				serr.Failures = append(serr.Failures, Failure{Index: index(e.Id), Code: "CallFailed", Message: err.Error()})
+			}
+			return
+		}
+		var retry []types.SendMessageBatchRequestEntry
+		byID := make(map[string]types.SendMessageBatchRequestEntry, len(pending))
+		for _, e := range pending {
+			byID[aws.ToString(e.Id)] = e
+		}
+		for _, ok := range out.Successful {
+			delete(byID, aws.ToString(ok.Id))
+		}
+		var failures []Failure
+		for _, f := range out.Failed {
+			e, known := byID[aws.ToString(f.Id)]
+			if !known {
+				continue
+			}
+			delete(byID, aws.ToString(f.Id))
+			fail := Failure{Index: index(e.Id), Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
+			if f.SenderFault {
+				serr.Failures = append(serr.Failures, fail)
+				continue
+			}
+			retry = append(retry, e)
+			failures = append(failures, fail)
+		}
+		// An entry in neither list was not confirmed: resending risks a duplicate, which
+		// at-least-once consumers absorb, while dropping it would lose a job.
+		for _, e := range byID {
+			retry = append(retry, e)
+			failures = append(failures, Failure{Index: index(e.Id), Code: "NotConfirmed", Message: "entry missing from the response"})
+		}
+		if len(retry) == 0 {
+			return
+		}
+		if attempt >= s.cfg.MaxAttempts || sleep(ctx, s.cfg.Backoff.Delay(attempt)) != nil {
+			serr.Failures = append(serr.Failures, failures...)
+			if ctx.Err() != nil {
+				serr.Err = ctx.Err()
+			}
+			return
+		}
+		pending = retry
+	}
+}
+
+// entry renders message i; its batch entry id is its index in Send's arguments, which is
+// unique within the batch and maps a failure straight back to the caller's message.
+func entry(i int, m queue.Message) types.SendMessageBatchRequestEntry {
+	e := types.SendMessageBatchRequestEntry{
+		Id:          aws.String(strconv.Itoa(i)),
+		MessageBody: aws.String(string(m.Body)),
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			queue.TypeAttribute: {DataType: aws.String("String"), StringValue: aws.String(m.Type)},
+		},
+	}
+	if m.Delay > 0 {
+		// Rounded up: a job asked to wait must not run early.
+		e.DelaySeconds = int32((m.Delay + time.Second - 1) / time.Second)
+	}
+	return e
+}
+
+func index(id *string) int {
+	n, _ := strconv.Atoi(aws.ToString(id))
+	return n
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
