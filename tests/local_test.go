@@ -122,7 +122,7 @@ func TestRequestLogsAndIDs(t *testing.T) {
 	s := start(t)
 	r := s.do(req{Method: "GET", Path: "/api/bots", Token: s.demo.Token, Headers: map[string]string{"X-Request-Id": "trace-123"}})
 	assert.Equal(t, "trace-123", r.Header.Get("X-Request-Id"))
-	for _, bad := range []string{strings.Repeat("a", 200), "has spaces", "semi;colon"} {
+	for _, bad := range []string{strings.Repeat("a", 200), "has spaces", "semi;colon", "x" + s.demo.Token} {
 		r := s.do(req{Method: "GET", Path: "/api/bots", Token: s.demo.Token, Headers: map[string]string{"X-Request-Id": bad}})
 		assert.Regexp(t, `^req_`, r.Header.Get("X-Request-Id"), "replaced %q", bad)
 	}

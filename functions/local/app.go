@@ -11,6 +11,9 @@ import (
 	"github.com/botplatform/api/functions/platform"
 	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/queue"
+	localqueue "github.com/botplatform/api/shared/queue/local"
 	"github.com/botplatform/api/shared/secrets/keyfile"
 	"github.com/botplatform/api/shared/store/sqlite"
 )
@@ -20,6 +23,9 @@ type app struct {
 	*platform.Env
 	dataDir string
 	sqlite  *sqlite.Store
+	// jobs is the in-process work queue, persisted in the store; serve runs its workers.
+	jobs   *localqueue.Queue
+	runner *jobs.QueueRunner
 }
 
 // openApp opens (creating if needed) the data directory: the SQLite store and the master key.
@@ -46,7 +52,23 @@ func openApp(dataDir string, log *slog.Logger) (*app, error) {
 		st.Close()
 		return nil, err
 	}
-	return &app{Env: env, dataDir: dataDir, sqlite: st}, nil
+	q, err := localqueue.New(st, localqueue.Config{Name: "jobs", Log: log})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &app{Env: env, dataDir: dataDir, sqlite: st, jobs: q, runner: env.RunJobsOn(q)}, nil
+}
+
+// runJobs starts the job workers; the returned function stops them, waiting for running
+// steps until ctx ends.
+func (a *app) runJobs() (stop func(ctx context.Context) error, err error) {
+	mux := queue.NewMux()
+	a.runner.Register(mux)
+	if err := a.jobs.Start(mux); err != nil {
+		return nil, err
+	}
+	return a.jobs.Stop, nil
 }
 
 func (a *app) Close() error { return a.Store.Close() }

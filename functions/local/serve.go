@@ -72,6 +72,11 @@ func realServe(ctx context.Context, addr, dataDir string, log *slog.Logger, stdo
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()
 	go a.sweep(sweepCtx)
+	stopJobs, err := a.runJobs()
+	if err != nil {
+		srv.Close()
+		return err
+	}
 	log.Info("listening", "addr", ln.Addr().String(), "data", dataDir)
 	fmt.Fprintf(stdout, "API listening on %s (Ctrl-C to stop)\n", base)
 	select {
@@ -84,6 +89,9 @@ func realServe(ctx context.Context, addr, dataDir string, log *slog.Logger, stdo
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := stopJobs(shutdownCtx); err != nil {
+		return fmt.Errorf("stop job workers: %w", err)
 	}
 	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
 		return err

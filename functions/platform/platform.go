@@ -20,6 +20,8 @@ import (
 	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -33,6 +35,17 @@ type Env struct {
 	Audit   audit.Publisher
 	Trail   *audit.Log
 	Cursors *httpapi.Cursors
+	// Jobs starts background jobs; nil where the process runs none. Set it with RunJobsOn
+	// once the environment exists (job steps may use the environment).
+	Jobs jobs.Starter
+}
+
+// RunJobsOn makes the environment start jobs as steps on q and returns the runner, whose
+// Register adds the step handler to the consumer of q.
+func (e *Env) RunJobsOn(q queue.Sender) *jobs.QueueRunner {
+	r := jobs.NewQueueRunner(q, JobRegistry(e))
+	e.Jobs = r
+	return r
 }
 
 // Deps are what the composition root supplies; the rest of Env is derived from them.
@@ -86,11 +99,24 @@ func NewEnv(d Deps) (*Env, error) {
 	}, nil
 }
 
-// Family is one route family: its name (the Lambda that serves it, functions/<name>) and
-// how it registers its routes.
+// Family is one route family: its name (the Lambda that serves it, functions/<name>), how
+// it registers its routes and, optionally, the background job kinds it runs.
 type Family struct {
 	Name     string
 	Register func(mux *httpapi.Mux, env *Env)
+	Jobs     func(reg *jobs.Registry, env *Env)
+}
+
+// JobRegistry collects the job kinds of every family; the local process and the jobs Lambda
+// run jobs from it.
+func JobRegistry(env *Env) *jobs.Registry {
+	reg := jobs.NewRegistry()
+	for _, f := range Families() {
+		if f.Jobs != nil {
+			f.Jobs(reg, env)
+		}
+	}
+	return reg
 }
 
 // Families lists every route family. Adding a family here serves it locally, gives it a
@@ -104,9 +130,10 @@ func Families() []Family {
 	}
 }
 
-// Workers lists the Lambdas that serve no route of their own: the shared authorizer and the
-// consumers of events and queues.
-func Workers() []string { return []string{"authorizer", "auditsink"} }
+// Workers lists the Lambdas that serve no route of their own: the shared authorizer, the
+// audit sink (EventBridge rule target) and the jobs worker (SQS consumer and Step Functions
+// task).
+func Workers() []string { return []string{"authorizer", "auditsink", "jobs"} }
 
 // FamilyNamed returns the family called name.
 func FamilyNamed(name string) (Family, error) {

@@ -369,10 +369,11 @@ func (m *Mux) unrouted(w http.ResponseWriter, r *http.Request) {
 	m.fail(w, r, E(KindNotFound, "not_found", "no such route"))
 }
 
-// requestID accepts a caller's X-Request-Id when it is short and plain, else mints one.
+// requestID accepts a caller's X-Request-Id when it is short and plain, else mints one. An
+// id that looks like it holds a token is refused too: the id is echoed, logged and audited.
 func requestID(r *http.Request) string {
 	id := r.Header.Get("X-Request-Id")
-	if id == "" || len(id) > 128 {
+	if id == "" || len(id) > 128 || strings.Contains(id, auth.PATPrefix) || strings.Contains(id, auth.BotPrefix) {
 		return ids.New("req")
 	}
 	for i := 0; i < len(id); i++ {
@@ -454,8 +455,9 @@ func (w *auditWriter) publish(status int) {
 		Status:      status,
 		RequestID:   RequestID(ctx),
 	}
-	if w.rt.BotScoped {
-		e.BotID = w.r.PathValue("botID")
+	// Only a well-formed bot id is recorded: the path segment is the client's text.
+	if bot := w.r.PathValue("botID"); w.rt.BotScoped && ids.Valid("bot", bot) {
+		e.BotID = bot
 	}
 	// The mutation has happened whatever the trail says; a lost event is an operator
 	// alarm, not a client error (a 500 here would invite a retry of a done mutation).

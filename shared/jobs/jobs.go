@@ -128,6 +128,9 @@ func (q *QueueRunner) send(ctx context.Context, st State) error {
 	return q.queue.Send(ctx, m)
 }
 
+// Registry returns the kinds the runner runs.
+func (q *QueueRunner) Registry() *Registry { return q.reg }
+
 // Register adds the runner's message handler to a queue mux.
 func (q *QueueRunner) Register(mux *queue.Mux) {
 	mux.HandleFunc(stepMessage, q.handle)

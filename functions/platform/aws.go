@@ -1,0 +1,169 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	awseventbridge "github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
+	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/botplatform/api/shared/apigw"
+	"github.com/botplatform/api/shared/audit"
+	"github.com/botplatform/api/shared/audit/eventbridge"
+	"github.com/botplatform/api/shared/jobs"
+	jobsfn "github.com/botplatform/api/shared/jobs/sfn"
+	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/queue/sqs"
+	"github.com/botplatform/api/shared/store/dynamo"
+)
+
+// AWSConfig is the Lambda environment contract; infra/ sets exactly these variables, each
+// only on the Lambdas that use it.
+type AWSConfig struct {
+	Table               string // TABLE_NAME: the DynamoDB table
+	AuditBus            string // AUDIT_BUS_NAME: the EventBridge bus audit events go to
+	CursorKeyID         string // CURSOR_KEY_ID: the KMS HMAC key list cursors are signed with
+	SecretsKeyID        string // SECRETS_KEY_ID: the KMS key for envelope encryption of credentials
+	JobsQueueURL        string // JOBS_QUEUE_URL: the SQS queue job steps travel on
+	JobsStateMachineARN string // JOBS_STATE_MACHINE_ARN: the state machine for long jobs
+}
+
+// AWSConfigFromEnv reads the contract from the process environment.
+func AWSConfigFromEnv() AWSConfig {
+	return AWSConfig{
+		Table:               os.Getenv("TABLE_NAME"),
+		AuditBus:            os.Getenv("AUDIT_BUS_NAME"),
+		CursorKeyID:         os.Getenv("CURSOR_KEY_ID"),
+		SecretsKeyID:        os.Getenv("SECRETS_KEY_ID"),
+		JobsQueueURL:        os.Getenv("JOBS_QUEUE_URL"),
+		JobsStateMachineARN: os.Getenv("JOBS_STATE_MACHINE_ARN"),
+	}
+}
+
+// cursorKeyMessage is what the cursor key is derived from: kms:GenerateMac over it with the
+// HMAC key gives every container the same 32 bytes, and the key never exists outside memory.
+const cursorKeyMessage = "list-cursors-v1"
+
+// AWS holds the clients of one Lambda container, built once per cold start.
+type AWS struct {
+	cfg AWSConfig
+	aws aws.Config
+	log *slog.Logger
+}
+
+// LoadAWS loads the SDK configuration (region, credentials, endpoint overrides from the
+// standard AWS_* variables) once.
+func LoadAWS(ctx context.Context, cfg AWSConfig, log *slog.Logger) (*AWS, error) {
+	ac, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("platform: load AWS config: %w", err)
+	}
+	return &AWS{cfg: cfg, aws: ac, log: log}, nil
+}
+
+// Store is the DynamoDB store over TABLE_NAME.
+func (a *AWS) Store() (*dynamo.Store, error) {
+	if a.cfg.Table == "" {
+		return nil, errors.New("platform: TABLE_NAME is not set")
+	}
+	return dynamo.New(dynamodb.NewFromConfig(a.aws), a.cfg.Table), nil
+}
+
+// CursorKey derives the list-cursor signing key with kms:GenerateMac.
+func (a *AWS) CursorKey(ctx context.Context) ([]byte, error) {
+	if a.cfg.CursorKeyID == "" {
+		return nil, errors.New("platform: CURSOR_KEY_ID is not set")
+	}
+	out, err := kms.NewFromConfig(a.aws).GenerateMac(ctx, &kms.GenerateMacInput{
+		KeyId:        aws.String(a.cfg.CursorKeyID),
+		MacAlgorithm: kmstypes.MacAlgorithmSpecHmacSha256,
+		Message:      []byte(cursorKeyMessage),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("platform: derive the cursor key: %w", err)
+	}
+	return out.Mac, nil
+}
+
+// Audit is the EventBridge publisher to AUDIT_BUS_NAME. A Lambda without a bus (one that
+// serves only reads) gets a publisher that fails, so a mutation added to it later cannot go
+// unaudited silently: its failure is logged as a lost audit event.
+func (a *AWS) Audit() (audit.Publisher, error) {
+	if a.cfg.AuditBus == "" {
+		return noAudit{}, nil
+	}
+	return eventbridge.New(awseventbridge.NewFromConfig(a.aws), eventbridge.Config{BusName: a.cfg.AuditBus})
+}
+
+// JobsSender is the SQS sender to JOBS_QUEUE_URL.
+func (a *AWS) JobsSender() (queue.Sender, error) {
+	if a.cfg.JobsQueueURL == "" {
+		return nil, errors.New("platform: JOBS_QUEUE_URL is not set")
+	}
+	return sqs.NewSender(awssqs.NewFromConfig(a.aws), sqs.SenderConfig{QueueURL: a.cfg.JobsQueueURL})
+}
+
+// SQS is the SQS client, for the jobs consumer's visibility changes.
+func (a *AWS) SQS() *awssqs.Client { return awssqs.NewFromConfig(a.aws) }
+
+// StateMachine starts long jobs on JOBS_STATE_MACHINE_ARN.
+func (a *AWS) StateMachine(known func(string) bool) (jobs.Starter, error) {
+	if a.cfg.JobsStateMachineARN == "" {
+		return nil, errors.New("platform: JOBS_STATE_MACHINE_ARN is not set")
+	}
+	return jobsfn.NewStarter(awssfn.NewFromConfig(a.aws), a.cfg.JobsStateMachineARN, known), nil
+}
+
+// FamilyHandler builds, once per container, the Lambda handler of one HTTP family: its
+// environment on DynamoDB, EventBridge and KMS, and a router that trusts only the
+// authorizer's context.
+func FamilyHandler(ctx context.Context, name string, log *slog.Logger) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
+	f, err := FamilyNamed(name)
+	if err != nil {
+		return nil, err
+	}
+	a, err := LoadAWS(ctx, AWSConfigFromEnv(), log)
+	if err != nil {
+		return nil, err
+	}
+	st, err := a.Store()
+	if err != nil {
+		return nil, err
+	}
+	pub, err := a.Audit()
+	if err != nil {
+		return nil, err
+	}
+	key, err := a.CursorKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	env, err := NewEnv(Deps{Store: st, Audit: pub, CursorKey: key, Log: log, Now: time.Now})
+	if err != nil {
+		return nil, err
+	}
+	if a.cfg.JobsQueueURL != "" {
+		sender, err := a.JobsSender()
+		if err != nil {
+			return nil, err
+		}
+		env.RunJobsOn(sender)
+	}
+	mux, err := env.Mux(apigw.Authenticator(time.Now), f)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("cold start", "family", name, "routes", len(mux.Routes()))
+	return apigw.Handler(mux), nil
+}

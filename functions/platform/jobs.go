@@ -1,0 +1,88 @@
+package platform
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/queue/sqs"
+)
+
+// JobsHandler is the jobs Lambda's handler. The function has two callers: the SQS event
+// source (a batch of queued job steps, answered with the records that failed) and the
+// Step Functions state machine (one State in, the State after one step out).
+func JobsHandler(consumer *sqs.Consumer, reg *jobs.Registry) func(context.Context, json.RawMessage) (any, error) {
+	return func(ctx context.Context, raw json.RawMessage) (any, error) {
+		var probe struct {
+			Records []json.RawMessage `json:"Records"`
+		}
+		if err := json.Unmarshal(raw, &probe); err != nil {
+			return nil, fmt.Errorf("jobs: unreadable event: %w", err)
+		}
+		if probe.Records != nil {
+			var ev events.SQSEvent
+			if err := json.Unmarshal(raw, &ev); err != nil {
+				return nil, fmt.Errorf("jobs: unreadable SQS event: %w", err)
+			}
+			return consumer.Handle(ctx, ev)
+		}
+		var st jobs.State
+		if err := strictUnmarshal(raw, &st); err != nil {
+			return nil, fmt.Errorf("jobs: unreadable job state: %w", err)
+		}
+		if st.Kind == "" {
+			return nil, errors.New("jobs: the job state has no kind")
+		}
+		return reg.RunStep(ctx, st)
+	}
+}
+
+func strictUnmarshal(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// JobsLambda builds the jobs Lambda's handler from the environment contract: the store, the
+// jobs queue (continuations are sent to it), and every family's job kinds.
+func JobsLambda(ctx context.Context, log *slog.Logger, now func() time.Time) (func(context.Context, json.RawMessage) (any, error), error) {
+	a, err := LoadAWS(ctx, AWSConfigFromEnv(), log)
+	if err != nil {
+		return nil, err
+	}
+	st, err := a.Store()
+	if err != nil {
+		return nil, err
+	}
+	sender, err := a.JobsSender()
+	if err != nil {
+		return nil, err
+	}
+	// Jobs never serve lists, so the cursor key is a throwaway; nor do they answer HTTP, so
+	// audit events are not theirs to publish.
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	env, err := NewEnv(Deps{Store: st, Audit: noAudit{}, CursorKey: key, Log: log, Now: now})
+	if err != nil {
+		return nil, err
+	}
+	runner := env.RunJobsOn(sender)
+	mux := queue.NewMux()
+	runner.Register(mux)
+	consumer, err := sqs.NewConsumer(sqs.ConsumerConfig{Handler: mux, Client: a.SQS(), Log: log})
+	if err != nil {
+		return nil, err
+	}
+	return JobsHandler(consumer, runner.Registry()), nil
+}
