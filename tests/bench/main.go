@@ -3,6 +3,7 @@
 // handler. Both servers run as separate processes; this process is the load generator.
 //
 //	go run ./tests/bench [-duration 5s] [-concurrency 16]
+//	go run ./tests/bench -lambda [-starts 5]   (Lambda cold starts and sizes)
 package main
 
 import (
@@ -35,7 +36,16 @@ func main() {
 	duration := flag.Duration("duration", 5*time.Second, "measurement time per scenario")
 	warmup := flag.Duration("warmup", time.Second, "warm-up time per scenario")
 	conc := flag.Int("concurrency", 16, "concurrent keep-alive connections")
+	lambdas := flag.Bool("lambda", false, "measure Lambda cold starts and sizes instead")
+	starts := flag.Int("starts", 5, "with -lambda: cold starts per function")
 	flag.Parse()
+	if *lambdas {
+		if err := lambdaBench(*starts); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*duration, *warmup, *conc); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)

@@ -34,12 +34,14 @@ type invocation struct {
 
 // Runtime serves the Runtime API for one function process at a time.
 type Runtime struct {
-	srv     *http.Server
-	addr    string
-	next    chan *invocation
-	mu      sync.Mutex
-	pending map[string]*invocation
-	seq     atomic.Int64
+	srv      *http.Server
+	addr     string
+	next     chan *invocation
+	mu       sync.Mutex
+	pending  map[string]*invocation
+	seq      atomic.Int64
+	polled   sync.Once
+	polledCh chan struct{}
 	// InitErrors counts posts to /runtime/init/error.
 	InitErrors atomic.Int64
 }
@@ -50,7 +52,7 @@ func Start() (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := &Runtime{addr: ln.Addr().String(), next: make(chan *invocation), pending: map[string]*invocation{}}
+	rt := &Runtime{addr: ln.Addr().String(), next: make(chan *invocation), pending: map[string]*invocation{}, polledCh: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /2018-06-01/runtime/invocation/next", rt.serveNext)
 	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/response", rt.serveResult(false))
@@ -71,6 +73,7 @@ func (rt *Runtime) Addr() string { return rt.addr }
 func (rt *Runtime) Close() error { return rt.srv.Close() }
 
 func (rt *Runtime) serveNext(w http.ResponseWriter, r *http.Request) {
+	rt.polled.Do(func() { close(rt.polledCh) })
 	select {
 	case inv := <-rt.next:
 		h := w.Header()
@@ -97,6 +100,16 @@ func (rt *Runtime) serveResult(isErr bool) http.HandlerFunc {
 		}
 		inv.result <- Result{Payload: b, Error: isErr}
 		w.WriteHeader(http.StatusAccepted)
+	}
+}
+
+// AwaitPoll waits until the function first asks for an invocation: its init is done.
+func (rt *Runtime) AwaitPoll(ctx context.Context) error {
+	select {
+	case <-rt.polledCh:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("lambdaruntime: the function never polled: %w", ctx.Err())
 	}
 }
 
