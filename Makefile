@@ -4,16 +4,28 @@ DATA      ?= ./.data
 ADDR      ?= 127.0.0.1:8080
 LAMBDAS   := $(patsubst functions/%/lambda,%,$(wildcard functions/*/lambda))
 BUILD_DIR := build/lambda
+STAGE     ?= dev
+CDK_ARGS  ?=
+# The CDK CLI, pinned (the npm `latest` tag is an old 3.0.0 that rejects current assemblies),
+# run by npx from the project's ignored .cache, never installed globally.
+CDK_CLI   := aws-cdk@2.1148.1
+# jsii (the CDK's Go bindings) unpacks its modules into the ignored .cache, not $$HOME.
+CDK_ENV   := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 JSII_RUNTIME_PACKAGE_CACHE_ROOT=$(CURDIR)/.cache/jsii
 
-.PHONY: run test lint build bench clean
+.PHONY: run test test-dynamodb lint build bench synth deploy clean
 
 ## run: start the local API on $(ADDR) with its data in $(DATA) (demo account on first start)
 run:
 	$(GO) run ./functions/local serve --addr $(ADDR) --data $(DATA)
 
-## test: formatting, vet, and every test (unit, store conformance, end-to-end) with the race detector
-test: lint
+## test: formatting, vet, the DynamoDB store on DynamoDB Local, and every test (unit, store conformance, end-to-end) with the race detector
+test: lint test-dynamodb
 	$(GO) test -race -shuffle=on -count=1 -timeout 20m ./...
+
+## test-dynamodb: the DynamoDB store (conformance suite included) against AWS's DynamoDB Local, which the
+## script installs under .cache/ and runs with the test binary in a private network namespace
+test-dynamodb:
+	GO="$(GO)" bash tests/emulators/dynamodb-test.sh
 
 ## lint: gofmt check and go vet
 lint:
@@ -32,6 +44,14 @@ build:
 ## bench: throughput and latency of the local API against a bare net/http handler, same run
 bench:
 	$(GO) run ./tests/bench
+
+## synth: build the Lambdas, then write the CloudFormation template of $(STAGE) to cdk.out/ (offline, no AWS credentials)
+synth: build
+	$(CDK_ENV) CDK_OUTDIR=cdk.out CDK_CONTEXT_JSON='{"stage":"$(STAGE)"}' $(GO) run ./infra
+
+## deploy: build the Lambdas, then deploy the stack of $(STAGE) with the pinned CDK CLI (extra flags in CDK_ARGS)
+deploy: build
+	$(CDK_ENV) npm_config_cache=$(CURDIR)/.cache/npm npx --yes $(CDK_CLI) deploy --all -c stage=$(STAGE) $(CDK_ARGS)
 
 clean:
 	rm -rf build cdk.out

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Errors every implementation returns (possibly wrapped) so callers can branch with errors.Is.
@@ -51,6 +52,35 @@ type Key struct {
 // Valid reports whether both parts are set; the stores refuse empty keys.
 func (k Key) Valid() bool { return k.PK != "" && k.SK != "" }
 
+// DynamoDB's key size limits, in bytes of UTF-8. Every store enforces them so that a key
+// that works in the local process also works in AWS.
+const (
+	MaxPKBytes = 2048
+	MaxSKBytes = 1024
+)
+
+// Validate reports why every store refuses the key: a part that is empty, not UTF-8
+// (DynamoDB's rule; cursors also carry keys as JSON strings, which cannot hold arbitrary
+// bytes) or longer than DynamoDB allows.
+func (k Key) Validate() error {
+	if !k.Valid() {
+		return errors.New("store: empty PK or SK")
+	}
+	return checkKeyParts("key", k.PK, k.SK)
+}
+
+func checkKeyParts(what, pk, sk string) error {
+	switch {
+	case !utf8.ValidString(pk) || !utf8.ValidString(sk):
+		return fmt.Errorf("store: %s parts must be UTF-8", what)
+	case len(pk) > MaxPKBytes:
+		return fmt.Errorf("store: %s PK is %d bytes, more than %d", what, len(pk), MaxPKBytes)
+	case len(sk) > MaxSKBytes:
+		return fmt.Errorf("store: %s SK is %d bytes, more than %d", what, len(sk), MaxSKBytes)
+	}
+	return nil
+}
+
 // Index names a secondary index. The primary key is the empty Index.
 type Index string
 
@@ -83,6 +113,28 @@ type Item struct {
 	// ExpiresAt, when set, makes the item invisible to every read and condition from that
 	// second on. Stores keep whole seconds (DynamoDB TTL's resolution).
 	ExpiresAt time.Time
+}
+
+// Validate reports why every store refuses to write the item: an invalid key (see
+// Key.Validate) or an invalid index key. An index key is all or nothing: the zero IndexKey
+// means "not indexed", and DynamoDB refuses an empty string as an index key attribute, so
+// a PK without an SK (or the reverse) has no meaning both stores share.
+func (it Item) Validate() error {
+	if err := it.Key.Validate(); err != nil {
+		return err
+	}
+	for _, ik := range []struct {
+		name string
+		key  IndexKey
+	}{{"GSI1", it.GSI1}, {"GSI2", it.GSI2}} {
+		if (ik.key.PK == "") != (ik.key.SK == "") {
+			return fmt.Errorf("store: %s key needs both PK and SK or neither", ik.name)
+		}
+		if err := checkKeyParts(ik.name, ik.key.PK, ik.key.SK); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Expired reports whether the item is past its expiry at now.
@@ -195,7 +247,8 @@ func (w Write) Target() (Key, error) {
 const MaxTransactWrites = 100
 
 // ValidateTransaction checks the rules every store enforces on a transaction:
-// 1..MaxTransactWrites writes, each well formed, no key touched twice.
+// 1..MaxTransactWrites writes, each well formed (valid keys and items, a known condition
+// kind, none on an Add), no key touched twice.
 func ValidateTransaction(writes []Write) error {
 	if len(writes) == 0 || len(writes) > MaxTransactWrites {
 		return fmt.Errorf("store: a transaction takes 1 to %d writes, got %d", MaxTransactWrites, len(writes))
@@ -203,6 +256,21 @@ func ValidateTransaction(writes []Write) error {
 	seen := make(map[Key]struct{}, len(writes))
 	for i, w := range writes {
 		k, err := w.Target()
+		if err == nil {
+			err = k.Validate()
+		}
+		if err == nil && w.Put != nil {
+			err = w.Put.Validate()
+		}
+		switch {
+		case err != nil:
+		case w.Cond.Kind < CondNone || w.Cond.Kind > CondRevisionIs:
+			err = fmt.Errorf("store: unknown condition kind %d", w.Cond.Kind)
+		case w.Add != nil && w.Cond.Kind != CondNone:
+			// An increment creates what is absent and restarts what expired; a condition
+			// on top would need a meaning per kind that no caller has asked for.
+			err = errors.New("store: an Add takes no condition")
+		}
 		if err != nil {
 			return fmt.Errorf("write %d: %w", i, err)
 		}

@@ -20,7 +20,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	msqlite "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 	sqlite3 "modernc.org/sqlite/lib"
@@ -334,7 +333,7 @@ func (s *Store) Close() error {
 
 // Get implements store.Store.
 func (s *Store) Get(ctx context.Context, key store.Key) (store.Item, error) {
-	if err := checkKey(key); err != nil {
+	if err := key.Validate(); err != nil {
 		return store.Item{}, fmt.Errorf("sqlite: get: %w", err)
 	}
 	it, err := scanItem(s.get.QueryRowContext(ctx, key.PK, key.SK, s.now().Unix()))
@@ -373,7 +372,7 @@ func (s *Store) Put(ctx context.Context, item store.Item, cond store.Condition) 
 
 // Delete implements store.Store.
 func (s *Store) Delete(ctx context.Context, key store.Key, cond store.Condition) error {
-	if err := checkKey(key); err != nil {
+	if err := key.Validate(); err != nil {
 		return fmt.Errorf("sqlite: delete: %w", err)
 	}
 	now := s.now().Unix()
@@ -416,7 +415,7 @@ func (s *Store) execConditional(ctx context.Context, op string, st *sql.Stmt, ar
 
 // Add implements store.Store.
 func (s *Store) Add(ctx context.Context, key store.Key, delta int64, expiresAt time.Time) (int64, error) {
-	if err := checkKey(key); err != nil {
+	if err := key.Validate(); err != nil {
 		return 0, fmt.Errorf("sqlite: add: %w", err)
 	}
 	n, err := s.addOn(ctx, s.add, key, delta, expiresAt, s.now().Unix())
@@ -455,22 +454,9 @@ func (s *Store) addOn(ctx context.Context, st *sql.Stmt, key store.Key, delta in
 // Transact implements store.Store. The transaction holds the write lock from BEGIN (see
 // dsn), so the conditions read inside it cannot change before the writes land.
 func (s *Store) Transact(ctx context.Context, writes []store.Write) error {
+	// Keys, items and condition kinds too: nothing below checks them again.
 	if err := store.ValidateTransaction(writes); err != nil {
-		return err
-	}
-	for i, w := range writes {
-		if w.Cond.Kind < store.CondNone || w.Cond.Kind > store.CondRevisionIs {
-			return fmt.Errorf("sqlite: transact: write %d: unknown condition kind %d", i, w.Cond.Kind)
-		}
-		key, _ := w.Target() // validated above
-		if err := checkKey(key); err != nil {
-			return fmt.Errorf("sqlite: transact: write %d: %w", i, err)
-		}
-		if w.Put != nil {
-			if err := checkIndexKeys(*w.Put); err != nil {
-				return fmt.Errorf("sqlite: transact: write %d: %w", i, err)
-			}
-		}
+		return fmt.Errorf("sqlite: transact: %w", err)
 	}
 	now := s.now().Unix()
 	tx, err := s.write.BeginTx(ctx, nil)
@@ -574,10 +560,7 @@ func isBusy(err error) bool {
 
 // itemArgs returns the item's values in itemColumns order.
 func itemArgs(it store.Item) ([]any, error) {
-	if err := checkKey(it.Key); err != nil {
-		return nil, err
-	}
-	if err := checkIndexKeys(it); err != nil {
+	if err := it.Validate(); err != nil {
 		return nil, err
 	}
 	args := make([]any, 10, 12)
@@ -586,36 +569,6 @@ func itemArgs(it store.Item) ([]any, error) {
 	args[6], args[7] = nullable(it.GSI1.PK), nullable(it.GSI1.SK)
 	args[8], args[9] = nullable(it.GSI2.PK), nullable(it.GSI2.SK)
 	return args, nil
-}
-
-// checkKey refuses empty keys and keys that are not UTF-8. DynamoDB refuses the latter too,
-// and cursors carry keys as JSON strings, which cannot hold arbitrary bytes.
-func checkKey(k store.Key) error {
-	if !k.Valid() {
-		return errors.New("empty PK or SK")
-	}
-	if !utf8.ValidString(k.PK) || !utf8.ValidString(k.SK) {
-		return errors.New("PK and SK must be UTF-8")
-	}
-	return nil
-}
-
-// checkIndexKeys refuses a half-set index key: the zero IndexKey means "not indexed", and
-// DynamoDB rejects an empty string as an index key attribute, so a PK without an SK (or the
-// reverse) has no meaning both stores share.
-func checkIndexKeys(it store.Item) error {
-	for _, k := range []struct {
-		name string
-		key  store.IndexKey
-	}{{"GSI1", it.GSI1}, {"GSI2", it.GSI2}} {
-		if (k.key.PK == "") != (k.key.SK == "") {
-			return fmt.Errorf("%s key needs both PK and SK or neither", k.name)
-		}
-		if !utf8.ValidString(k.key.PK) || !utf8.ValidString(k.key.SK) {
-			return fmt.Errorf("%s key must be UTF-8", k.name)
-		}
-	}
-	return nil
 }
 
 func nullable(s string) any {
