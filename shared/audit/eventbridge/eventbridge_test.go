@@ -17,7 +17,7 @@ import (
 	"github.com/botplatform/api/shared/audit/eventbridge"
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/ids"
-	"github.com/botplatform/api/shared/internal/awsfake"
+	"github.com/botplatform/api/shared/awsfake"
 )
 
 const bus = "botplatform-audit"

@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/botplatform/api/shared/internal/awsfake"
+	"github.com/botplatform/api/shared/awsfake"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/queue/sqs"
 )

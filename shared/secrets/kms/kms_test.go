@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/botplatform/api/shared/internal/awsfake"
+	"github.com/botplatform/api/shared/awsfake"
 	"github.com/botplatform/api/shared/secrets"
 	"github.com/botplatform/api/shared/secrets/keyfile"
 	"github.com/botplatform/api/shared/secrets/kms"
