@@ -16,8 +16,8 @@ import (
 	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/audit/eventbridge"
 	"github.com/botplatform/api/shared/auth"
-	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/awsfake"
+	"github.com/botplatform/api/shared/ids"
 )
 
 const bus = "botplatform-audit"
