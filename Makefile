@@ -9,7 +9,7 @@ CDK_ARGS  ?=
 # The CDK CLI, pinned (the npm `latest` tag is an old 3.0.0 that rejects current assemblies),
 # run by npx from the project's ignored .cache, never installed globally.
 CDK_CLI   := aws-cdk@2.1148.1
-# jsii (the CDK's Go bindings) unpacks its modules into the ignored .cache, not $$HOME.
+# jsii (the CDK's Go bindings) unpacks its modules into the ignored .cache, not the home directory.
 CDK_ENV   := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 JSII_RUNTIME_PACKAGE_CACHE_ROOT=$(CURDIR)/.cache/jsii
 
 .PHONY: run test test-dynamodb lint build bench synth deploy clean

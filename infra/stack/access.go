@@ -1,0 +1,157 @@
+package stack
+
+import "slices"
+
+// Resource names what a grant's actions apply to. The stack turns each into concrete ARNs.
+type Resource int
+
+// The resources a role can be granted actions on.
+const (
+	// Table is the single DynamoDB table and its indexes (table ARN and table ARN/index/*).
+	Table Resource = iota + 1
+	// Bus is the audit event bus.
+	Bus
+	// CursorKey is the KMS HMAC_256 key list cursors are signed with.
+	CursorKey
+	// SecretsKey is the KMS symmetric key for envelope encryption of stored credentials.
+	SecretsKey
+	// JobsQueue is the SQS queue of background jobs.
+	JobsQueue
+	// JobsStateMachine is the Step Functions state machine of long-running jobs.
+	JobsStateMachine
+	// AuditDLQ is the dead-letter queue of audit deliveries.
+	AuditDLQ
+	// JobsFunction is the jobs Lambda (for the state machine's role).
+	JobsFunction
+	// OwnLogGroup is the log group of the Lambda the grant belongs to.
+	OwnLogGroup
+	// NoResource is for APIs that support no resource-level permissions ("Resource": "*").
+	NoResource
+)
+
+// Grant is a set of actions on one resource.
+type Grant struct {
+	On      Resource
+	Actions []string
+}
+
+// StateMachineRole is the Access key of the jobs state machine's role.
+const StateMachineRole = "jobs state machine"
+
+// Access is the one table of every permission the stack grants: Lambda (or role) -> grants.
+// Nothing else in the stack adds an action to a Lambda's role, a Lambda's environment names
+// only the resources it has a grant on (see EnvNames), and the tests hold the synthesized
+// template equal to this table. No action has a wildcard.
+//
+// DynamoDB transactions have no IAM action of their own: TransactWriteItems is authorized per
+// contained operation (Put -> PutItem, Update -> UpdateItem, Delete -> DeleteItem,
+// ConditionCheck -> ConditionCheckItem) and TransactGetItems per Get -> GetItem. UpdateItem
+// is what store.Add and store.AddOp (atomic counters) become; no route calls them yet, it is
+// granted where the families' counters will need it.
+//
+// KMS Decrypt/GenerateDataKey on SecretsKey is granted to no one: no family stores provider
+// credentials yet. The first that does adds {SecretsKey, kms:Decrypt, kms:GenerateDataKey}
+// here, which also gives it SECRETS_KEY_ID. Likewise states:StartExecution on
+// JobsStateMachine gives JOBS_STATE_MACHINE_ARN.
+func Access() map[string][]Grant {
+	logs := Grant{OwnLogGroup, []string{"logs:CreateLogStream", "logs:PutLogEvents"}}
+	tableReadWrite := []string{
+		"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem",
+		"dynamodb:Query", "dynamodb:ConditionCheckItem",
+	}
+	return map[string][]Grant{
+		// Serves /openapi.yaml and /healthz: no table, no keys.
+		"public": {logs},
+		"pats": {logs,
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+		},
+		"bots": {logs,
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+			{JobsQueue, []string{"sqs:SendMessage"}}, // job steps (SendMessageBatch)
+		},
+		"auditlog": {logs,
+			// PutItem: the principal's last_used_at bookkeeping.
+			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+		},
+		"authorizer": {logs,
+			// PutItem: last_used_at.
+			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem"}},
+		},
+		"auditsink": {logs,
+			{Table, []string{"dynamodb:PutItem"}},
+			// Lambda's on-failure destination of the asynchronous invocations EventBridge
+			// makes: Lambda sends with the function's own role.
+			{AuditDLQ, []string{"sqs:SendMessage"}},
+		},
+		"jobs": {logs,
+			{Table, tableReadWrite},
+			// SendMessage: continuations (SendMessageBatch is authorized by it).
+			// ChangeMessageVisibility: the SQS consumer's backoff and queue.ExtendVisibility.
+			// Receive/Delete/GetQueueAttributes: the event source mapping polls with the
+			// function's role (the actions of AWSLambdaSQSQueueExecutionRole).
+			{JobsQueue, []string{
+				"sqs:SendMessage", "sqs:ChangeMessageVisibility",
+				"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
+			}},
+		},
+		// CDK adds these itself when it wires the task and the execution logging; they are
+		// listed so the test holds the role to them. The log-delivery APIs take no resource.
+		StateMachineRole: {
+			{JobsFunction, []string{"lambda:InvokeFunction"}},
+			{NoResource, []string{
+				"logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery",
+				"logs:DeleteLogDelivery", "logs:ListLogDeliveries", "logs:PutResourcePolicy",
+				"logs:DescribeResourcePolicies", "logs:DescribeLogGroups",
+			}},
+		},
+	}
+}
+
+// The environment contract of the Lambda mains.
+const (
+	EnvStage               = "STAGE"
+	EnvLogLevel            = "LOG_LEVEL"
+	EnvTableName           = "TABLE_NAME"
+	EnvAuditBusName        = "AUDIT_BUS_NAME"
+	EnvCursorKeyID         = "CURSOR_KEY_ID"
+	EnvSecretsKeyID        = "SECRETS_KEY_ID"
+	EnvJobsQueueURL        = "JOBS_QUEUE_URL"
+	EnvJobsStateMachineARN = "JOBS_STATE_MACHINE_ARN"
+)
+
+// envVar is the variable that names r to a Lambda holding a grant on it. Resources without
+// one are reached through the platform (a destination, a log group).
+func envVar(r Resource) (string, bool) {
+	switch r {
+	case Table:
+		return EnvTableName, true
+	case Bus:
+		return EnvAuditBusName, true
+	case CursorKey:
+		return EnvCursorKeyID, true
+	case SecretsKey:
+		return EnvSecretsKeyID, true
+	case JobsQueue:
+		return EnvJobsQueueURL, true
+	case JobsStateMachine:
+		return EnvJobsStateMachineARN, true
+	}
+	return "", false
+}
+
+// EnvNames returns the names of the variables the Lambda called name receives: STAGE and
+// LOG_LEVEL, plus one per resource it has a grant on.
+func EnvNames(name string) []string {
+	names := []string{EnvStage, EnvLogLevel}
+	for _, g := range Access()[name] {
+		if v, ok := envVar(g.On); ok && !slices.Contains(names, v) {
+			names = append(names, v)
+		}
+	}
+	return names
+}

@@ -1,0 +1,93 @@
+package stack
+
+import (
+	"strings"
+	"testing"
+)
+
+func context(m map[string]any) func(string) any {
+	return func(k string) any { return m[k] }
+}
+
+func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := ConfigFrom(context(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Stage: "dev", AssetDir: "build/lambda", LogRetentionDays: 30,
+		ThrottleRateLimit: 100, ThrottleBurstLimit: 200, Alarm5xxThreshold: 5,
+	}
+	if c != want {
+		t.Errorf("defaults %+v, want %+v", c, want)
+	}
+	if err := c.Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestConfigDeletionProtection(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		ctx  map[string]any
+		want bool
+	}{
+		{map[string]any{"stage": "prod"}, true},
+		{map[string]any{"stage": "staging"}, false},
+		{map[string]any{"stage": "prod", "deletionProtection": "false"}, false},
+		{map[string]any{"stage": "dev", "deletionProtection": true}, true},
+	} {
+		c, err := ConfigFrom(context(tt.ctx))
+		if err != nil || c.DeletionProtection != tt.want {
+			t.Errorf("%v: deletion protection %v (%v), want %v", tt.ctx, c.DeletionProtection, err, tt.want)
+		}
+	}
+}
+
+// Context values arrive as strings from `-c key=value` and typed from cdk.json.
+func TestConfigParsesStringsAndTypes(t *testing.T) {
+	t.Parallel()
+	c, err := ConfigFrom(context(map[string]any{
+		"logRetentionDays": "90", "throttleRateLimit": 25.5, "throttleBurstLimit": "50",
+		"domain": " API.Example.com ", "certificateArn": "arn:aws:acm:us-east-1:123456789012:certificate/abc-123",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.LogRetentionDays != 90 || c.ThrottleRateLimit != 25.5 || c.ThrottleBurstLimit != 50 || c.Domain != "api.example.com" {
+		t.Errorf("parsed %+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Error(err)
+	}
+	_, err = ConfigFrom(context(map[string]any{"logRetentionDays": "a month", "deletionProtection": "maybe", "stage": 7}))
+	for _, want := range []string{"logRetentionDays", "deletionProtection", "stage"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %s", err, want)
+		}
+	}
+}
+
+func TestConfigValidateReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	c := Config{
+		Stage: "Prod_1", Domain: "api.example.com", LogRetentionDays: 31, AlarmEmail: "ops at example",
+		ThrottleRateLimit: 0, ThrottleBurstLimit: 1.5, Alarm5xxThreshold: -1,
+	}
+	err := c.Validate()
+	for _, want := range []string{"stage", "certificateArn", "logRetentionDays", "alarmEmail", "throttleRateLimit", "throttleBurstLimit", "alarm5xxThreshold", "assetDir"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %s", err, want)
+		}
+	}
+	c = Config{Stage: "dev", AssetDir: "x", LogRetentionDays: 30, ThrottleRateLimit: 1, ThrottleBurstLimit: 1,
+		Domain: "api.example.com", CertificateArn: "arn:aws:iam::123456789012:role/x"}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "not an ACM certificate") {
+		t.Errorf("a non-ACM ARN: %v", err)
+	}
+	c.Domain = ""
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "domain") {
+		t.Errorf("a certificate without a domain: %v", err)
+	}
+}

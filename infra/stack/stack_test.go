@@ -1,0 +1,943 @@
+package stack_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/botplatform/api/docs"
+	"github.com/botplatform/api/functions/platform"
+	"github.com/botplatform/api/infra/stack"
+)
+
+// dev is the stack with default context, synthesized once for every test that reads it.
+var dev *synthesized
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	// jsii unpacks ~200 MB of modules: keep them in the project's ignored .cache (`make`
+	// sets these for synth and deploy; `go test` may run without them).
+	if os.Getenv("JSII_RUNTIME_PACKAGE_CACHE_ROOT") == "" {
+		if root, err := filepath.Abs(filepath.Join("..", "..", ".cache", "jsii")); err == nil {
+			os.Setenv("JSII_RUNTIME_PACKAGE_CACHE_ROOT", root)
+		}
+	}
+	if os.Getenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION") == "" {
+		os.Setenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+	}
+	// jsii prepared its node process when the CDK packages were initialized, with the
+	// environment of that moment; closing it (it has not started) makes the first call
+	// below start one that sees the variables above.
+	jsii.Close()
+	defer closeJSII()
+	var err error
+	dev, err = synth(nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "synthesize the dev stack:", err)
+		return 1
+	}
+	defer dev.cleanup()
+	return m.Run()
+}
+
+type synthesized struct {
+	stack   *stack.Stack
+	tmpl    assertions.Template
+	res     map[string]resource // logical id -> resource
+	outputs map[string]any
+	cleanup func()
+}
+
+type resource struct {
+	Type           string
+	Properties     map[string]any
+	DeletionPolicy string
+}
+
+// placeholderAssets writes a `bootstrap` for every Lambda, so no real build is needed.
+func placeholderAssets() (string, error) {
+	dir, err := os.MkdirTemp("", "infra-assets-")
+	if err != nil {
+		return "", err
+	}
+	names, err := stack.LambdaNames()
+	if err != nil {
+		return "", err
+	}
+	for _, n := range names {
+		if err := os.MkdirAll(filepath.Join(dir, n), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, n, "bootstrap"), []byte("placeholder "+n), 0o755); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// synth synthesizes the stack with the given context over placeholder assets. A jsii
+// failure panics; it comes back as an error.
+func synth(context map[string]any) (s *synthesized, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("jsii: %v", r)
+		}
+	}()
+	assets, err := placeholderAssets()
+	if err != nil {
+		return nil, err
+	}
+	out, err := os.MkdirTemp("", "infra-cdk-out-")
+	if err != nil {
+		return nil, err
+	}
+	cleanup := func() { os.RemoveAll(assets); os.RemoveAll(out) }
+	ctx := map[string]any{
+		"aws:cdk:bundling-stacks": []any{}, // skip bundling (there is none, but keep it so)
+		stack.CtxAssetDir:         assets,
+	}
+	for k, v := range context {
+		ctx[k] = v
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(out), Context: &ctx})
+	cfg, err := stack.ConfigFrom(func(key string) any { return app.Node().TryGetContext(jsii.String(key)) })
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	st, err := stack.New(app, "BotPlatform-"+cfg.Stage, cfg)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	tmpl := assertions.Template_FromStack(st.Stack, nil)
+	raw, err := json.Marshal(tmpl.ToJSON())
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	var doc struct {
+		Resources map[string]resource
+		Outputs   map[string]any
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		cleanup()
+		return nil, err
+	}
+	return &synthesized{stack: st, tmpl: tmpl, res: doc.Resources, outputs: doc.Outputs, cleanup: cleanup}, nil
+}
+
+// check runs a jsii assertion: a failed one panics, which would end the test binary.
+func check(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%s: %v", what, r)
+		}
+	}()
+	f()
+}
+
+// ofType returns the resources of a type by logical id.
+func (s *synthesized) ofType(typ string) map[string]resource {
+	out := map[string]resource{}
+	for id, r := range s.res {
+		if r.Type == typ {
+			out[id] = r
+		}
+	}
+	return out
+}
+
+// only returns the single resource of a type matching keep.
+func (s *synthesized) only(t *testing.T, typ string, keep func(resource) bool) (string, resource) {
+	t.Helper()
+	var ids []string
+	for id, r := range s.ofType(typ) {
+		if keep == nil || keep(r) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) != 1 {
+		t.Fatalf("want one %s, found %v", typ, ids)
+	}
+	return ids[0], s.res[ids[0]]
+}
+
+// refs returns the logical ids v refers to (Ref, Fn::GetAtt), anywhere inside it.
+func refs(v any) []string {
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if id, ok := x["Ref"].(string); ok && !strings.HasPrefix(id, "AWS::") {
+				out = append(out, id)
+			}
+			if ga, ok := x["Fn::GetAtt"].([]any); ok && len(ga) > 0 {
+				out = append(out, ga[0].(string))
+			}
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// ref returns the single logical id v refers to.
+func ref(t *testing.T, v any) string {
+	t.Helper()
+	r := refs(v)
+	if len(r) != 1 {
+		t.Fatalf("want one reference in %v, found %v", v, r)
+	}
+	return r[0]
+}
+
+// functions maps each Lambda's name (botplatform-<stage>-<name>) to its logical id.
+func (s *synthesized) functions(t *testing.T) map[string]string {
+	t.Helper()
+	prefix := stack.FunctionName(s.stack.Config.Stage, "")
+	out := map[string]string{}
+	for id, r := range s.ofType("AWS::Lambda::Function") {
+		name, _ := r.Properties["FunctionName"].(string)
+		if !strings.HasPrefix(name, prefix) {
+			t.Fatalf("function %s has name %q", id, name)
+		}
+		out[strings.TrimPrefix(name, prefix)] = id
+	}
+	return out
+}
+
+// documented reads the OpenAPI document independently of the stack: route key -> family,
+// and the set of public route keys.
+func documented(t *testing.T) (map[string]string, []string) {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromData(docs.OpenAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	families := map[string]string{}
+	var public []string
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			key := method + " " + path
+			families[key], _ = op.Extensions["x-family"].(string)
+			if op.Security != nil && len(*op.Security) == 0 {
+				public = append(public, key)
+			}
+		}
+	}
+	sort.Strings(public)
+	return families, public
+}
+
+func TestEveryOperationHasItsRoute(t *testing.T) {
+	families, public := documented(t)
+	fns := dev.functions(t)
+	authorizerID, _ := dev.only(t, "AWS::ApiGatewayV2::Authorizer", nil)
+	routes := dev.ofType("AWS::ApiGatewayV2::Route")
+	if len(routes) != len(families) {
+		t.Errorf("%d routes for %d operations", len(routes), len(families))
+	}
+	seen := map[string]bool{}
+	var gotPublic []string
+	for id, r := range routes {
+		key, _ := r.Properties["RouteKey"].(string)
+		family, ok := families[key]
+		if !ok {
+			t.Errorf("route %s: %q is no operation of the document", id, key)
+			continue
+		}
+		if seen[key] {
+			t.Errorf("route %q defined twice", key)
+		}
+		seen[key] = true
+
+		integration := dev.res[ref(t, r.Properties["Target"])]
+		if integration.Type != "AWS::ApiGatewayV2::Integration" {
+			t.Fatalf("route %q targets a %s", key, integration.Type)
+		}
+		if got := ref(t, integration.Properties["IntegrationUri"]); got != fns[family] {
+			t.Errorf("route %q is integrated with %s, want the %s Lambda (%s)", key, got, family, fns[family])
+		}
+		if integration.Properties["IntegrationType"] != "AWS_PROXY" || integration.Properties["PayloadFormatVersion"] != "2.0" {
+			t.Errorf("route %q: integration %v, want AWS_PROXY with payload 2.0", key, integration.Properties)
+		}
+
+		switch auth := r.Properties["AuthorizationType"]; {
+		case slices.Contains(public, key):
+			gotPublic = append(gotPublic, key)
+			if auth != "NONE" || r.Properties["AuthorizerId"] != nil {
+				t.Errorf("public route %q: authorization %v with authorizer %v, want NONE", key, auth, r.Properties["AuthorizerId"])
+			}
+		default:
+			if auth != "CUSTOM" || ref(t, r.Properties["AuthorizerId"]) != authorizerID {
+				t.Errorf("route %q: authorization %v with authorizer %v, want CUSTOM with %s", key, auth, r.Properties["AuthorizerId"], authorizerID)
+			}
+		}
+	}
+	sort.Strings(gotPublic)
+	want := slices.Sorted(slices.Values(stack.PublicRoutes()))
+	if !slices.Equal(gotPublic, want) || !slices.Equal(public, want) {
+		t.Errorf("public routes: template %q, document %q, reviewed list %q", gotPublic, public, want)
+	}
+}
+
+func TestAuthorizer(t *testing.T) {
+	check(t, "authorizer", func() {
+		dev.tmpl.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::Authorizer"), jsii.Number(1))
+		dev.tmpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Authorizer"), map[string]any{
+			"AuthorizerType":                 "REQUEST",
+			"EnableSimpleResponses":          true,
+			"AuthorizerPayloadFormatVersion": "2.0",
+			"IdentitySource":                 []any{"$request.header.Authorization"},
+			"AuthorizerResultTtlInSeconds":   30,
+		})
+	})
+	_, a := dev.only(t, "AWS::ApiGatewayV2::Authorizer", nil)
+	if got, want := refs(a.Properties["AuthorizerUri"]), []string{dev.functions(t)[stack.Authorizer]}; !slices.Equal(got, want) {
+		t.Errorf("authorizer invokes %v, want the authorizer Lambda %v", got, want)
+	}
+}
+
+func TestAPIStage(t *testing.T) {
+	_, st := dev.only(t, "AWS::ApiGatewayV2::Stage", nil)
+	if st.Properties["StageName"] != "$default" || st.Properties["AutoDeploy"] != true {
+		t.Errorf("stage %v, want $default with auto-deploy", st.Properties)
+	}
+	settings, _ := st.Properties["DefaultRouteSettings"].(map[string]any)
+	if settings["ThrottlingRateLimit"] != float64(stack.DefaultThrottleRateLimit) || settings["ThrottlingBurstLimit"] != float64(stack.DefaultThrottleBurstLimit) {
+		t.Errorf("throttling %v", settings)
+	}
+	logs, _ := st.Properties["AccessLogSettings"].(map[string]any)
+	if dev.res[ref(t, logs["DestinationArn"])].Type != "AWS::Logs::LogGroup" {
+		t.Errorf("access logs go to %v", logs["DestinationArn"])
+	}
+	var format map[string]string
+	if err := json.Unmarshal([]byte(logs["Format"].(string)), &format); err != nil || format["requestId"] == "" {
+		t.Errorf("access log format %q is not one JSON object with the request id: %v", logs["Format"], err)
+	}
+}
+
+func TestFunctions(t *testing.T) {
+	fns := dev.functions(t)
+	want, err := stack.LambdaNames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range platform.Families() {
+		if !slices.Contains(want, f.Name) {
+			t.Errorf("family %s has no Lambda", f.Name)
+		}
+	}
+	if got := slices.Sorted(func(yield func(string) bool) {
+		for n := range fns {
+			if !yield(n) {
+				return
+			}
+		}
+	}); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+		t.Errorf("Lambdas %v, want %v", got, want)
+	}
+	for name, id := range fns {
+		p := dev.res[id].Properties
+		if a, _ := p["Architectures"].([]any); len(a) != 1 || a[0] != "arm64" {
+			t.Errorf("%s: architectures %v, want [arm64]", name, p["Architectures"])
+		}
+		if p["Runtime"] != "provided.al2023" || p["Handler"] != "bootstrap" {
+			t.Errorf("%s: runtime %v handler %v", name, p["Runtime"], p["Handler"])
+		}
+		if p["MemorySize"] != float64(256) {
+			t.Errorf("%s: memory %v", name, p["MemorySize"])
+		}
+		if p["Timeout"] != stack.Timeout(name).Seconds() {
+			t.Errorf("%s: timeout %v, want %v", name, p["Timeout"], stack.Timeout(name))
+		}
+		logging, _ := p["LoggingConfig"].(map[string]any)
+		lg := dev.res[ref(t, logging["LogGroup"])]
+		if lg.Type != "AWS::Logs::LogGroup" || lg.Properties["RetentionInDays"] != float64(30) {
+			t.Errorf("%s: log group %v", name, lg)
+		}
+	}
+	for name, timeout := range map[string]float64{"pats": 10, stack.Authorizer: 10, stack.AuditSink: 60, stack.Jobs: 300} {
+		if got := dev.res[fns[name]].Properties["Timeout"]; got != timeout {
+			t.Errorf("%s: timeout %v, want %v", name, got, timeout)
+		}
+	}
+}
+
+// The environment contract the Lambda mains read, spelled out here on purpose: a change to
+// Access that changes what a main receives fails this test too.
+func TestEnvironmentContract(t *testing.T) {
+	base := []string{"LOG_LEVEL", "STAGE"}
+	want := map[string][]string{
+		"public":         base,
+		"pats":           append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
+		"bots":           append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "TABLE_NAME"}, base...),
+		"auditlog":       append([]string{"CURSOR_KEY_ID", "TABLE_NAME"}, base...),
+		stack.Authorizer: append([]string{"TABLE_NAME"}, base...),
+		stack.AuditSink:  append([]string{"TABLE_NAME"}, base...),
+		stack.Jobs:       append([]string{"JOBS_QUEUE_URL", "TABLE_NAME"}, base...),
+	}
+	for name, id := range dev.functions(t) {
+		env, _ := dev.res[id].Properties["Environment"].(map[string]any)
+		vars, _ := env["Variables"].(map[string]any)
+		var got []string
+		for k := range vars {
+			got = append(got, k)
+		}
+		sort.Strings(got)
+		w, ok := want[name]
+		if !ok {
+			t.Errorf("%s: a new Lambda; add its environment here", name)
+			continue
+		}
+		if !slices.Equal(got, slices.Sorted(slices.Values(w))) {
+			t.Errorf("%s: environment %v, want %v", name, got, slices.Sorted(slices.Values(w)))
+		}
+		if !slices.Equal(got, slices.Sorted(slices.Values(stack.EnvNames(name)))) {
+			t.Errorf("%s: environment %v, stack.EnvNames says %v", name, got, stack.EnvNames(name))
+		}
+		if vars["STAGE"] != "dev" || vars["LOG_LEVEL"] != "info" {
+			t.Errorf("%s: STAGE %v LOG_LEVEL %v", name, vars["STAGE"], vars["LOG_LEVEL"])
+		}
+	}
+}
+
+func TestTable(t *testing.T) {
+	check(t, "table", func() {
+		dev.tmpl.ResourceCountIs(jsii.String("AWS::DynamoDB::Table"), jsii.Number(1))
+		index := func(name string) map[string]any {
+			return map[string]any{
+				"IndexName": name,
+				"KeySchema": []any{
+					map[string]any{"AttributeName": name + "PK", "KeyType": "HASH"},
+					map[string]any{"AttributeName": name + "SK", "KeyType": "RANGE"},
+				},
+				"Projection": map[string]any{"ProjectionType": "ALL"},
+			}
+		}
+		dev.tmpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+			"KeySchema": []any{
+				map[string]any{"AttributeName": "PK", "KeyType": "HASH"},
+				map[string]any{"AttributeName": "SK", "KeyType": "RANGE"},
+			},
+			"BillingMode":                      "PAY_PER_REQUEST",
+			"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},
+			"TimeToLiveSpecification":          map[string]any{"AttributeName": "expires", "Enabled": true},
+			"GlobalSecondaryIndexes":           []any{index("GSI1"), index("GSI2")},
+			"SSESpecification":                 map[string]any{"SSEEnabled": true},
+			"DeletionProtectionEnabled":        false,
+		})
+		dev.tmpl.HasResource(jsii.String("AWS::DynamoDB::Table"), map[string]any{"DeletionPolicy": "Delete"})
+	})
+}
+
+// dlqs returns every queue used as a dead-letter queue: a redrive target, an EventBridge
+// target's dead-letter config, a Lambda on-failure destination.
+func (s *synthesized) dlqs(t *testing.T) map[string]bool {
+	out := map[string]bool{}
+	for _, q := range s.ofType("AWS::SQS::Queue") {
+		if rp, ok := q.Properties["RedrivePolicy"].(map[string]any); ok {
+			out[ref(t, rp["deadLetterTargetArn"])] = true
+		}
+	}
+	for _, rule := range s.ofType("AWS::Events::Rule") {
+		targets, _ := rule.Properties["Targets"].([]any)
+		for _, tg := range targets {
+			if dl, ok := tg.(map[string]any)["DeadLetterConfig"]; ok {
+				out[ref(t, dl)] = true
+			}
+		}
+	}
+	for _, c := range s.ofType("AWS::Lambda::EventInvokeConfig") {
+		out[ref(t, c.Properties["DestinationConfig"])] = true
+	}
+	return out
+}
+
+// alarmed returns the logical ids of the queues with an alarm on a visible message.
+func (s *synthesized) alarmed(t *testing.T) map[string]bool {
+	out := map[string]bool{}
+	for _, a := range s.ofType("AWS::CloudWatch::Alarm") {
+		p := a.Properties
+		if p["MetricName"] != "ApproximateNumberOfMessagesVisible" {
+			continue
+		}
+		if p["Threshold"] != float64(0) || p["ComparisonOperator"] != "GreaterThanThreshold" || len(refs(p["AlarmActions"])) == 0 {
+			t.Errorf("queue alarm %v does not fire on one message", p)
+		}
+		out[ref(t, p["Dimensions"])] = true
+	}
+	return out
+}
+
+func TestQueuesHaveDeadLettersAndAlarms(t *testing.T) {
+	dlqs, alarmed := dev.dlqs(t), dev.alarmed(t)
+	queues := dev.ofType("AWS::SQS::Queue")
+	if len(queues) < 3 {
+		t.Errorf("%d queues, want the jobs queue and two dead-letter queues", len(queues))
+	}
+	for id, q := range queues {
+		if q.Properties["SqsManagedSseEnabled"] != true {
+			t.Errorf("queue %s is not encrypted with SQS-managed keys", id)
+		}
+		if dlqs[id] {
+			if q.Properties["MessageRetentionPeriod"] != float64(14*24*3600) {
+				t.Errorf("dead-letter queue %s keeps messages %v s, want 14 days", id, q.Properties["MessageRetentionPeriod"])
+			}
+			if !alarmed[id] {
+				t.Errorf("dead-letter queue %s has no depth alarm", id)
+			}
+			continue
+		}
+		rp, ok := q.Properties["RedrivePolicy"].(map[string]any)
+		if !ok || rp["maxReceiveCount"] != float64(5) {
+			t.Errorf("queue %s has redrive policy %v, want a DLQ after 5 receives", id, q.Properties["RedrivePolicy"])
+		}
+	}
+	_, esm := dev.only(t, "AWS::Lambda::EventSourceMapping", nil)
+	jobsQueue := ref(t, esm.Properties["EventSourceArn"])
+	if vt := queues[jobsQueue].Properties["VisibilityTimeout"].(float64); vt < 6*stack.JobsTimeout.Seconds() {
+		t.Errorf("jobs queue visibility timeout %v s, want at least 6 x %v", vt, stack.JobsTimeout)
+	}
+}
+
+func TestJobsEventSource(t *testing.T) {
+	_, esm := dev.only(t, "AWS::Lambda::EventSourceMapping", nil)
+	p := esm.Properties
+	if ref(t, p["FunctionName"]) != dev.functions(t)[stack.Jobs] {
+		t.Errorf("event source feeds %v, want the jobs Lambda", p["FunctionName"])
+	}
+	if p["BatchSize"] != float64(10) || !slices.Equal(p["FunctionResponseTypes"].([]any), []any{"ReportBatchItemFailures"}) {
+		t.Errorf("event source %v, want batches of 10 with partial failures", p)
+	}
+	q := dev.res[ref(t, p["EventSourceArn"])]
+	if q.Type != "AWS::SQS::Queue" || q.Properties["RedrivePolicy"] == nil {
+		t.Errorf("event source reads %v, want the jobs queue", p["EventSourceArn"])
+	}
+}
+
+// definition renders a state machine's DefinitionString with its tokens as "TOKEN".
+func definition(t *testing.T, v any) map[string]any {
+	t.Helper()
+	var sb strings.Builder
+	switch d := v.(type) {
+	case string:
+		sb.WriteString(d)
+	case map[string]any:
+		parts := d["Fn::Join"].([]any)[1].([]any)
+		for _, p := range parts {
+			if s, ok := p.(string); ok {
+				sb.WriteString(s)
+			} else {
+				sb.WriteString("TOKEN")
+			}
+		}
+	}
+	var def map[string]any
+	if err := json.Unmarshal([]byte(sb.String()), &def); err != nil {
+		t.Fatalf("definition %s: %v", sb.String(), err)
+	}
+	return def
+}
+
+func TestJobsStateMachine(t *testing.T) {
+	_, sm := dev.only(t, "AWS::StepFunctions::StateMachine", nil)
+	if sm.Properties["StateMachineType"] != "STANDARD" {
+		t.Errorf("state machine type %v", sm.Properties["StateMachineType"])
+	}
+	lc, _ := sm.Properties["LoggingConfiguration"].(map[string]any)
+	if lc["Level"] != "ALL" || lc["IncludeExecutionData"] != false || len(refs(lc["Destinations"])) != 1 {
+		t.Errorf("logging %v", lc)
+	}
+	def := definition(t, sm.Properties["DefinitionString"])
+	states := def["States"].(map[string]any)
+	state := func(name string) map[string]any {
+		s, ok := states[name].(map[string]any)
+		if !ok {
+			t.Fatalf("no state %q in %v", name, def)
+		}
+		return s
+	}
+	step := state(def["StartAt"].(string))
+	if step["Type"] != "Task" || step["OutputPath"] != "$.Payload" {
+		t.Errorf("first state %v, want the Lambda task returning the next job state", step)
+	}
+	if params := step["Parameters"].(map[string]any); params["Payload.$"] != "$" {
+		t.Errorf("the task sends %v, want the whole job state", params)
+	}
+	retry := step["Retry"].([]any)[0].(map[string]any)
+	if !slices.Contains(retry["ErrorEquals"].([]any), "Lambda.ServiceException") || retry["BackoffRate"] != float64(2) {
+		t.Errorf("first retrier %v, want Lambda service errors with backoff", retry)
+	}
+	catch := step["Catch"].([]any)[0].(map[string]any)
+	if state(catch["Next"].(string))["Type"] != "Fail" {
+		t.Errorf("catch goes to %v, want a Fail state", catch["Next"])
+	}
+	choice := state(step["Next"].(string))
+	when := choice["Choices"].([]any)[0].(map[string]any)
+	if choice["Type"] != "Choice" || when["Variable"] != "$.done" || when["BooleanEquals"] != true || state(when["Next"].(string))["Type"] != "Succeed" {
+		t.Errorf("after the step %v, want a Choice on $.done ending in Succeed", choice)
+	}
+	wait := state(choice["Default"].(string))
+	if wait["Type"] != "Wait" || wait["Next"] != def["StartAt"] {
+		t.Errorf("not done goes to %v, want a Wait looping back to the step", wait)
+	}
+}
+
+func TestAudit(t *testing.T) {
+	busID, bus := dev.only(t, "AWS::Events::EventBus", nil)
+	if bus.Properties["Name"] != "botplatform-dev" {
+		t.Errorf("bus name %v", bus.Properties["Name"])
+	}
+	_, rule := dev.only(t, "AWS::Events::Rule", nil)
+	p := rule.Properties
+	if ref(t, p["EventBusName"]) != busID {
+		t.Errorf("rule is on %v", p["EventBusName"])
+	}
+	pattern := p["EventPattern"].(map[string]any)
+	if !slices.Equal(pattern["source"].([]any), []any{"botplatform.api"}) || !slices.Equal(pattern["detail-type"].([]any), []any{"audit.event"}) {
+		t.Errorf("rule pattern %v", pattern)
+	}
+	targets := p["Targets"].([]any)
+	target := targets[0].(map[string]any)
+	if len(targets) != 1 || ref(t, target["Arn"]) != dev.functions(t)[stack.AuditSink] {
+		t.Errorf("rule targets %v, want the audit sink", targets)
+	}
+	if target["DeadLetterConfig"] == nil || target["RetryPolicy"] == nil {
+		t.Errorf("rule target %v has no DLQ or retry policy", target)
+	}
+	_, archive := dev.only(t, "AWS::Events::Archive", nil)
+	if ref(t, archive.Properties["SourceArn"]) != busID || archive.Properties["RetentionDays"] != float64(365) {
+		t.Errorf("archive %v", archive.Properties)
+	}
+	_, async := dev.only(t, "AWS::Lambda::EventInvokeConfig", nil)
+	if ref(t, async.Properties["FunctionName"]) != dev.functions(t)[stack.AuditSink] ||
+		ref(t, async.Properties["DestinationConfig"]) != ref(t, target["DeadLetterConfig"]) {
+		t.Errorf("audit sink failures go to %v, want the audit DLQ", async.Properties)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	check(t, "keys", func() {
+		dev.tmpl.ResourceCountIs(jsii.String("AWS::KMS::Key"), jsii.Number(2))
+		dev.tmpl.HasResourceProperties(jsii.String("AWS::KMS::Key"), map[string]any{
+			"KeySpec": "SYMMETRIC_DEFAULT", "KeyUsage": "ENCRYPT_DECRYPT", "EnableKeyRotation": true,
+		})
+		dev.tmpl.HasResourceProperties(jsii.String("AWS::KMS::Key"), map[string]any{
+			"KeySpec": "HMAC_256", "KeyUsage": "GENERATE_VERIFY_MAC",
+		})
+		dev.tmpl.HasResourceProperties(jsii.String("AWS::KMS::Alias"), map[string]any{"AliasName": "alias/botplatform-dev-secrets"})
+		dev.tmpl.HasResourceProperties(jsii.String("AWS::KMS::Alias"), map[string]any{"AliasName": "alias/botplatform-dev-cursors"})
+	})
+}
+
+// statements returns every policy statement in the template: IAM policies, roles' inline
+// and trust policies, key policies, queue policies.
+func statements(v any) []map[string]any {
+	var out []map[string]any
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			switch st := x["Statement"].(type) {
+			case []any:
+				for _, s := range st {
+					out = append(out, s.(map[string]any))
+				}
+			case map[string]any:
+				out = append(out, st)
+			}
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return out
+}
+
+func actions(s map[string]any) ([]string, bool) {
+	switch a := s["Action"].(type) {
+	case string:
+		return []string{a}, true
+	case []any:
+		var out []string
+		for _, x := range a {
+			str, ok := x.(string)
+			if !ok {
+				return nil, false
+			}
+			out = append(out, str)
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+func TestNoWildcardActions(t *testing.T) {
+	all := map[string]any{}
+	for id, r := range dev.res {
+		all[id] = r.Properties
+	}
+	sts := statements(all)
+	if len(sts) < 10 {
+		t.Fatalf("found only %d statements", len(sts))
+	}
+	for _, s := range sts {
+		if _, ok := s["NotAction"]; ok {
+			t.Errorf("statement %v uses NotAction", s)
+		}
+		acts, ok := actions(s)
+		if !ok {
+			t.Errorf("statement %v: actions are not plain strings", s)
+		}
+		for _, a := range acts {
+			if strings.Contains(a, "*") {
+				t.Errorf("statement %v: wildcard action %q", s, a)
+			}
+		}
+	}
+}
+
+// Each role's synthesized policy is exactly its row of stack.Access: the same actions on the
+// same resources, nothing more, and no managed policy.
+func TestRolesMatchAccessTable(t *testing.T) {
+	fns := dev.functions(t)
+	roleOf := map[string]string{} // role logical id -> Access key
+	logGroupOf := map[string]string{}
+	for name, id := range fns {
+		p := dev.res[id].Properties
+		roleOf[ref(t, p["Role"])] = name
+		logGroupOf[name] = ref(t, p["LoggingConfig"])
+	}
+	_, sm := dev.only(t, "AWS::StepFunctions::StateMachine", nil)
+	roleOf[ref(t, sm.Properties["RoleArn"])] = stack.StateMachineRole
+
+	keys := map[string]string{}
+	for id, k := range dev.ofType("AWS::KMS::Key") {
+		keys[k.Properties["KeySpec"].(string)] = id
+	}
+	tableID, _ := dev.only(t, "AWS::DynamoDB::Table", nil)
+	busID, _ := dev.only(t, "AWS::Events::EventBus", nil)
+	smID, _ := dev.only(t, "AWS::StepFunctions::StateMachine", nil)
+	jobsQueue, auditDLQ := "", ""
+	for id, q := range dev.ofType("AWS::SQS::Queue") {
+		if q.Properties["RedrivePolicy"] != nil {
+			jobsQueue = id
+		}
+	}
+	_, rule := dev.only(t, "AWS::Events::Rule", nil)
+	auditDLQ = ref(t, rule.Properties["Targets"].([]any)[0].(map[string]any)["DeadLetterConfig"])
+	resourceIDs := func(name string, r stack.Resource) string {
+		switch r {
+		case stack.Table:
+			return tableID
+		case stack.Bus:
+			return busID
+		case stack.CursorKey:
+			return keys["HMAC_256"]
+		case stack.SecretsKey:
+			return keys["SYMMETRIC_DEFAULT"]
+		case stack.JobsQueue:
+			return jobsQueue
+		case stack.JobsStateMachine:
+			return smID
+		case stack.AuditDLQ:
+			return auditDLQ
+		case stack.JobsFunction:
+			return fns[stack.Jobs]
+		case stack.OwnLogGroup:
+			return logGroupOf[name]
+		case stack.NoResource:
+			return "*"
+		}
+		t.Fatalf("unknown resource %d", r)
+		return ""
+	}
+	grant := func(acts []string, on string) string {
+		return strings.Join(slices.Sorted(slices.Values(acts)), ",") + " on " + on
+	}
+
+	got := map[string][]string{}
+	for id, pol := range dev.ofType("AWS::IAM::Policy") {
+		roles := refs(pol.Properties["Roles"])
+		if len(roles) != 1 || roleOf[roles[0]] == "" {
+			t.Errorf("policy %s is attached to %v, not to one known role", id, roles)
+			continue
+		}
+		for _, s := range statements(pol.Properties["PolicyDocument"]) {
+			acts, _ := actions(s)
+			on := strings.Join(refs(s["Resource"]), "+")
+			if s["Resource"] == "*" {
+				on = "*"
+			}
+			if s["Effect"] != "Allow" {
+				t.Errorf("policy %s: statement %v", id, s)
+			}
+			got[roleOf[roles[0]]] = append(got[roleOf[roles[0]]], grant(acts, on))
+		}
+	}
+	for id, r := range dev.ofType("AWS::IAM::Role") {
+		if r.Properties["Policies"] != nil || r.Properties["ManagedPolicyArns"] != nil {
+			t.Errorf("role %s has inline or managed policies: %v", id, r.Properties)
+		}
+	}
+	for name, grants := range stack.Access() {
+		var want []string
+		for _, g := range grants {
+			want = append(want, grant(g.Actions, resourceIDs(name, g.On)))
+		}
+		sort.Strings(want)
+		sort.Strings(got[name])
+		if !slices.Equal(got[name], want) {
+			t.Errorf("%s: role policy\n  %s\nwant (stack.Access)\n  %s", name, strings.Join(got[name], "\n  "), strings.Join(want, "\n  "))
+		}
+	}
+	// The table's resources are the table and its indexes, nothing else.
+	_, pats := dev.only(t, "AWS::IAM::Policy", func(r resource) bool { return roleOf[ref(t, r.Properties["Roles"])] == "pats" })
+	for _, s := range statements(pats.Properties["PolicyDocument"]) {
+		if acts, _ := actions(s); strings.HasPrefix(acts[0], "dynamodb:") {
+			b, _ := json.Marshal(s["Resource"])
+			if !strings.Contains(string(b), `"/index/*"`) || len(s["Resource"].([]any)) != 2 {
+				t.Errorf("DynamoDB statement covers %s, want the table and its indexes", b)
+			}
+		}
+	}
+}
+
+func TestAlarms(t *testing.T) {
+	topicID, _ := dev.only(t, "AWS::SNS::Topic", nil)
+	type metric struct{ namespace, name, dimension string }
+	have := map[metric]bool{}
+	for id, a := range dev.ofType("AWS::CloudWatch::Alarm") {
+		p := a.Properties
+		if !slices.Equal(refs(p["AlarmActions"]), []string{topicID}) {
+			t.Errorf("alarm %s notifies %v, want the alarm topic", id, p["AlarmActions"])
+		}
+		dims := refs(p["Dimensions"])
+		dim := ""
+		if len(dims) == 1 {
+			dim = dims[0]
+		}
+		have[metric{p["Namespace"].(string), p["MetricName"].(string), dim}] = true
+	}
+	apiID, _ := dev.only(t, "AWS::ApiGatewayV2::Api", nil)
+	smID, _ := dev.only(t, "AWS::StepFunctions::StateMachine", nil)
+	want := []metric{
+		{"AWS/ApiGateway", "5xx", apiID},
+		{"AWS/States", "ExecutionsFailed", smID},
+	}
+	for _, id := range dev.functions(t) {
+		want = append(want, metric{"AWS/Lambda", "Errors", id}, metric{"AWS/Lambda", "Throttles", id})
+	}
+	for _, m := range want {
+		if !have[m] {
+			t.Errorf("no alarm on %v", m)
+		}
+	}
+	check(t, "5xx threshold", func() {
+		dev.tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+			"MetricName": "5xx", "Threshold": stack.DefaultAlarm5xxThreshold, "ComparisonOperator": "GreaterThanThreshold",
+		})
+		dev.tmpl.ResourceCountIs(jsii.String("AWS::SNS::Subscription"), jsii.Number(0))
+	})
+}
+
+func TestOutputs(t *testing.T) {
+	for _, name := range []string{"ApiUrl", "TableName", "BusName"} {
+		if dev.outputs[name] == nil {
+			t.Errorf("no output %s", name)
+		}
+	}
+}
+
+func TestProductionWithDomain(t *testing.T) {
+	prod, err := synth(map[string]any{
+		stack.CtxStage:          "prod",
+		stack.CtxDomain:         "api.example.com",
+		stack.CtxCertificateArn: "arn:aws:acm:eu-west-1:123456789012:certificate/0a1b2c3d-1111-2222-3333-444455556666",
+		stack.CtxAlarmEmail:     "ops@example.com",
+		// As the CLI passes them: strings.
+		stack.CtxLogRetentionDays:  "90",
+		stack.CtxThrottleRateLimit: "50",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.cleanup()
+	if !prod.stack.Config.DeletionProtection {
+		t.Error("prod defaults to deletion protection")
+	}
+	check(t, "prod", func() {
+		prod.tmpl.HasResource(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+			"DeletionPolicy": "Retain",
+			"Properties":     map[string]any{"DeletionProtectionEnabled": true},
+		})
+		prod.tmpl.AllResources(jsii.String("AWS::KMS::Key"), map[string]any{"DeletionPolicy": "Retain"})
+		prod.tmpl.AllResourcesProperties(jsii.String("AWS::Logs::LogGroup"), map[string]any{"RetentionInDays": 90})
+		prod.tmpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::DomainName"), map[string]any{"DomainName": "api.example.com"})
+		prod.tmpl.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::ApiMapping"), jsii.Number(1))
+		prod.tmpl.HasResourceProperties(jsii.String("AWS::SNS::Subscription"), map[string]any{"Protocol": "email", "Endpoint": "ops@example.com"})
+		prod.tmpl.HasResourceProperties(jsii.String("AWS::Events::EventBus"), map[string]any{"Name": "botplatform-prod"})
+		prod.tmpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Stage"), map[string]any{
+			"DefaultRouteSettings": map[string]any{"ThrottlingRateLimit": 50},
+		})
+	})
+	if prod.outputs["ApiDomainTarget"] == nil {
+		t.Error("no DNS target output for the custom domain")
+	}
+	if _, ok := prod.functions(t)["pats"]; !ok {
+		t.Error("no botplatform-prod-pats")
+	}
+}
+
+func TestNewReportsMissingAssets(t *testing.T) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("panicked: %v", r)
+		}
+	}()
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	cfg, err := stack.ConfigFrom(func(string) any { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.AssetDir = t.TempDir()
+	_, err = stack.New(app, "Missing", cfg)
+	if err == nil {
+		t.Fatal("no error without assets")
+	}
+	names, _ := stack.LambdaNames()
+	for _, n := range names {
+		if !strings.Contains(err.Error(), n) {
+			t.Errorf("error %q does not name %s", err, n)
+		}
+	}
+}
