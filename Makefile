@@ -41,9 +41,10 @@ build:
 			-o $(BUILD_DIR)/$$f/bootstrap ./functions/$$f/lambda || exit 1; \
 	done
 
-## bench: throughput and latency of the local API against a bare net/http handler, same run
+## bench: throughput and latency of the local API against a bare net/http handler, and Lambda cold starts against a minimal function, same run
 bench:
 	$(GO) run ./tests/bench
+	$(GO) run ./tests/bench -lambda
 
 ## synth: build the Lambdas, then write the CloudFormation template of $(STAGE) to cdk.out/ (offline, no AWS credentials)
 synth: build
