@@ -59,7 +59,8 @@ func TestRoundTripTamperAndWrongKey(t *testing.T) {
 		got, err := k.Open(ctx, sealed, aad)
 		require.NoError(t, err)
 		assert.Equal(t, string(pt), string(got))
-		if len(pt) > 0 {
+		// Only a long plaintext is meaningfully absent: one byte turns up in random bytes.
+		if len(pt) >= 16 {
 			assert.NotContains(t, string(sealed), string(pt))
 		}
 	}
