@@ -1,0 +1,63 @@
+package stats
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/botplatform/api/shared/store/sqlite"
+)
+
+func TestCountersAndSeries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Date(2026, 11, 21, 12, 30, 0, 0, time.UTC)
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(func() time.Time { return now }))
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+
+	day1 := time.Date(2026, 11, 20, 9, 15, 0, 0, time.UTC)
+	day2 := time.Date(2026, 11, 21, 10, 5, 0, 0, time.UTC)
+	require.NoError(t, Add(ctx, st, "bot_a", "ch_tg", NewSubscribers, 2, day1))
+	require.NoError(t, Add(ctx, st, "bot_a", "ch_wa", NewSubscribers, 1, day1))
+	require.NoError(t, Add(ctx, st, "bot_a", "ch_tg", MessagesIn, 5, day2))
+	require.NoError(t, Add(ctx, st, "bot_b", "ch_tg", MessagesIn, 100, day2)) // another bot
+	// The same subscriber twice in an hour is active once.
+	require.NoError(t, TouchActive(ctx, st, "bot_a", "ch_tg", "sub_1", day2))
+	require.NoError(t, TouchActive(ctx, st, "bot_a", "ch_tg", "sub_1", day2.Add(10*time.Minute)))
+	require.NoError(t, TouchActive(ctx, st, "bot_a", "ch_tg", "sub_2", day2))
+
+	s, err := Query(ctx, st, "bot_a", Day, time.Date(2026, 11, 19, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
+	require.NoError(t, err)
+	require.Len(t, s.Points, 3, "empty buckets are present")
+	assert.Equal(t, int64(0), s.Points[0].Total[NewSubscribers])
+	assert.Equal(t, int64(3), s.Points[1].Total[NewSubscribers])
+	assert.Equal(t, int64(2), s.Points[1].Channels["ch_tg"][NewSubscribers])
+	assert.Equal(t, int64(5), s.Points[2].Total[MessagesIn], "bot_b's messages are not bot_a's")
+	assert.Equal(t, int64(2), s.Points[2].Total[ActiveSubscribers])
+	assert.Equal(t, Counts{NewSubscribers: 3, ActiveSubscribers: 2, MessagesIn: 5, MessagesOut: 0, ReactionsStarted: 0}, s.Total)
+	assert.Equal(t, "UTC", s.Timezone)
+
+	h, err := Query(ctx, st, "bot_a", Hour, day2.Truncate(time.Hour), day2.Truncate(time.Hour).Add(2*time.Hour))
+	require.NoError(t, err)
+	require.Len(t, h.Points, 2)
+	assert.Equal(t, int64(5), h.Points[0].Total[MessagesIn])
+	assert.Equal(t, int64(2), h.Points[0].Total[ActiveSubscribers])
+}
+
+func TestCheckRange(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	assert.NoError(t, CheckRange(Day, t0, t0.Add(MaxDayRange)))
+	assert.Error(t, CheckRange(Day, t0, t0.Add(MaxDayRange+time.Second)))
+	assert.NoError(t, CheckRange(Hour, t0, t0.Add(MaxHourRange)))
+	assert.Error(t, CheckRange(Hour, t0, t0.Add(MaxHourRange+time.Second)))
+	assert.Error(t, CheckRange(Day, t0, t0), "empty range")
+	assert.Error(t, CheckRange(Day, t0.Add(time.Hour), t0), "inverted")
+	assert.Error(t, CheckRange(Day, time.Time{}, t0), "missing bound")
+	assert.Error(t, CheckRange("week", t0, t0.Add(time.Hour)))
+}
