@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/botplatform/api/shared/reqlog"
 )
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -45,6 +47,10 @@ func realServe(ctx context.Context, addr, dataDir string, log *slog.Logger, stdo
 		return err
 	}
 	defer a.Close()
+	// Request logs are written in batches off the request path (SQLite has one writer).
+	requests := reqlog.NewBuffered(a.RequestLog, log, 100*time.Millisecond)
+	defer requests.Close(context.WithoutCancel(ctx)) // flushes on every way out; once only
+	a.Requests = requests
 	mux, err := a.handler()
 	if err != nil {
 		return err
@@ -92,6 +98,9 @@ func realServe(ctx context.Context, addr, dataDir string, log *slog.Logger, stdo
 	}
 	if err := stopJobs(shutdownCtx); err != nil {
 		return fmt.Errorf("stop job workers: %w", err)
+	}
+	if err := requests.Close(shutdownCtx); err != nil {
+		return err
 	}
 	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
 		return err

@@ -8,6 +8,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/botplatform/api/shared/reqlog"
+
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -149,7 +151,7 @@ func FamilyHandler(ctx context.Context, name string, log *slog.Logger) (func(con
 	if err != nil {
 		return nil, err
 	}
-	env, err := NewEnv(Deps{Store: st, Audit: pub, CursorKey: key, Log: log, Now: time.Now})
+	env, err := NewEnv(Deps{Store: st, Audit: pub, CursorKey: key, Log: log, Now: time.Now, Requests: reqlog.NewLog(st)})
 	if err != nil {
 		return nil, err
 	}

@@ -17,11 +17,13 @@ import (
 	"github.com/botplatform/api/functions/bots"
 	"github.com/botplatform/api/functions/pats"
 	"github.com/botplatform/api/functions/public"
+	"github.com/botplatform/api/functions/requestlogs"
 	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/reqlog"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -35,6 +37,9 @@ type Env struct {
 	Audit   audit.Publisher
 	Trail   *audit.Log
 	Cursors *httpapi.Cursors
+	// Requests records requests against bots (nil: none); RequestLog lists them.
+	Requests   httpapi.RequestRecorder
+	RequestLog *reqlog.Log
 	// Jobs starts background jobs; nil where the process runs none. Set it with RunJobsOn
 	// once the environment exists (job steps may use the environment).
 	Jobs jobs.Starter
@@ -59,6 +64,9 @@ type Deps struct {
 	Now       func() time.Time
 	// AuthCacheTTL overrides auth.CacheTTL (the authorizer, behind API Gateway's own cache, uses 0).
 	AuthCacheTTL *time.Duration
+	// Requests records requests against bots (optional; nil keeps no request logs): a
+	// buffered writer locally, the synchronous reqlog.Log on Lambda.
+	Requests httpapi.RequestRecorder
 }
 
 // NewEnv builds the environment, refusing to start when a dependency is missing.
@@ -88,14 +96,16 @@ func NewEnv(d Deps) (*Env, error) {
 	}
 	a := auth.NewService(d.Store, d.Now, d.Log, opts...)
 	return &Env{
-		Store:   d.Store,
-		Now:     d.Now,
-		Log:     d.Log,
-		Auth:    a,
-		Bots:    bots.NewService(d.Store, a, d.Now),
-		Audit:   d.Audit,
-		Trail:   audit.NewLog(d.Store),
-		Cursors: httpapi.NewCursors(d.CursorKey),
+		Store:      d.Store,
+		Now:        d.Now,
+		Log:        d.Log,
+		Auth:       a,
+		Bots:       bots.NewService(d.Store, a, d.Now),
+		Audit:      d.Audit,
+		Trail:      audit.NewLog(d.Store),
+		Cursors:    httpapi.NewCursors(d.CursorKey),
+		Requests:   d.Requests,
+		RequestLog: reqlog.NewLog(d.Store),
 	}, nil
 }
 
@@ -127,6 +137,7 @@ func Families() []Family {
 		{Name: "pats", Register: func(mux *httpapi.Mux, env *Env) { pats.Routes(mux, env.Auth, env.Cursors, env.Now) }},
 		{Name: "bots", Register: func(mux *httpapi.Mux, env *Env) { bots.Routes(mux, env.Bots, env.Auth, env.Cursors) }},
 		{Name: "auditlog", Register: func(mux *httpapi.Mux, env *Env) { auditlog.Routes(mux, env.Trail, env.Cursors) }},
+		{Name: "requestlogs", Register: func(mux *httpapi.Mux, env *Env) { requestlogs.Routes(mux, env.RequestLog, env.Cursors) }},
 	}
 }
 
@@ -150,7 +161,7 @@ func (e *Env) Mux(authn httpapi.Authenticator, families ...Family) (*httpapi.Mux
 	if len(families) == 0 {
 		return nil, errors.New("platform: no family to serve")
 	}
-	mux, err := httpapi.NewMux(httpapi.Config{Authenticate: authn, Bots: e.Bots, Audit: e.Audit, Log: e.Log, Now: e.Now})
+	mux, err := httpapi.NewMux(httpapi.Config{Authenticate: authn, Bots: e.Bots, Audit: e.Audit, Log: e.Log, Now: e.Now, Requests: e.Requests})
 	if err != nil {
 		return nil, err
 	}

@@ -73,6 +73,11 @@ func Access() map[string][]Grant {
 			{CursorKey, []string{"kms:GenerateMac"}},
 			{JobsQueue, []string{"sqs:SendMessage"}}, // job steps (SendMessageBatch)
 		},
+		"requestlogs": {logs,
+			// PutItem: last_used_at bookkeeping and the request log entries of its own reads.
+			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+		},
 		"auditlog": {logs,
 			// PutItem: the principal's last_used_at bookkeeping.
 			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},

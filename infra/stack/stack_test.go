@@ -396,6 +396,7 @@ func TestEnvironmentContract(t *testing.T) {
 		"pats":           append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		"bots":           append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "TABLE_NAME"}, base...),
 		"auditlog":       append([]string{"CURSOR_KEY_ID", "TABLE_NAME"}, base...),
+		"requestlogs":    append([]string{"CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		stack.Authorizer: append([]string{"TABLE_NAME"}, base...),
 		stack.AuditSink:  append([]string{"TABLE_NAME"}, base...),
 		stack.Jobs:       append([]string{"JOBS_QUEUE_URL", "TABLE_NAME"}, base...),

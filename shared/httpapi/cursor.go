@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -136,4 +137,13 @@ func binding(r *http.Request, q url.Values) string {
 type List[T any] struct {
 	Data       []T     `json:"data"`
 	NextCursor *string `json:"next_cursor"`
+}
+
+// MarshalJSON writes an empty list as [] (never null), whichever way the slice was built.
+func (l List[T]) MarshalJSON() ([]byte, error) {
+	type plain List[T]
+	if l.Data == nil {
+		l.Data = []T{}
+	}
+	return json.Marshal(plain(l))
 }

@@ -94,13 +94,35 @@ type BotLoader interface {
 	LoadBot(ctx context.Context, accountID, botID string) (any, error)
 }
 
-// Config holds the kernel's dependencies; NewMux refuses to start without any of them.
+// RequestRecord is one request made against a bot, for the bot's request log.
+type RequestRecord struct {
+	Time      time.Time
+	BotID     string
+	Method    string
+	Route     string
+	Status    int
+	Latency   time.Duration
+	TokenID   string
+	TokenKind string
+	RequestID string
+}
+
+// RequestRecorder keeps the request logs of bots.
+type RequestRecorder interface {
+	RecordRequest(ctx context.Context, r RequestRecord) error
+}
+
+// Config holds the kernel's dependencies; NewMux refuses to start without any of them but
+// Requests, which is optional (a process that keeps no request logs).
 type Config struct {
 	Authenticate Authenticator
 	Bots         BotLoader
 	Audit        audit.Publisher
 	Log          *slog.Logger
 	Now          func() time.Time
+	// Requests records every request made against a bot: authenticated, on a {botID} route,
+	// and the bot found in the caller's account (others' bots keep no log of strangers).
+	Requests RequestRecorder
 }
 
 // Mux routes requests to families' handlers through the kernel's checks.
@@ -210,6 +232,7 @@ func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		m.logRequest(r, ri, sw)
+		m.recordRequest(r, ri, sw)
 	}()
 	m.mux.ServeHTTP(sw, r)
 }
@@ -232,6 +255,28 @@ func (m *Mux) logRequest(r *http.Request, ri *requestInfo, sw *statusWriter) {
 		attrs = append(attrs, slog.String("account_id", p.AccountID), slog.String("token_id", p.TokenID))
 	}
 	m.cfg.Log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+}
+
+// recordRequest adds the request to its bot's request log when it was made against a bot of
+// the caller's account.
+func (m *Mux) recordRequest(r *http.Request, ri *requestInfo, sw *statusWriter) {
+	if m.cfg.Requests == nil || ri.principal == nil || ri.bot == nil {
+		return
+	}
+	rec := RequestRecord{
+		Time:      ri.start,
+		BotID:     r.PathValue("botID"),
+		Method:    r.Method,
+		Route:     r.Pattern,
+		Status:    sw.status,
+		Latency:   m.cfg.Now().Sub(ri.start),
+		TokenID:   ri.principal.TokenID,
+		TokenKind: string(ri.principal.Kind),
+		RequestID: ri.id,
+	}
+	if err := m.cfg.Requests.RecordRequest(context.WithoutCancel(r.Context()), rec); err != nil {
+		m.cfg.Log.ErrorContext(r.Context(), "request log entry lost", "request_id", ri.id, "error", err)
+	}
 }
 
 // route wraps a handler with authentication, audit and access checks.
