@@ -1,10 +1,10 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"sort"
