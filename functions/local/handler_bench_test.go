@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
+
+	"github.com/botplatform/api/shared/reqlog"
 )
 
 // BenchmarkGetBotHandler measures the in-process cost of an authenticated bot read, without
@@ -17,6 +20,9 @@ func BenchmarkGetBotHandler(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer a.Close()
+	requests := reqlog.NewBuffered(a.RequestLog, a.Log, 100*time.Millisecond)
+	defer requests.Close(context.Background())
+	a.Requests = requests // as serve runs it
 	mux, _ := a.handler()
 	res, err := a.bootstrap(context.Background())
 	if err != nil {
