@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -300,11 +301,8 @@ func TestOpenAPIRequestExamplesSucceed(t *testing.T) {
 	require.NoError(t, err)
 
 	ops := operations(doc)
-	keys := make([]string, 0, len(ops))
-	for key := range ops {
-		keys = append(keys, key)
-	}
-	slices.Sort(keys)
+	keys := exampleOrder(ops)
+	params := map[string]string{"botID": demo.BotID}
 	sent := 0
 	for _, key := range keys {
 		op := ops[key]
@@ -317,8 +315,8 @@ func TestOpenAPIRequestExamplesSucceed(t *testing.T) {
 		t.Run(key, func(t *testing.T) {
 			body, err := json.Marshal(example)
 			require.NoError(t, err)
-			path := strings.ReplaceAll(pathTemplate, "{botID}", demo.BotID)
-			require.NotContains(t, path, "{", "the example test knows only {botID}")
+			path := fillPath(pathTemplate, params)
+			require.NotContains(t, path, "{", "no create example before this one made what the path names")
 			req := httptest.NewRequest(method, path, bytes.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+demo.Token)
 			req.Header.Set("Content-Type", "application/json")
@@ -341,9 +339,70 @@ func TestOpenAPIRequestExamplesSucceed(t *testing.T) {
 			}
 			assert.NoError(t, openapi3filter.ValidateResponse(context.Background(), input),
 				"the %d response does not match the document", rec.Code)
+			if rec.Code == http.StatusCreated {
+				learnParams(doc, rec.Header().Get("Location"), params)
+			}
 		})
 	}
 	assert.NotZero(t, sent, "no request examples found")
+}
+
+// exampleOrder sorts operations so that those that create a resource come first, parents
+// before children (a parent's path is a prefix of its children's, so it sorts first): the
+// examples of later operations can then address what the earlier ones created.
+func exampleOrder(ops map[string]*openapi3.Operation) []string {
+	keys := make([]string, 0, len(ops))
+	for key := range ops {
+		keys = append(keys, key)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		ca, cb := createsResource(ops[a]), createsResource(ops[b])
+		if ca != cb {
+			if ca {
+				return -1
+			}
+			return 1
+		}
+		_, pa, _ := strings.Cut(a, " ")
+		_, pb, _ := strings.Cut(b, " ")
+		return cmp.Or(strings.Compare(pa, pb), strings.Compare(a, b))
+	})
+	return keys
+}
+
+// learnParams binds the path parameters that a created resource's Location header fills:
+// "/api/bots/bot_1/collections/col_2" gives collectionID for every path with that shape.
+// Parameters already bound (the demo bot) keep their value.
+func learnParams(doc *openapi3.T, location string, params map[string]string) {
+	got := strings.Split(location, "/")
+	for template := range doc.Paths.Map() {
+		want := strings.Split(template, "/")
+		if location == "" || len(want) != len(got) {
+			continue
+		}
+		bound := map[string]string{}
+		for i, w := range want {
+			if name, ok := strings.CutPrefix(w, "{"); ok {
+				bound[strings.TrimSuffix(name, "}")] = got[i]
+			} else if w != got[i] {
+				bound = nil
+				break
+			}
+		}
+		for name, v := range bound {
+			if _, ok := params[name]; !ok {
+				params[name] = v
+			}
+		}
+	}
+}
+
+// fillPath replaces the path template's parameters that are bound.
+func fillPath(template string, params map[string]string) string {
+	for name, v := range params {
+		template = strings.ReplaceAll(template, "{"+name+"}", v)
+	}
+	return template
 }
 
 // TestOpenAPIScopeCatalog keeps the Scope schema's enum equal to what a token may be granted:

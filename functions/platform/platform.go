@@ -15,9 +15,13 @@ import (
 
 	"github.com/botplatform/api/functions/auditlog"
 	"github.com/botplatform/api/functions/bots"
+	"github.com/botplatform/api/functions/collections"
 	"github.com/botplatform/api/functions/pats"
 	"github.com/botplatform/api/functions/public"
+	"github.com/botplatform/api/functions/reactions"
 	"github.com/botplatform/api/functions/requestlogs"
+	"github.com/botplatform/api/functions/stats"
+	"github.com/botplatform/api/functions/subscribers"
 	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/httpapi"
@@ -138,6 +142,22 @@ func Families() []Family {
 		{Name: "bots", Register: func(mux *httpapi.Mux, env *Env) { bots.Routes(mux, env.Bots, env.Auth, env.Cursors) }},
 		{Name: "auditlog", Register: func(mux *httpapi.Mux, env *Env) { auditlog.Routes(mux, env.Trail, env.Cursors) }},
 		{Name: "requestlogs", Register: func(mux *httpapi.Mux, env *Env) { requestlogs.Routes(mux, env.RequestLog, env.Cursors) }},
+		{Name: "collections",
+			Register: func(mux *httpapi.Mux, env *Env) {
+				collections.Routes(mux, collections.NewService(env.Store, env.Jobs, env.Now, env.Log), env.Cursors)
+			},
+			Jobs: func(reg *jobs.Registry, env *Env) {
+				reg.Register(collections.PurgeJob, collections.NewService(env.Store, env.Jobs, env.Now, env.Log).PurgeStep)
+			}},
+		{Name: "reactions", Register: func(mux *httpapi.Mux, env *Env) {
+			reactions.Routes(mux, reactions.NewService(env.Store, reactionVocabulary(env), env.Now, env.Log), env.Cursors)
+		}},
+		{Name: "stats", Register: func(mux *httpapi.Mux, env *Env) { stats.Routes(mux, env.Store) }},
+		{Name: "subscribers",
+			Register: func(mux *httpapi.Mux, env *Env) {
+				subscribers.Routes(mux, subscribers.NewService(env.Store, env.Now, env.Jobs), env.Cursors)
+			},
+			Jobs: func(reg *jobs.Registry, env *Env) { subscribers.NewService(env.Store, env.Now, nil).RegisterJobs(reg) }},
 	}
 }
 

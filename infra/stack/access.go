@@ -73,6 +73,32 @@ func Access() map[string][]Grant {
 			{CursorKey, []string{"kms:GenerateMac"}},
 			{JobsQueue, []string{"sqs:SendMessage"}}, // job steps (SendMessageBatch)
 		},
+		"subscribers": {logs,
+			{Table, tableReadWrite}, // UpdateItem: the new-subscriber counters (store.AddOp)
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+			{JobsQueue, []string{"sqs:SendMessage"}}, // the removal of deleted labels and fields
+		},
+		"collections": {logs,
+			// No UpdateItem: counts are conditioned puts (limits), not atomic adds.
+			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"}},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+			{JobsQueue, []string{"sqs:SendMessage"}}, // the purge of a deleted collection's records
+		},
+		// Reads only. GenerateMac although it serves no list: platform.FamilyHandler derives
+		// the cursor key at every cold start. PutItem: the request log entries of its reads.
+		"stats": {logs,
+			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+		},
+		"reactions": {logs,
+			// No UpdateItem: no counter is moved; PutItem/DeleteItem/Query also serve the
+			// labels and fields an import creates through the subscribers family.
+			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query"}},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+		},
 		"requestlogs": {logs,
 			// PutItem: last_used_at bookkeeping and the request log entries of its own reads.
 			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},

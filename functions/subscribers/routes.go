@@ -1,0 +1,63 @@
+package subscribers
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/botplatform/api/shared/auth"
+	"github.com/botplatform/api/shared/httpapi"
+)
+
+// Handlers serves the subscriber, label and field routes.
+type Handlers struct {
+	svc     *Service
+	cursors *httpapi.Cursors
+}
+
+// Routes registers every route of the family with its scope and rights. Subscribers are
+// people's data: every subscriber route needs the Dialogs right, and so does reading the
+// label and field definitions a subscriber is described with. Defining labels and fields is
+// bot configuration, like the flows that use them: the Reactions right.
+func Routes(mux *httpapi.Mux, svc *Service, cursors *httpapi.Cursors) {
+	h := &Handlers{svc: svc, cursors: cursors}
+	const read, write = "subscribers:read", "subscribers:write"
+	mux.Handle("GET /api/bots/{botID}/subscribers", httpapi.Need(read, auth.RightDialogs), h.list)
+	mux.Handle("POST /api/bots/{botID}/subscribers", httpapi.Need(write, auth.RightDialogs), h.upsert)
+	mux.Handle("GET /api/bots/{botID}/subscribers/{subscriberID}", httpapi.Need(read, auth.RightDialogs), h.get)
+	mux.Handle("PATCH /api/bots/{botID}/subscribers/{subscriberID}", httpapi.Need(write, auth.RightDialogs), h.update)
+	mux.Handle("DELETE /api/bots/{botID}/subscribers/{subscriberID}", httpapi.Need(write, auth.RightDialogs), h.delete)
+	mux.Handle("POST /api/bots/{botID}/subscribers/{subscriberID}/labels", httpapi.Need(write, auth.RightDialogs), h.addLabel)
+	mux.Handle("DELETE /api/bots/{botID}/subscribers/{subscriberID}/labels/{labelID}", httpapi.Need(write, auth.RightDialogs), h.removeLabel)
+
+	mux.Handle("GET /api/bots/{botID}/labels", httpapi.Need(read, auth.RightDialogs), h.listLabels)
+	mux.Handle("POST /api/bots/{botID}/labels", httpapi.Need(write, auth.RightReactions), h.createLabel)
+	mux.Handle("PATCH /api/bots/{botID}/labels/{labelID}", httpapi.Need(write, auth.RightReactions), h.renameLabel)
+	mux.Handle("DELETE /api/bots/{botID}/labels/{labelID}", httpapi.Need(write, auth.RightReactions), h.deleteLabel)
+
+	mux.Handle("GET /api/bots/{botID}/fields", httpapi.Need(read, auth.RightDialogs), h.listFields)
+	mux.Handle("POST /api/bots/{botID}/fields", httpapi.Need(write, auth.RightReactions), h.createField)
+	mux.Handle("DELETE /api/bots/{botID}/fields/{fieldID}", httpapi.Need(write, auth.RightReactions), h.deleteField)
+}
+
+func bot(r *http.Request) string { return r.PathValue("botID") }
+
+// expectedRevision reads the optional ?expected_revision=N of a DELETE.
+func expectedRevision(r *http.Request) (*int64, error) {
+	s := r.URL.Query().Get("expected_revision")
+	if s == "" {
+		return nil, nil // an empty value is the same as none, as on DELETE /api/bots/{botID}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 1 {
+		return nil, httpapi.InvalidParam("expected_revision", "expected_revision must be a positive integer")
+	}
+	return &n, nil
+}
+
+func requireRevision(p *httpapi.Problems, rev *int64) {
+	if rev == nil {
+		p.Add("expected_revision", "is required: send the revision you last read")
+	} else if *rev < 1 {
+		p.Add("expected_revision", "must be a positive integer")
+	}
+}

@@ -1,0 +1,153 @@
+// Package subscribers serves a bot's subscribers (the people who talk to it on its
+// channels), the labels that tag them and the custom fields that describe them: routes,
+// rules, storage keys and the background jobs that finish label and field deletions.
+// docs/subscribers.md records every decision the specification left open.
+package subscribers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/store"
+)
+
+// Service reads and writes subscribers, labels and custom fields. Its methods are the
+// family's API for other code too: the reactions family reads and ensures labels and fields,
+// and the conversation runtime upserts subscribers by channel identity, sets fields and adds
+// or removes labels.
+type Service struct {
+	store store.Store
+	now   func() time.Time
+	// jobs runs the removal of deleted labels and fields from subscribers; nil runs it inline.
+	jobs jobs.Starter
+}
+
+// NewService returns a Service. starter runs the background removal that follows a label or
+// field deletion; with nil the removal runs inside the deleting call (tests, tools).
+func NewService(st store.Store, now func() time.Time, starter jobs.Starter) *Service {
+	return &Service{store: st, now: now, jobs: starter}
+}
+
+// Errors a caller of the Service can test with errors.Is. Each arrives inside an
+// *httpapi.Error that carries the client-facing status and code.
+var (
+	// ErrLimitReached: a bot already has the most labels or fields it may have, or a
+	// subscriber the most labels.
+	ErrLimitReached = errors.New("subscribers: limit reached")
+	// ErrNameTaken: another label or field of the bot already has the name.
+	ErrNameTaken = errors.New("subscribers: name taken")
+	// ErrFieldTypeConflict: EnsureFields found a field of the name with another type.
+	ErrFieldTypeConflict = errors.New("subscribers: field exists with another type")
+)
+
+func limitReached(format string, args ...any) error {
+	return httpapi.Errorf(httpapi.KindConflict, "limit_reached", format, args...).Wrap(ErrLimitReached)
+}
+
+// stamp is how resource times are kept and shown: UTC, whole seconds. Ids keep the full
+// clock, so they still order creations within one second.
+func stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
+
+// attempts bounds the retries of a read-modify-write that lost a race to another writer.
+const attempts = 12
+
+// pause waits before retry number try (none before the first attempt): a random time up to
+// a bound that doubles with each try, from 1 ms to 64 ms, so that writers who collided
+// spread out instead of colliding again.
+func pause(ctx context.Context, try int) error {
+	if try == 0 {
+		return nil
+	}
+	bound := time.Millisecond << min(try-1, 6)
+	t := time.NewTimer(rand.N(bound))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// busy is the answer when a write keeps losing races: 503, so the client retries later.
+func busy(what string) error {
+	return fmt.Errorf("subscribers: %s keeps changing: %w", what, store.ErrUnavailable)
+}
+
+// withCount runs write with the counter write that moves key's Count by delta (conditioned
+// on the count it read) and the count before. When another writer moved the counter first
+// (the counter write, first in the transaction, fails), it reads again and retries. This is
+// what makes a per-bot limit hold under concurrent creations.
+func (s *Service) withCount(ctx context.Context, key store.Key, delta int64, write func(count store.Write, before int64) error) error {
+	for try := range attempts {
+		if err := pause(ctx, try); err != nil {
+			return err
+		}
+		var count store.Write
+		var before int64
+		it, err := s.store.Get(ctx, key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			count = store.PutOp(store.Item{Key: key, Count: max(delta, 0), Revision: 1}, store.MustNotExist)
+		case err != nil:
+			return err
+		default:
+			before = it.Count
+			count = store.PutOp(store.Item{Key: key, Count: max(it.Count+delta, 0), Revision: it.Revision + 1}, store.RevisionIs(it.Revision))
+		}
+		err = write(count, before)
+		if failedAt(err) != 0 {
+			return err
+		}
+	}
+	return busy("counter " + key.SK)
+}
+
+// failedAt returns the index of the transaction write whose condition failed, or -1.
+func failedAt(err error) int {
+	var ce *store.ConditionError
+	if errors.As(err, &ce) {
+		return ce.Index
+	}
+	return -1
+}
+
+// queryAll reads every item of a small partition (labels, fields, markers).
+func (s *Service) queryAll(ctx context.Context, q store.Query) ([]store.Item, error) {
+	var out []store.Item
+	for {
+		page, err := s.store.Query(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Items...)
+		if page.Next == "" {
+			return out, nil
+		}
+		q.Cursor = page.Next
+	}
+}
+
+// nameRef is the document of a name-uniqueness item: the id holding the name.
+type nameRef struct {
+	ID string `json:"id"`
+}
+
+func (s *Service) nameHolder(ctx context.Context, key store.Key) (string, error) {
+	it, err := s.store.Get(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	ref, err := store.Decode[nameRef](it)
+	return ref.ID, err
+}
+
+func nameItem(key store.Key, id string) (store.Item, error) {
+	data, err := store.Encode(nameRef{ID: id})
+	return store.Item{Key: key, Data: data, Revision: 1}, err
+}
