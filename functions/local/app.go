@@ -45,6 +45,7 @@ func openApp(dataDir string, log *slog.Logger) (*app, error) {
 		Store:     st,
 		Audit:     audit.NewLog(st), // locally the trail is written straight to the store
 		CursorKey: keys.Derive("list-cursors-v1"),
+		Secrets:   keys,
 		Log:       log,
 		Now:       time.Now,
 	})

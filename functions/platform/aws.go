@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/botplatform/api/shared/reqlog"
+	"github.com/botplatform/api/shared/secrets"
+	kmssealer "github.com/botplatform/api/shared/secrets/kms"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -108,6 +110,15 @@ func (a *AWS) Audit() (audit.Publisher, error) {
 	return eventbridge.New(awseventbridge.NewFromConfig(a.aws), eventbridge.Config{BusName: a.cfg.AuditBus})
 }
 
+// Secrets is the KMS envelope sealer under SECRETS_KEY_ID, or nil when the Lambda has no
+// grant on the key (the variable is set only where infra grants it).
+func (a *AWS) Secrets() (secrets.Sealer, error) {
+	if a.cfg.SecretsKeyID == "" {
+		return nil, nil
+	}
+	return kmssealer.New(kms.NewFromConfig(a.aws), kmssealer.Config{KeyID: a.cfg.SecretsKeyID})
+}
+
 // JobsSender is the SQS sender to JOBS_QUEUE_URL.
 func (a *AWS) JobsSender() (queue.Sender, error) {
 	if a.cfg.JobsQueueURL == "" {
@@ -151,7 +162,11 @@ func FamilyHandler(ctx context.Context, name string, log *slog.Logger) (func(con
 	if err != nil {
 		return nil, err
 	}
-	env, err := NewEnv(Deps{Store: st, Audit: pub, CursorKey: key, Log: log, Now: time.Now, Requests: reqlog.NewLog(st)})
+	sealer, err := a.Secrets()
+	if err != nil {
+		return nil, err
+	}
+	env, err := NewEnv(Deps{Store: st, Audit: pub, CursorKey: key, Log: log, Now: time.Now, Requests: reqlog.NewLog(st), Secrets: sealer})
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/reqlog"
+	"github.com/botplatform/api/shared/secrets"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -44,6 +45,8 @@ type Env struct {
 	// Requests records requests against bots (nil: none); RequestLog lists them.
 	Requests   httpapi.RequestRecorder
 	RequestLog *reqlog.Log
+	// Secrets seals credentials at rest (provider tokens); nil where the process holds none.
+	Secrets secrets.Sealer
 	// Jobs starts background jobs; nil where the process runs none. Set it with RunJobsOn
 	// once the environment exists (job steps may use the environment).
 	Jobs jobs.Starter
@@ -71,6 +74,9 @@ type Deps struct {
 	// Requests records requests against bots (optional; nil keeps no request logs): a
 	// buffered writer locally, the synchronous reqlog.Log on Lambda.
 	Requests httpapi.RequestRecorder
+	// Secrets seals stored credentials (optional: only families that store some need it):
+	// the key file locally, KMS envelope encryption on AWS.
+	Secrets secrets.Sealer
 }
 
 // NewEnv builds the environment, refusing to start when a dependency is missing.
@@ -109,6 +115,7 @@ func NewEnv(d Deps) (*Env, error) {
 		Trail:      audit.NewLog(d.Store),
 		Cursors:    httpapi.NewCursors(d.CursorKey),
 		Requests:   d.Requests,
+		Secrets:    d.Secrets,
 		RequestLog: reqlog.NewLog(d.Store),
 	}, nil
 }

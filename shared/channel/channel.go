@@ -1,0 +1,193 @@
+// Package channel is the platform's contract with messaging providers: what a channel can
+// send (its capabilities), the provider-neutral outbound message, the normalized inbound
+// update, and the typed errors every adapter maps its provider's failures to. One package
+// per provider (telegram, whatsapp, vk) implements Adapter with a real HTTP client whose base
+// URL is configurable, so tests run against fake servers that speak the same wire format.
+package channel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Kind is a channel type.
+type Kind string
+
+// The channel types of the specification.
+const (
+	// Telegram is the messenger with a bot interface (Telegram Bot API).
+	Telegram Kind = "telegram"
+	// WhatsApp is the template-based messenger (WhatsApp Business Cloud API).
+	WhatsApp Kind = "whatsapp"
+	// VK is the social-network messenger (VK community messages: Callback API, messages.send).
+	VK Kind = "vk"
+)
+
+// Kinds lists every channel type.
+func Kinds() []Kind { return []Kind{Telegram, WhatsApp, VK} }
+
+// Capabilities is what a channel type can do; adapters declare their own, and
+// GET /api/channels/capabilities is built from these declarations.
+type Capabilities struct {
+	Kind Kind `json:"type"`
+	// ConnectableOverREST: WhatsApp and VK connect through the API; Telegram through the admin CLI.
+	ConnectableOverREST bool `json:"connectable_over_rest"`
+	// MessageKinds the channel can send: text, media, buttons, quick_replies, template.
+	MessageKinds []string `json:"message_kinds"`
+	// Media lists each sendable media type with its size limit and accepted MIME types.
+	Media []MediaLimit `json:"media"`
+	// MaxTextLength is the longest text message, in characters.
+	MaxTextLength int `json:"max_text_length"`
+	// MaxCaptionLength is the longest media caption, in characters.
+	MaxCaptionLength int `json:"max_caption_length"`
+	// Buttons bounds interactive buttons.
+	Buttons ButtonLimits `json:"buttons"`
+	// SessionWindow is how long after the subscriber's last message free-form messages may be
+	// sent (WhatsApp: 24 h); zero means no window.
+	SessionWindowSeconds int `json:"session_window_seconds"`
+	// TemplateOutsideWindow: outside the window only approved templates may be sent.
+	TemplateOutsideWindow bool `json:"template_outside_window"`
+	// RateLimit is the provider's documented sending limit, as text for humans.
+	RateLimit string `json:"rate_limit"`
+	// MessagesPerSecond is the rate the platform holds sends of one channel to.
+	MessagesPerSecond float64 `json:"messages_per_second"`
+}
+
+// MediaLimit bounds one media type.
+type MediaLimit struct {
+	Type      MediaType `json:"type"`
+	MaxBytes  int64     `json:"max_bytes"`
+	MimeTypes []string  `json:"mime_types"`
+}
+
+// ButtonLimits bounds the buttons of one message.
+type ButtonLimits struct {
+	Max            int  `json:"max"`
+	MaxTitleLength int  `json:"max_title_length"`
+	URLButtons     bool `json:"url_buttons"`
+}
+
+// MediaType is a kind of media.
+type MediaType string
+
+// The media types.
+const (
+	Image    MediaType = "image"
+	Video    MediaType = "video"
+	Audio    MediaType = "audio"
+	Document MediaType = "document"
+)
+
+// Message is one outbound message, provider-neutral. Exactly one of Text (optionally with
+// Buttons), Media, or Template is the body.
+type Message struct {
+	Text     string    `json:"text,omitempty"`
+	Media    *Media    `json:"media,omitempty"`
+	Buttons  []Button  `json:"buttons,omitempty"`
+	Template *Template `json:"template,omitempty"`
+}
+
+// Media is an image, video, audio or document by URL.
+type Media struct {
+	Type    MediaType `json:"type"`
+	URL     string    `json:"url"`
+	Caption string    `json:"caption,omitempty"`
+}
+
+// Button is a reply button (Payload comes back as an inbound update) or a link (URL).
+type Button struct {
+	Title   string `json:"title"`
+	Payload string `json:"payload,omitempty"`
+	URL     string `json:"url,omitempty"`
+}
+
+// Template is an approved WhatsApp message template with its body parameters.
+type Template struct {
+	Name     string   `json:"name"`
+	Language string   `json:"language"`
+	Params   []string `json:"params,omitempty"`
+}
+
+// Inbound is one normalized update from a provider: a message or a button press.
+type Inbound struct {
+	// UpdateID is the provider's id of the update; with the channel it identifies the update
+	// for de-duplication (providers retry deliveries).
+	UpdateID string `json:"update_id"`
+	// UserID is the sender's id on the channel (the subscriber's external id).
+	UserID    string `json:"user_id"`
+	FirstName string `json:"first_name,omitempty"`
+	LastName  string `json:"last_name,omitempty"`
+	Locale    string `json:"locale,omitempty"`
+	// Text is the message text; Payload the pressed button's payload (one of them is set).
+	Text    string    `json:"text,omitempty"`
+	Payload string    `json:"payload,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// Connection is what an adapter needs to act for one connected channel: its public
+// settings and its decrypted credentials, both provider-specific JSON documents.
+type Connection struct {
+	ChannelID   string
+	BotID       string
+	Settings    json.RawMessage
+	Credentials json.RawMessage
+}
+
+// Adapter is one provider.
+type Adapter interface {
+	// Kind is the channel type it serves.
+	Kind() Kind
+	// Capabilities declares what the channel can do.
+	Capabilities() Capabilities
+	// Send delivers m to the user and returns the provider's message id.
+	Send(ctx context.Context, conn Connection, userID string, m Message) (string, error)
+	// Verify checks that an inbound webhook request really comes from the provider for conn
+	// (a secret header, a signature over the body); body is the request body already read.
+	Verify(r *http.Request, body []byte, conn Connection) error
+	// Parse turns a verified webhook body into updates (none for events the runtime ignores).
+	Parse(body []byte) ([]Inbound, error)
+}
+
+// Errors adapters map provider failures to, so the runtime decides retries without knowing
+// the provider. Match them with errors.Is; *Error carries the details.
+var (
+	// ErrRateLimited: the provider throttled; retry after Error.RetryAfter.
+	ErrRateLimited = errors.New("channel: rate limited")
+	// ErrBlocked: the user blocked the bot or cannot receive messages; do not retry.
+	ErrBlocked = errors.New("channel: blocked by the user")
+	// ErrInvalidCredentials: the channel's token or key is wrong or revoked; do not retry.
+	ErrInvalidCredentials = errors.New("channel: invalid credentials")
+	// ErrOutsideWindow: a free-form message outside the session window (use a template).
+	ErrOutsideWindow = errors.New("channel: outside the session window")
+	// ErrRejected: the provider refused the message as invalid; do not retry.
+	ErrRejected = errors.New("channel: message rejected")
+	// ErrUnavailable: a transient failure (5xx, timeout, connection); retry with backoff.
+	ErrUnavailable = errors.New("channel: provider unavailable")
+	// ErrUnauthenticWebhook: an inbound request failed Verify.
+	ErrUnauthenticWebhook = errors.New("channel: webhook failed verification")
+)
+
+// Error is a provider failure mapped to one of the Err* kinds.
+type Error struct {
+	Kind       error
+	Provider   Kind
+	Code       string // the provider's error code, for logs and traces
+	Message    string // the provider's description, never containing credentials
+	RetryAfter time.Duration
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s: %v: %s %s", e.Provider, e.Kind, e.Code, e.Message)
+}
+
+// Is makes errors.Is(err, ErrRateLimited) and the like work.
+func (e *Error) Is(target error) bool { return e.Kind == target }
+
+// Retryable reports whether a send that failed with err may be retried later.
+func Retryable(err error) bool {
+	return errors.Is(err, ErrRateLimited) || errors.Is(err, ErrUnavailable)
+}
