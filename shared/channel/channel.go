@@ -135,7 +135,46 @@ type Connection struct {
 	BotID       string
 	Settings    json.RawMessage
 	Credentials json.RawMessage
+	// WebhookSecret is the secret the provider presents on deliveries (see ConnectRequest).
+	WebhookSecret string
 }
+
+// ConnectRequest asks an adapter to connect a channel.
+type ConnectRequest struct {
+	ChannelID string
+	// Credentials is what Adapter.Credentials returned, filled from the client's request and
+	// already validated (strict decoding and its Validate method).
+	Credentials any
+	// WebhookURL is where the provider must deliver updates for this channel, when the
+	// deployment has a public URL ("" otherwise: then nothing is registered with the provider).
+	WebhookURL string
+	// WebhookSecret is a fresh random secret the provider must present on each delivery,
+	// where the provider supports one (Telegram's secret token, VK's secret key).
+	WebhookSecret string
+}
+
+// ConnectResult is what an adapter keeps of a connected channel.
+type ConnectResult struct {
+	// Settings are the channel's public facts (bot username, phone number id, group id),
+	// shown in the API and used for lookups; never secrets.
+	Settings json.RawMessage
+	// Credentials are what sending needs later; stored sealed, never shown.
+	Credentials json.RawMessage
+	// DisplayName names the channel for humans (the bot's @username, the phone number).
+	DisplayName string
+	// LookupKey identifies the channel among all of the provider's when its webhook URL
+	// cannot (WhatsApp: the phone number id); unique per type across the deployment.
+	LookupKey string
+}
+
+// CredentialsError is a credentials value the adapter refuses before asking the provider
+// (a missing or malformed member); Field is its name within the credentials object.
+type CredentialsError struct {
+	Field   string
+	Message string
+}
+
+func (e *CredentialsError) Error() string { return "channel: credentials." + e.Field + ": " + e.Message }
 
 // Adapter is one provider.
 type Adapter interface {
@@ -143,6 +182,12 @@ type Adapter interface {
 	Kind() Kind
 	// Capabilities declares what the channel can do.
 	Capabilities() Capabilities
+	// Credentials returns a pointer to a new, empty credentials value of the provider, for the
+	// connect request to be decoded into (strictly; it may implement a Validate method).
+	Credentials() any
+	// Connect checks the credentials against the provider (a 401 there is
+	// ErrInvalidCredentials) and registers the webhook where the provider allows it.
+	Connect(ctx context.Context, req ConnectRequest) (ConnectResult, error)
 	// Send delivers m to the user and returns the provider's message id.
 	Send(ctx context.Context, conn Connection, userID string, m Message) (string, error)
 	// Verify checks that an inbound webhook request really comes from the provider for conn

@@ -36,13 +36,20 @@ func Decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if err != nil {
 		return decodeError(err)
 	}
-	if err := checkMembers(body, reflect.TypeOf(v)); err != nil {
+	return DecodeJSON(body, v, "")
+}
+
+// DecodeJSON is Decode for a document already read, such as a member kept as
+// json.RawMessage whose shape depends on another member (a channel's credentials depend on
+// its type). Field paths in errors start with path ("credentials.token").
+func DecodeJSON(body []byte, v any, path string) error {
+	if err := checkMembers(body, reflect.TypeOf(v), path); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
+		return prefixField(decodeError(err), path)
 	}
 	// A second Decode must hit EOF: Decoder.More misses `{"a":1}}`.
 	if err := dec.Decode(&struct{}{}); err != io.EOF {
@@ -52,6 +59,20 @@ func Decode(w http.ResponseWriter, r *http.Request, v any) error {
 		return val.Validate()
 	}
 	return nil
+}
+
+// prefixField puts path in front of the field an error names.
+func prefixField(err error, path string) error {
+	var e *Error
+	if path == "" || !errors.As(err, &e) {
+		return err
+	}
+	if f, ok := e.Extensions["field"].(string); ok {
+		full := joinPath(path, f)
+		e.Detail = strings.Replace(e.Detail, strconv.Quote(f), strconv.Quote(full), 1)
+		e.Extensions["field"] = full
+	}
+	return e
 }
 
 func decodeError(err error) error {
@@ -97,10 +118,10 @@ var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 // case-insensitively ("Name" for "name"), a member given twice (encoding/json keeps the last
 // silently), and an unknown member, which it names by its path ("settings.colour") where
 // encoding/json names only the key.
-func checkMembers(body []byte, t reflect.Type) error {
+func checkMembers(body []byte, t reflect.Type, path string) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	if err := walkMembers(dec, t, ""); err != nil && err != errStop {
+	if err := walkMembers(dec, t, path); err != nil && err != errStop {
 		return err
 	}
 	return nil

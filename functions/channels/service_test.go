@@ -1,0 +1,151 @@
+package channels
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/secrets/keyfile"
+	"github.com/botplatform/api/shared/store/sqlite"
+)
+
+// fakeAdapter is a provider that accepts the key "good" and refuses others.
+type fakeAdapter struct {
+	kind     channel.Kind
+	lookup   string
+	down     bool
+	requests []channel.ConnectRequest
+}
+
+type fakeCreds struct {
+	Key string `json:"key"`
+}
+
+func (f *fakeAdapter) Kind() channel.Kind { return f.kind }
+func (f *fakeAdapter) Capabilities() channel.Capabilities {
+	return channel.Capabilities{Kind: f.kind, ConnectableOverREST: true}
+}
+func (f *fakeAdapter) Credentials() any { return &fakeCreds{} }
+func (f *fakeAdapter) Connect(_ context.Context, req channel.ConnectRequest) (channel.ConnectResult, error) {
+	f.requests = append(f.requests, req)
+	c := req.Credentials.(*fakeCreds)
+	switch {
+	case f.down:
+		return channel.ConnectResult{}, &channel.Error{Kind: channel.ErrUnavailable, Provider: f.kind}
+	case c.Key == "":
+		return channel.ConnectResult{}, &channel.CredentialsError{Field: "key", Message: "is required"}
+	case c.Key != "good":
+		return channel.ConnectResult{}, &channel.Error{Kind: channel.ErrInvalidCredentials, Provider: f.kind, Code: "401"}
+	}
+	return channel.ConnectResult{Settings: json.RawMessage(`{"handle":"@demo"}`), Credentials: json.RawMessage(`{"key":"good"}`),
+		DisplayName: "@demo", LookupKey: f.lookup}, nil
+}
+func (f *fakeAdapter) Send(context.Context, channel.Connection, string, channel.Message) (string, error) {
+	return "", nil
+}
+func (f *fakeAdapter) Verify(*http.Request, []byte, channel.Connection) error { return nil }
+func (f *fakeAdapter) Parse([]byte) ([]channel.Inbound, error)              { return nil, nil }
+
+func newService(t *testing.T, publicURL string, adapters ...channel.Adapter) *Service {
+	t.Helper()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	key, err := keyfile.New(make([]byte, 32))
+	require.NoError(t, err)
+	return NewService(st, key, adapters, func() time.Time { return time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC) }, publicURL)
+}
+
+func problemCode(err error) string {
+	var e *httpapi.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+func TestConnectStoresSealedAndResolves(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	wa := &fakeAdapter{kind: channel.WhatsApp, lookup: "phone-1"}
+	s := newService(t, "https://api.example.com/", wa)
+
+	c, err := s.Connect(ctx, "acct_a", "bot_a", channel.WhatsApp, "", &fakeCreds{Key: "good"})
+	require.NoError(t, err)
+	assert.Equal(t, "@demo", c.Name)
+	assert.Equal(t, "https://api.example.com/webhooks/whatsapp", c.WebhookURL)
+	require.Len(t, wa.requests, 1)
+	assert.Len(t, wa.requests[0].WebhookSecret, 43, "a fresh 256-bit secret")
+
+	// The stored record holds no credential in the clear.
+	it, err := s.store.Get(ctx, recordKey(c.ID))
+	require.NoError(t, err)
+	assert.NotContains(t, string(it.Data), `"good"`)
+	assert.NotContains(t, string(it.Data), wa.requests[0].WebhookSecret)
+
+	for name, resolve := range map[string]func() (Resolved, error){
+		"by id":   func() (Resolved, error) { return s.Resolve(ctx, c.ID) },
+		"by key":  func() (Resolved, error) { return s.ResolveKey(ctx, channel.WhatsApp, "phone-1") },
+		"by type": func() (Resolved, error) { return s.ResolveBot(ctx, "bot_a", channel.WhatsApp) },
+	} {
+		r, err := resolve()
+		require.NoError(t, err, name)
+		assert.JSONEq(t, `{"key":"good"}`, string(r.Conn.Credentials), name)
+		assert.Equal(t, wa.requests[0].WebhookSecret, r.WebhookSecret, name)
+		assert.Equal(t, "acct_a", r.AccountID, name)
+	}
+
+	list, next, err := s.List(ctx, "bot_a", 10, "")
+	require.NoError(t, err)
+	assert.Empty(t, next)
+	require.Len(t, list, 1)
+	assert.Equal(t, c.ID, list[0].ID)
+
+	// One channel per type per bot; one bot per provider account.
+	_, err = s.Connect(ctx, "acct_a", "bot_a", channel.WhatsApp, "", &fakeCreds{Key: "good"})
+	assert.Equal(t, "channel_exists", problemCode(err))
+	_, err = s.Connect(ctx, "acct_b", "bot_b", channel.WhatsApp, "", &fakeCreds{Key: "good"})
+	assert.Equal(t, "channel_in_use", problemCode(err))
+
+	// Another bot cannot see or disconnect it; its own bot can.
+	_, err = s.Get(ctx, "bot_b", c.ID)
+	assert.Equal(t, "not_found", problemCode(err))
+	assert.Equal(t, "not_found", problemCode(s.Disconnect(ctx, "bot_b", c.ID)))
+	require.NoError(t, s.Disconnect(ctx, "bot_a", c.ID))
+	_, err = s.Resolve(ctx, c.ID)
+	assert.Equal(t, "not_found", problemCode(err))
+	_, err = s.ResolveKey(ctx, channel.WhatsApp, "phone-1")
+	assert.Equal(t, "not_found", problemCode(err))
+	// Once disconnected, the number can be connected again (to any bot).
+	_, err = s.Connect(ctx, "acct_b", "bot_b", channel.WhatsApp, "", &fakeCreds{Key: "good"})
+	require.NoError(t, err)
+}
+
+func TestConnectRefusals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	vk := &fakeAdapter{kind: channel.VK}
+	s := newService(t, "", vk)
+	_, err := s.Connect(ctx, "acct_a", "bot_a", channel.VK, "", &fakeCreds{Key: "bad"})
+	assert.Equal(t, "credentials_rejected", problemCode(err))
+	_, err = s.Connect(ctx, "acct_a", "bot_a", channel.VK, "", &fakeCreds{})
+	assert.Equal(t, "validation_failed", problemCode(err))
+	vk.down = true
+	_, err = s.Connect(ctx, "acct_a", "bot_a", channel.VK, "", &fakeCreds{Key: "good"})
+	assert.Equal(t, "provider_unavailable", problemCode(err))
+	assert.Empty(t, vk.requests[0].WebhookURL, "no public URL: nothing registered with the provider")
+	_, err = s.Connect(ctx, "acct_a", "bot_a", channel.Telegram, "", &fakeCreds{Key: "good"})
+	assert.ErrorIs(t, err, ErrUnknownType)
+	list, _, err := s.List(ctx, "bot_a", 10, "")
+	require.NoError(t, err)
+	assert.Empty(t, list, "nothing stored by a refused connect")
+}
