@@ -53,7 +53,7 @@ func (f *fakeAdapter) Send(context.Context, channel.Connection, string, channel.
 	return "", nil
 }
 func (f *fakeAdapter) Verify(*http.Request, []byte, channel.Connection) error { return nil }
-func (f *fakeAdapter) Parse([]byte) ([]channel.Inbound, error)              { return nil, nil }
+func (f *fakeAdapter) Parse([]byte) ([]channel.Inbound, error)                { return nil, nil }
 
 func newService(t *testing.T, publicURL string, adapters ...channel.Adapter) *Service {
 	t.Helper()

@@ -174,7 +174,9 @@ type CredentialsError struct {
 	Message string
 }
 
-func (e *CredentialsError) Error() string { return "channel: credentials." + e.Field + ": " + e.Message }
+func (e *CredentialsError) Error() string {
+	return "channel: credentials." + e.Field + ": " + e.Message
+}
 
 // Adapter is one provider.
 type Adapter interface {
