@@ -12,7 +12,6 @@ import (
 	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/jobs"
-	"github.com/botplatform/api/shared/queue"
 	localqueue "github.com/botplatform/api/shared/queue/local"
 	"github.com/botplatform/api/shared/secrets/keyfile"
 	"github.com/botplatform/api/shared/store/sqlite"
@@ -64,9 +63,7 @@ func openApp(dataDir string, log *slog.Logger) (*app, error) {
 // runJobs starts the job workers; the returned function stops them, waiting for running
 // steps until ctx ends.
 func (a *app) runJobs() (stop func(ctx context.Context) error, err error) {
-	mux := queue.NewMux()
-	a.runner.Register(mux)
-	if err := a.jobs.Start(mux); err != nil {
+	if err := a.jobs.Start(a.QueueMux(a.runner)); err != nil {
 		return nil, err
 	}
 	return a.jobs.Stop, nil

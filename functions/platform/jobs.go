@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/botplatform/api/shared/jobs"
-	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/queue/sqs"
 )
 
@@ -78,9 +77,7 @@ func JobsLambda(ctx context.Context, log *slog.Logger, now func() time.Time) (fu
 		return nil, err
 	}
 	runner := env.RunJobsOn(sender)
-	mux := queue.NewMux()
-	runner.Register(mux)
-	consumer, err := sqs.NewConsumer(sqs.ConsumerConfig{Handler: mux, Client: a.SQS(), Log: log})
+	consumer, err := sqs.NewConsumer(sqs.ConsumerConfig{Handler: env.QueueMux(runner), Client: a.SQS(), Log: log})
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/botplatform/api/functions/auditlog"
 	"github.com/botplatform/api/functions/bots"
+	"github.com/botplatform/api/functions/channels"
 	"github.com/botplatform/api/functions/collections"
 	"github.com/botplatform/api/functions/pats"
 	"github.com/botplatform/api/functions/public"
@@ -24,6 +25,7 @@ import (
 	"github.com/botplatform/api/functions/subscribers"
 	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/auth"
+	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/queue"
@@ -47,6 +49,10 @@ type Env struct {
 	RequestLog *reqlog.Log
 	// Secrets seals credentials at rest (provider tokens); nil where the process holds none.
 	Secrets secrets.Sealer
+	// Channels stores and resolves connected channels; nil without Secrets.
+	Channels *channels.Service
+	// Queue sends work-queue messages (the local queue, SQS on AWS); nil where none.
+	Queue queue.Sender
 	// Jobs starts background jobs; nil where the process runs none. Set it with RunJobsOn
 	// once the environment exists (job steps may use the environment).
 	Jobs jobs.Starter
@@ -56,7 +62,7 @@ type Env struct {
 // Register adds the step handler to the consumer of q.
 func (e *Env) RunJobsOn(q queue.Sender) *jobs.QueueRunner {
 	r := jobs.NewQueueRunner(q, JobRegistry(e))
-	e.Jobs = r
+	e.Jobs, e.Queue = r, q
 	return r
 }
 
@@ -77,6 +83,11 @@ type Deps struct {
 	// Secrets seals stored credentials (optional: only families that store some need it):
 	// the key file locally, KMS envelope encryption on AWS.
 	Secrets secrets.Sealer
+	// Adapters are the messaging providers this deployment speaks to.
+	Adapters []channel.Adapter
+	// PublicURL is the deployment's public base URL, where providers deliver webhooks ("" when
+	// it has none: nothing is registered with providers).
+	PublicURL string
 }
 
 // NewEnv builds the environment, refusing to start when a dependency is missing.
@@ -105,7 +116,12 @@ func NewEnv(d Deps) (*Env, error) {
 		opts = append(opts, auth.WithCacheTTL(*d.AuthCacheTTL))
 	}
 	a := auth.NewService(d.Store, d.Now, d.Log, opts...)
+	var chans *channels.Service
+	if d.Secrets != nil {
+		chans = channels.NewService(d.Store, d.Secrets, d.Adapters, d.Now, d.PublicURL)
+	}
 	return &Env{
+		Channels:   chans,
 		Store:      d.Store,
 		Now:        d.Now,
 		Log:        d.Log,
@@ -126,6 +142,22 @@ type Family struct {
 	Name     string
 	Register func(mux *httpapi.Mux, env *Env)
 	Jobs     func(reg *jobs.Registry, env *Env)
+	// Queue registers the family's handlers of work-queue messages (the conversation
+	// runtime's inbound updates, for one): run by the local process's workers and by the
+	// jobs Lambda.
+	Queue func(mux *queue.Mux, env *Env)
+}
+
+// QueueMux returns the handlers of every queue message type: job steps and each family's own.
+func (e *Env) QueueMux(runner *jobs.QueueRunner) *queue.Mux {
+	mux := queue.NewMux()
+	runner.Register(mux)
+	for _, f := range Families() {
+		if f.Queue != nil {
+			f.Queue(mux, e)
+		}
+	}
+	return mux
 }
 
 // JobRegistry collects the job kinds of every family; the local process and the jobs Lambda
