@@ -101,6 +101,20 @@ func start(t *testing.T) *server {
 // startIn is start on a given data directory (to restart over existing data).
 func startIn(t *testing.T, dataDir string) *server {
 	t.Helper()
+	return startWith(t, dataDir)
+}
+
+// startWith is startIn with more serve flags; a repeated flag overrides the default
+// (`--addr 127.0.0.1:PORT`).
+func startWith(t *testing.T, dataDir string, args ...string) *server {
+	t.Helper()
+	return startWithEnv(t, dataDir, nil, args...)
+}
+
+// startWithEnv is startWith with more environment variables ("NAME=value"), for the
+// settings that are secrets and so are never flags (WHATSAPP_APP_SECRET).
+func startWithEnv(t *testing.T, dataDir string, env []string, args ...string) *server {
+	t.Helper()
 	s := &server{
 		t:       t,
 		dataDir: dataDir,
@@ -110,7 +124,10 @@ func startIn(t *testing.T, dataDir string) *server {
 		client:  &http.Client{Timeout: 30 * time.Second},
 		secrets: map[string]int{},
 	}
-	s.cmd = exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--data", s.dataDir, "--log-format", "json")
+	s.cmd = exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0", "--data", s.dataDir, "--log-format", "json"}, args...)...)
+	if env != nil {
+		s.cmd.Env = append(os.Environ(), env...)
+	}
 	s.cmd.Stdout, s.cmd.Stderr = s.stdout, s.stderr
 	require.NoError(t, s.cmd.Start())
 	go func() { s.exited <- s.cmd.Wait() }()

@@ -15,6 +15,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	fakewhatsapp "github.com/botplatform/api/tests/fakes/whatsapp"
 )
 
 var curlRe = regexp.MustCompile(`curl -H "Authorization: Bearer (mbp_\w+)" (http://\S+)`)
@@ -147,9 +149,11 @@ func TestRequestLogsAndIDs(t *testing.T) {
 }
 
 // Every documented create operation's example succeeds as sent to a fresh process's demo bot.
+// The process talks to a fake WhatsApp, whose account is the one the channel example connects.
 func TestOpenAPIExamplesSucceed(t *testing.T) {
 	t.Parallel()
-	s := start(t)
+	wa := fakewhatsapp.New(t)
+	s := startWith(t, t.TempDir(), "--whatsapp-base-url", wa.URL(), "--whatsapp-app-id", fakewhatsapp.AppID)
 	r := s.get("", "/openapi.yaml")
 	require.Equal(t, http.StatusOK, r.Status)
 	doc, err := openapi3.NewLoader().LoadFromData(r.Body)

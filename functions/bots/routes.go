@@ -112,6 +112,7 @@ func (h *Handlers) delete(w http.ResponseWriter, r *http.Request) error {
 	if err := h.svc.Delete(r.Context(), httpapi.Caller(r).AccountID, r.PathValue("botID"), expected); err != nil {
 		return err
 	}
+	httpapi.BotDeleted(r.Context()) // its request log is being erased: add nothing to it
 	return httpapi.NoContent(w)
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"sync"
@@ -13,6 +14,8 @@ import (
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -22,6 +25,36 @@ type Service struct {
 	auth    *auth.Service
 	now     func() time.Time
 	decoded *decodeCache
+	// dependents are deleted in the bot's own deletion transaction (see WithDependents).
+	dependents []Dependents
+	// jobs starts the purge of a deleted bot's data; log reports what cannot be purged.
+	jobs jobs.Starter
+	log  *slog.Logger
+}
+
+// Dependents returns what deleting bot must delete in the same transaction, because it must
+// not outlive the bot for a moment (its channels, which would otherwise accept webhooks
+// until the purge reaches them), and a function to run once that transaction committed.
+type Dependents func(ctx context.Context, bot string) (writes []store.Write, committed func(context.Context), err error)
+
+// WithDependents returns a copy of s whose Delete also deletes what d returns. The whole
+// transaction must fit store.MaxTransactWrites: 1 + 51 for the bot and its most tokens
+// leaves the rest for dependents, which must stay few (a bot has one channel per type).
+func (s *Service) WithDependents(d ...Dependents) *Service {
+	c := *s
+	c.dependents = append(slices.Clip(c.dependents), d...)
+	return &c
+}
+
+// WithPurge returns a copy of s whose Delete starts, once the deletion has committed, the
+// erasure of everything else the bot owns (job purge.Job, docs/purge.md) on j: a first pass
+// at once and a second one purge.SweepDelay later when j can delay a start. With a nil j (a
+// process that runs no jobs) the deletion is logged as not purged. log receives what could
+// not be started.
+func (s *Service) WithPurge(j jobs.Starter, log *slog.Logger) *Service {
+	c := *s
+	c.jobs, c.log = j, log
+	return &c
 }
 
 // NewService returns a Service. auth issues and revokes the bots' API tokens.
@@ -182,35 +215,89 @@ func (s *Service) conflict(ctx context.Context, account, id string) error {
 	return httpapi.StaleRevision(cur.Revision)
 }
 
-// Delete removes a bot and, in the same transaction, every API token of it. With expected
-// set, the bot is deleted only at that revision.
+// Delete removes a bot and, in the same transaction, every API token of it and its
+// dependents (WithDependents). With expected set, the bot is deleted only at that revision.
+// Once it has committed, the purge of the rest of the bot's data starts (WithPurge).
 func (s *Service) Delete(ctx context.Context, account, id string, expected *int64) error {
 	cond := store.MustExist
 	if expected != nil {
 		cond = store.RevisionIs(*expected)
 	}
-	// A token issued or revoked meanwhile fails the first token write (the token counter):
-	// list the tokens again, so that none outlives the bot.
+	// A token issued or revoked meanwhile fails the first token write (the token counter),
+	// a dependent changed meanwhile fails its own condition: list them again, so that none
+	// outlives the bot.
 	for range deleteAttempts {
 		tokenWrites, forget, err := s.auth.BotTokenDeletes(ctx, account, id)
 		if err != nil {
 			return err
 		}
 		writes := append([]store.Write{store.DeleteOp(botKey(account, id), cond)}, tokenWrites...)
+		var after []func(context.Context)
+		for _, d := range s.dependents {
+			ws, committed, err := d(ctx, id)
+			if err != nil {
+				return fmt.Errorf("delete bot: %w", err)
+			}
+			writes = append(writes, ws...)
+			if committed != nil {
+				after = append(after, committed)
+			}
+		}
 		err = s.store.Transact(ctx, writes)
 		var ce *store.ConditionError
 		switch {
 		case errors.As(err, &ce) && ce.Index == 0:
 			return s.conflict(ctx, account, id)
-		case errors.As(err, &ce) && ce.Index == 1:
+		case errors.As(err, &ce):
 			continue
 		case err != nil:
 			return fmt.Errorf("delete bot: %w", err)
 		}
 		forget()
+		s.startPurge(ctx, account, id)
+		for _, f := range after {
+			f(ctx)
+		}
 		return nil
 	}
-	return fmt.Errorf("delete bot: its tokens keep changing: %w", store.ErrUnavailable)
+	return fmt.Errorf("delete bot: its tokens or dependents keep changing: %w", store.ErrUnavailable)
+}
+
+// delayedStarter is a jobs.Starter that can also delay a job's start (jobs.QueueRunner).
+type delayedStarter interface {
+	StartAfter(ctx context.Context, delay time.Duration, kind string, payload any) error
+}
+
+// startPurge starts the erasure of a deleted bot's data. The deletion has committed and is
+// the client's answer whatever happens here: a purge that cannot start is logged as an
+// error (with what an operator needs to start it by hand, docs/purge.md), not returned.
+func (s *Service) startPurge(ctx context.Context, account, bot string) {
+	// A client that hangs up now must not cancel what its deletion owes.
+	ctx = context.WithoutCancel(ctx)
+	p := purge.Payload{AccountID: account, BotID: bot}
+	if s.jobs == nil {
+		s.logError(ctx, "deleted bot's data not purged: this process runs no jobs", p, nil)
+		return
+	}
+	if err := s.jobs.Start(ctx, purge.Job, p); err != nil {
+		s.logError(ctx, "deleted bot's purge not started", p, err)
+	}
+	if d, ok := s.jobs.(delayedStarter); ok {
+		if err := d.StartAfter(ctx, purge.SweepDelay, purge.Job, p); err != nil {
+			s.logError(ctx, "deleted bot's second purge pass not scheduled", p, err)
+		}
+	}
+}
+
+func (s *Service) logError(ctx context.Context, msg string, p purge.Payload, err error) {
+	if s.log == nil {
+		return
+	}
+	args := []any{"job", purge.Job, "account_id", p.AccountID, "bot_id", p.BotID, "request_id", httpapi.RequestID(ctx)}
+	if err != nil {
+		args = append(args, "error", err)
+	}
+	s.log.ErrorContext(ctx, msg, args...)
 }
 
 // deleteAttempts bounds Delete's retries when tokens are issued or revoked concurrently.

@@ -19,13 +19,40 @@ type Handlers struct {
 }
 
 // Routes registers the channel routes (spec 4.1: scopes bots:read / bots:write, no channel
-// scope). Connecting and disconnecting change the bot's configuration: the Reactions right.
+// scope). Connecting and disconnecting channels and changing templates change the bot's
+// configuration: the Reactions right. A nil svc (a process that holds no key to seal
+// credentials with) serves every route as 503 channels_unavailable rather than not at all.
 func Routes(mux *httpapi.Mux, svc *Service, cursors *httpapi.Cursors) {
 	h := &Handlers{svc: svc, cursors: cursors}
-	mux.Handle("GET /api/channels/capabilities", httpapi.NeedPAT("bots:read"), h.capabilities)
-	mux.Handle("GET /api/bots/{botID}/channels", httpapi.Need("bots:read"), h.list)
-	mux.Handle("POST /api/bots/{botID}/channels", httpapi.Need("bots:write", auth.RightReactions), h.connect)
-	mux.Handle("DELETE /api/bots/{botID}/channels/{channelID}", httpapi.Need("bots:write", auth.RightReactions), h.disconnect)
+	write := httpapi.Need("bots:write", auth.RightReactions)
+	for _, rt := range []struct {
+		pattern string
+		access  httpapi.Access
+		handler httpapi.HandlerFunc
+	}{
+		{"GET /api/channels/capabilities", httpapi.NeedPAT("bots:read"), h.capabilities},
+		{"GET /api/bots/{botID}/channels", httpapi.Need("bots:read"), h.list},
+		{"POST /api/bots/{botID}/channels", write, h.connect},
+		{"DELETE /api/bots/{botID}/channels/{channelID}", write, h.disconnect},
+		{"GET /api/bots/{botID}/channels/{channelID}/templates", httpapi.Need("bots:read"), h.listTemplates},
+		{"POST /api/bots/{botID}/channels/{channelID}/templates", write, h.createTemplate},
+		{"POST /api/bots/{botID}/channels/{channelID}/templates/sync", write, h.syncTemplates},
+		{"POST /api/bots/{botID}/channels/{channelID}/templates/media", write, h.uploadMedia},
+		{"PUT /api/bots/{botID}/channels/{channelID}/templates/{templateID}", write, h.editTemplate},
+		{"DELETE /api/bots/{botID}/channels/{channelID}/templates/{templateID}", write, h.deleteTemplate},
+	} {
+		handler := rt.handler
+		if svc == nil {
+			handler = unavailable
+		}
+		mux.Handle(rt.pattern, rt.access, handler)
+	}
+}
+
+// unavailable answers every channel route of a process without a secrets key.
+func unavailable(http.ResponseWriter, *http.Request) error {
+	return httpapi.E(httpapi.KindUnavailable, "channels_unavailable",
+		"this deployment holds no key to seal channel credentials with (SECRETS_KEY_ID); channels cannot be used")
 }
 
 // capabilities answers the matrix built from the adapters' own declarations.
@@ -86,7 +113,7 @@ func (h *Handlers) connect(w http.ResponseWriter, r *http.Request) error {
 	}
 	creds := a.Credentials()
 	if err := httpapi.DecodeJSON(req.Credentials, creds, "credentials"); err != nil {
-		return err
+		return credentialsProblems(err)
 	}
 	c, err := h.svc.Connect(r.Context(), httpapi.Caller(r).AccountID, r.PathValue("botID"), req.Type, req.Name, creds)
 	if errors.Is(err, ErrUnknownType) {
@@ -97,6 +124,32 @@ func (h *Handlers) connect(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Location", "/api/bots/"+c.BotID+"/channels/"+c.ID)
 	return httpapi.WriteJSON(w, http.StatusCreated, c)
+}
+
+// credentialsProblems turns the credential errors a credentials value's Validate returns
+// (one, or several joined) into one 400 validation_failed listing them; other errors (of
+// decoding) pass through.
+func credentialsProblems(err error) error {
+	var p httpapi.Problems
+	var walk func(error) bool
+	walk = func(err error) bool {
+		if ce, ok := err.(*channel.CredentialsError); ok {
+			p.Add("credentials."+ce.Field, "%s", ce.Message)
+			return true
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			all := true
+			for _, e := range j.Unwrap() {
+				all = walk(e) && all
+			}
+			return all
+		}
+		return false
+	}
+	if walk(err) && len(p) > 0 {
+		return p.Err()
+	}
+	return err
 }
 
 func (h *Handlers) disconnect(w http.ResponseWriter, r *http.Request) error {

@@ -98,6 +98,13 @@ func (s *Service) Connect(ctx context.Context, account, bot string, k channel.Ki
 	if err != nil {
 		return Channel{}, providerProblem(err)
 	}
+	kept := false
+	defer func() {
+		if !kept { // undo the provider's side (a registered webhook) of a channel not stored
+			release(ctx, a, channel.Connection{ChannelID: id, BotID: bot, Settings: res.Settings,
+				Credentials: res.Credentials, WebhookSecret: secret})
+		}
+	}()
 	rec := record{
 		Channel: Channel{ID: id, BotID: bot, Type: k, Name: strings.TrimSpace(name), Settings: res.Settings,
 			WebhookURL: req.WebhookURL, Status: StatusActive, CreatedAt: now.Truncate(time.Second)},
@@ -140,7 +147,21 @@ func (s *Service) Connect(ctx context.Context, account, bot string, k channel.Ki
 	case err != nil:
 		return Channel{}, fmt.Errorf("connect channel: %w", err)
 	}
+	kept = true
 	return rec.Channel, nil
+}
+
+// release undoes, best effort, what an adapter registered with its provider for a channel
+// that is gone or was never stored (channel.Disconnector). The channel is gone either way,
+// so a failure is not the caller's.
+func release(ctx context.Context, a channel.Adapter, conn channel.Connection) {
+	d, ok := a.(channel.Disconnector)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = d.Disconnect(ctx, conn)
 }
 
 func aad(id, purpose string) []byte { return []byte(id + "/" + purpose) }
@@ -228,6 +249,11 @@ func (s *Service) Disconnect(ctx context.Context, bot, id string) error {
 	if rec.BotID != bot {
 		return errNotFound()
 	}
+	// The local template catalog goes first: it is a copy of the provider's, which a sync
+	// rebuilds should the channel's own deletion below fail.
+	if err := s.deleteChannelTemplates(ctx, bot, id); err != nil {
+		return fmt.Errorf("disconnect channel: delete its templates: %w", err)
+	}
 	writes := []store.Write{
 		store.DeleteOp(recordKey(id), store.RevisionIs(rev)),
 		store.DeleteOp(typeKey(bot, rec.Type), store.Always),
@@ -240,6 +266,11 @@ func (s *Service) Disconnect(ctx context.Context, bot, id string) error {
 			return errNotFound()
 		}
 		return fmt.Errorf("disconnect channel: %w", err)
+	}
+	if a, ok := s.adapters[rec.Type]; ok {
+		if r, err := s.open(ctx, rec); err == nil {
+			release(ctx, a, r.Conn)
+		}
 	}
 	return nil
 }

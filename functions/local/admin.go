@@ -68,6 +68,9 @@ func (u usageError) Error() string { return string(u) }
 type adminCommand func(fs *flag.FlagSet) func(ctx context.Context, a *app) (any, error)
 
 var adminCommands = map[string]adminCommand{
+	"channel connect":    channelConnect,   // channel.go
+	"queue dead-letters": queueDeadLetters, // deadletters.go
+	"queue redrive":      queueRedrive,
 	"bootstrap": func(fs *flag.FlagSet) func(context.Context, *app) (any, error) {
 		return func(ctx context.Context, a *app) (any, error) {
 			res, err := a.bootstrap(ctx)

@@ -27,8 +27,22 @@ type app struct {
 	runner *jobs.QueueRunner
 }
 
+// appConfig is what the process is told beyond its data directory (serve's flags and the
+// environment): the zero value registers no webhooks and talks to the real providers.
+type appConfig struct {
+	// PublicURL is where providers reach this process ("" when they cannot).
+	PublicURL string
+	// Providers locates the messaging providers' APIs.
+	Providers platform.Providers
+}
+
 // openApp opens (creating if needed) the data directory: the SQLite store and the master key.
 func openApp(dataDir string, log *slog.Logger) (*app, error) {
+	return openAppWith(dataDir, log, appConfig{})
+}
+
+// openAppWith is openApp with the process's configuration.
+func openAppWith(dataDir string, log *slog.Logger, cfg appConfig) (*app, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
@@ -47,6 +61,10 @@ func openApp(dataDir string, log *slog.Logger) (*app, error) {
 		Secrets:   keys,
 		Log:       log,
 		Now:       time.Now,
+		Adapters:  cfg.Providers.Adapters(),
+		PublicURL: cfg.PublicURL,
+
+		WhatsAppVerifyToken: cfg.Providers.WhatsAppVerifyToken,
 	})
 	if err != nil {
 		st.Close()

@@ -20,12 +20,16 @@ func main() {
 }
 
 const usage = `usage:
-  local serve [--addr 127.0.0.1:8080] [--data ./.data] [--log-format text|json]
+  local serve [--addr 127.0.0.1:8080] [--data ./.data] [--log-format text|json] [--public-url URL] [--telegram-base-url URL] [--vk-base-url URL]
+        [--whatsapp-base-url URL] [--whatsapp-app-id ID]  (env WHATSAPP_APP_SECRET, WHATSAPP_VERIFY_TOKEN)
   local admin bootstrap [--data DIR]
   local admin account create --name NAME [--data DIR]
   local admin user create --account ID --rights reactions,dialogs,analytics [--name NAME] [--data DIR]
   local admin bot create --account ID --name NAME [--data DIR]
   local admin pat create --account ID [--user ID] --scopes "bots:read,bots:write" [--expires-in 30d] [--name NAME] [--data DIR]
+  local admin channel connect --bot ID --type telegram --token TOKEN|- [--base-url URL] [--name NAME] [--account ID] [--public-url URL] [--data DIR]
+  local admin queue dead-letters [--limit 100] [--data DIR]
+  local admin queue redrive --id ID [--data DIR]
 `
 
 // run is main without the process: it returns the exit code.

@@ -21,8 +21,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/docs"
+	"github.com/botplatform/api/functions/platform"
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/httpapi"
+	fakewhatsapp "github.com/botplatform/api/tests/fakes/whatsapp"
 )
 
 // loadOpenAPI parses and validates docs/openapi.yaml as the process embeds and serves it.
@@ -37,7 +39,13 @@ func loadOpenAPI(t *testing.T) *openapi3.T {
 // newTestApp opens the local process's environment on an empty data directory.
 func newTestApp(t *testing.T) (*app, *httpapi.Mux) {
 	t.Helper()
-	a, err := openApp(t.TempDir(), slog.New(slog.DiscardHandler))
+	return newTestAppWith(t, appConfig{})
+}
+
+// newTestAppWith is newTestApp with the process's configuration (provider base URLs).
+func newTestAppWith(t *testing.T, cfg appConfig) (*app, *httpapi.Mux) {
+	t.Helper()
+	a, err := openAppWith(t.TempDir(), slog.New(slog.DiscardHandler), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = a.Close() })
 	mux, err := a.handler()
@@ -292,11 +300,13 @@ func requestExample(op *openapi3.Operation) (any, bool) {
 
 // TestOpenAPIRequestExamplesSucceed sends every request example, as is, to the demo bot of a
 // fresh process with the demo full-access token, and checks that it succeeds and that the
-// response matches the documented schema.
+// response matches the documented schema. The process talks to a fake WhatsApp, whose
+// account is the one the channel example connects.
 func TestOpenAPIRequestExamplesSucceed(t *testing.T) {
 	t.Parallel()
 	doc := loadOpenAPI(t)
-	a, mux := newTestApp(t)
+	wa := fakewhatsapp.New(t)
+	a, mux := newTestAppWith(t, appConfig{Providers: platform.Providers{WhatsAppBaseURL: wa.URL(), WhatsAppAppID: fakewhatsapp.AppID}})
 	demo, err := a.bootstrap(context.Background())
 	require.NoError(t, err)
 

@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
+	"github.com/botplatform/api/functions/platform"
 	"github.com/botplatform/api/shared/reqlog"
 )
 
@@ -20,7 +22,26 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
 	dataDir := fs.String("data", "./.data", "data directory (store, keys, bootstrap.json)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	providers := platform.ProvidersFromEnv(os.Getenv)
+	publicURL := fs.String("public-url", os.Getenv("PUBLIC_URL"), "public base URL providers deliver webhooks to, e.g. a tunnel's https URL (env PUBLIC_URL; default none: no webhook is registered)")
+	fs.StringVar(&providers.TelegramBaseURL, "telegram-base-url", providers.TelegramBaseURL, "Telegram Bot API server (env TELEGRAM_BASE_URL; default https://api.telegram.org)")
+	fs.StringVar(&providers.VKBaseURL, "vk-base-url", providers.VKBaseURL, "VK API endpoint (env VK_BASE_URL; default https://api.vk.com/method)")
+	fs.StringVar(&providers.WhatsAppBaseURL, "whatsapp-base-url", providers.WhatsAppBaseURL, "WhatsApp Graph API root with its version (env WHATSAPP_BASE_URL; default https://graph.facebook.com/v21.0)")
+	fs.StringVar(&providers.WhatsAppAppID, "whatsapp-app-id", providers.WhatsAppAppID, "the Meta app's id, for template header media uploads (env WHATSAPP_APP_ID). "+
+		"The app secret and the webhook verify token are secrets: only from the environment (WHATSAPP_APP_SECRET, WHATSAPP_VERIFY_TOKEN)")
+	// Media the local process uploads (VK) may come from this machine or its network.
+	providers.AllowPrivateMediaURLs = true
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg := appConfig{Providers: providers}
+	var err error
+	if cfg.PublicURL, err = checkPublicURL(*publicURL); err != nil {
+		fmt.Fprintf(stderr, "--public-url: %v\n", err)
+		return 2
+	}
+	if err := providers.Validate(); err != nil {
+		fmt.Fprintf(stderr, "provider base URLs: %v\n", err)
 		return 2
 	}
 	var handler slog.Handler
@@ -34,19 +55,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(handler)
-	if err := realServe(ctx, *addr, *dataDir, log, stdout); err != nil {
+	if err := realServe(ctx, *addr, *dataDir, cfg, log, stdout); err != nil {
 		log.Error("serve failed", "error", err)
 		return 1
 	}
 	return 0
 }
 
-func realServe(ctx context.Context, addr, dataDir string, log *slog.Logger, stdout io.Writer) error {
-	a, err := openApp(dataDir, log)
+func realServe(ctx context.Context, addr, dataDir string, cfg appConfig, log *slog.Logger, stdout io.Writer) error {
+	a, err := openAppWith(dataDir, log, cfg)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
+	if err := a.recordServeSettings(ctx, cfg); err != nil {
+		return err
+	}
 	// Request logs are written in batches off the request path (SQLite has one writer).
 	requests := reqlog.NewBuffered(a.RequestLog, log, 100*time.Millisecond)
 	defer requests.Close(context.WithoutCancel(ctx)) // flushes on every way out; once only
@@ -83,7 +107,7 @@ func realServe(ctx context.Context, addr, dataDir string, log *slog.Logger, stdo
 		srv.Close()
 		return err
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "data", dataDir)
+	log.Info("listening", "addr", ln.Addr().String(), "data", dataDir, "public_url", cfg.PublicURL)
 	fmt.Fprintf(stdout, "API listening on %s (Ctrl-C to stop)\n", base)
 	select {
 	case err := <-done:

@@ -41,6 +41,12 @@ type AWSConfig struct {
 	SecretsKeyID        string // SECRETS_KEY_ID: the KMS key for envelope encryption of credentials
 	JobsQueueURL        string // JOBS_QUEUE_URL: the SQS queue job steps travel on
 	JobsStateMachineARN string // JOBS_STATE_MACHINE_ARN: the state machine for long jobs
+	// PublicURL (PUBLIC_URL) is the API's public base URL, where providers deliver
+	// webhooks; "" registers no webhook with a provider.
+	PublicURL string
+	// Providers are the messaging providers' settings (TELEGRAM_BASE_URL, ...): unset, the
+	// real providers.
+	Providers Providers
 }
 
 // AWSConfigFromEnv reads the contract from the process environment.
@@ -52,6 +58,8 @@ func AWSConfigFromEnv() AWSConfig {
 		SecretsKeyID:        os.Getenv("SECRETS_KEY_ID"),
 		JobsQueueURL:        os.Getenv("JOBS_QUEUE_URL"),
 		JobsStateMachineARN: os.Getenv("JOBS_STATE_MACHINE_ARN"),
+		PublicURL:           os.Getenv("PUBLIC_URL"),
+		Providers:           ProvidersFromEnv(os.Getenv),
 	}
 }
 
@@ -166,7 +174,11 @@ func FamilyHandler(ctx context.Context, name string, log *slog.Logger) (func(con
 	if err != nil {
 		return nil, err
 	}
-	env, err := NewEnv(Deps{Store: st, Audit: pub, CursorKey: key, Log: log, Now: time.Now, Requests: reqlog.NewLog(st), Secrets: sealer})
+	if err := a.cfg.Providers.Validate(); err != nil {
+		return nil, fmt.Errorf("platform: %w", err)
+	}
+	env, err := NewEnv(Deps{Store: st, Audit: pub, CursorKey: key, Log: log, Now: time.Now, Requests: reqlog.NewLog(st), Secrets: sealer,
+		Adapters: a.cfg.Providers.Adapters(), PublicURL: a.cfg.PublicURL, WhatsAppVerifyToken: a.cfg.Providers.WhatsAppVerifyToken})
 	if err != nil {
 		return nil, err
 	}

@@ -72,7 +72,17 @@ func JobsLambda(ctx context.Context, log *slog.Logger, now func() time.Time) (fu
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
-	env, err := NewEnv(Deps{Store: st, Audit: noAudit{}, CursorKey: key, Log: log, Now: now})
+	// The conversation runtime runs here: it opens channel credentials (SECRETS_KEY_ID) and
+	// sends through the providers' adapters.
+	sealer, err := a.Secrets()
+	if err != nil {
+		return nil, err
+	}
+	if err := a.cfg.Providers.Validate(); err != nil {
+		return nil, fmt.Errorf("platform: %w", err)
+	}
+	env, err := NewEnv(Deps{Store: st, Audit: noAudit{}, CursorKey: key, Log: log, Now: now,
+		Secrets: sealer, Adapters: a.cfg.Providers.Adapters(), PublicURL: a.cfg.PublicURL})
 	if err != nil {
 		return nil, err
 	}

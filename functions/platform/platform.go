@@ -21,16 +21,20 @@ import (
 	"github.com/botplatform/api/functions/public"
 	"github.com/botplatform/api/functions/reactions"
 	"github.com/botplatform/api/functions/requestlogs"
+	"github.com/botplatform/api/functions/runtime"
 	"github.com/botplatform/api/functions/stats"
 	"github.com/botplatform/api/functions/subscribers"
+	"github.com/botplatform/api/functions/webhooks"
 	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/reqlog"
 	"github.com/botplatform/api/shared/secrets"
+	sharedstats "github.com/botplatform/api/shared/stats"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -56,6 +60,8 @@ type Env struct {
 	// Jobs starts background jobs; nil where the process runs none. Set it with RunJobsOn
 	// once the environment exists (job steps may use the environment).
 	Jobs jobs.Starter
+	// WhatsAppVerifyToken answers Meta's webhook subscription check ("" refuses it).
+	WhatsAppVerifyToken string
 }
 
 // RunJobsOn makes the environment start jobs as steps on q and returns the runner, whose
@@ -88,6 +94,9 @@ type Deps struct {
 	// PublicURL is the deployment's public base URL, where providers deliver webhooks ("" when
 	// it has none: nothing is registered with providers).
 	PublicURL string
+	// WhatsAppVerifyToken is Providers.WhatsAppVerifyToken: the webhooks family answers Meta's
+	// subscription check with it.
+	WhatsAppVerifyToken string
 }
 
 // NewEnv builds the environment, refusing to start when a dependency is missing.
@@ -120,19 +129,23 @@ func NewEnv(d Deps) (*Env, error) {
 	if d.Secrets != nil {
 		chans = channels.NewService(d.Store, d.Secrets, d.Adapters, d.Now, d.PublicURL)
 	}
+	// A bot's channels go in its deletion's transaction: their webhooks stop with the bot.
+	botService := bots.NewService(d.Store, a, d.Now).WithDependents(channels.BotDeletes(d.Store, chans))
 	return &Env{
 		Channels:   chans,
 		Store:      d.Store,
 		Now:        d.Now,
 		Log:        d.Log,
 		Auth:       a,
-		Bots:       bots.NewService(d.Store, a, d.Now),
+		Bots:       botService,
 		Audit:      d.Audit,
 		Trail:      audit.NewLog(d.Store),
 		Cursors:    httpapi.NewCursors(d.CursorKey),
 		Requests:   d.Requests,
 		Secrets:    d.Secrets,
 		RequestLog: reqlog.NewLog(d.Store),
+
+		WhatsAppVerifyToken: d.WhatsAppVerifyToken,
 	}, nil
 }
 
@@ -146,6 +159,11 @@ type Family struct {
 	// runtime's inbound updates, for one): run by the local process's workers and by the
 	// jobs Lambda.
 	Queue func(mux *queue.Mux, env *Env)
+	// Purge returns the step that erases everything the family stores for a deleted bot
+	// (payload purge.Payload; the cursor is the family's own). A family that stores data
+	// under a bot must declare it: the job purge.Job runs every family's step in turn
+	// (purge.go), and shared/purge builds one from the family's partitions.
+	Purge func(env *Env) jobs.Step
 }
 
 // QueueMux returns the handlers of every queue message type: job steps and each family's own.
@@ -164,6 +182,7 @@ func (e *Env) QueueMux(runner *jobs.QueueRunner) *queue.Mux {
 // run jobs from it.
 func JobRegistry(env *Env) *jobs.Registry {
 	reg := jobs.NewRegistry()
+	reg.Register(purge.Job, purgeStep(env))
 	for _, f := range Families() {
 		if f.Jobs != nil {
 			f.Jobs(reg, env)
@@ -178,25 +197,40 @@ func Families() []Family {
 	return []Family{
 		{Name: "public", Register: func(mux *httpapi.Mux, env *Env) { public.Routes(mux) }},
 		{Name: "pats", Register: func(mux *httpapi.Mux, env *Env) { pats.Routes(mux, env.Auth, env.Cursors, env.Now) }},
-		{Name: "bots", Register: func(mux *httpapi.Mux, env *Env) { bots.Routes(mux, env.Bots, env.Auth, env.Cursors) }},
+		{Name: "bots", Register: func(mux *httpapi.Mux, env *Env) {
+			bots.Routes(mux, env.Bots.WithPurge(env.Jobs, env.Log), env.Auth, env.Cursors)
+		}},
 		{Name: "auditlog", Register: func(mux *httpapi.Mux, env *Env) { auditlog.Routes(mux, env.Trail, env.Cursors) }},
-		{Name: "requestlogs", Register: func(mux *httpapi.Mux, env *Env) { requestlogs.Routes(mux, env.RequestLog, env.Cursors) }},
+		{Name: "requestlogs", Register: func(mux *httpapi.Mux, env *Env) { requestlogs.Routes(mux, env.RequestLog, env.Cursors) },
+			Purge: func(env *Env) jobs.Step { return reqlog.PurgeStep(env.Store) }},
 		{Name: "collections",
 			Register: func(mux *httpapi.Mux, env *Env) {
 				collections.Routes(mux, collections.NewService(env.Store, env.Jobs, env.Now, env.Log), env.Cursors)
 			},
 			Jobs: func(reg *jobs.Registry, env *Env) {
 				reg.Register(collections.PurgeJob, collections.NewService(env.Store, env.Jobs, env.Now, env.Log).PurgeStep)
-			}},
+			},
+			Purge: func(env *Env) jobs.Step { return collections.PurgeBotStep(env.Store) }},
 		{Name: "reactions", Register: func(mux *httpapi.Mux, env *Env) {
 			reactions.Routes(mux, reactions.NewService(env.Store, reactionVocabulary(env), env.Now, env.Log), env.Cursors)
-		}},
-		{Name: "stats", Register: func(mux *httpapi.Mux, env *Env) { stats.Routes(mux, env.Store) }},
+		},
+			Purge: func(env *Env) jobs.Step { return reactions.PurgeStep(env.Store) }},
+		{Name: "stats", Register: func(mux *httpapi.Mux, env *Env) { stats.Routes(mux, env.Store) },
+			Purge: func(env *Env) jobs.Step { return sharedstats.PurgeStep(env.Store, env.Now) }},
 		{Name: "subscribers",
 			Register: func(mux *httpapi.Mux, env *Env) {
 				subscribers.Routes(mux, subscribers.NewService(env.Store, env.Now, env.Jobs), env.Cursors)
 			},
-			Jobs: func(reg *jobs.Registry, env *Env) { subscribers.NewService(env.Store, env.Now, nil).RegisterJobs(reg) }},
+			Jobs:  func(reg *jobs.Registry, env *Env) { subscribers.NewService(env.Store, env.Now, nil).RegisterJobs(reg) },
+			Purge: func(env *Env) jobs.Step { return subscribers.PurgeStep(env.Store) }},
+		// Without Secrets (SECRETS_KEY_ID) env.Channels is nil and every channel route
+		// answers 503: the routes exist, credentials cannot be sealed.
+		{Name: "channels", Register: func(mux *httpapi.Mux, env *Env) { channels.Routes(mux, env.Channels, env.Cursors) },
+			Purge: func(env *Env) jobs.Step { return channels.PurgeStep(env.Store) }},
+		{Name: "webhooks", Register: webhookRoutes,
+			Purge: func(env *Env) jobs.Step { return webhooks.PurgeStep(env.Store) }},
+		{Name: "runtime", Register: traceRoutes, Queue: registerRuntime,
+			Purge: func(env *Env) jobs.Step { return runtime.PurgeStep(env.Store) }},
 	}
 }
 

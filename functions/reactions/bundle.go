@@ -19,7 +19,8 @@ const FormatVersion = 1
 // Bounds of a bundle an import accepts.
 const (
 	// MaxBundleReactions keeps one import one transaction: the registry plus, per reaction,
-	// its record and at most one new version: 1 + 2*49 = 99 of store.MaxTransactWrites.
+	// its record and at most one new version: 1 + 2*49 = 99 of store.MaxTransactWrites (the
+	// 100th is the bot's publication counter, moved when the import publishes).
 	MaxBundleReactions = (store.MaxTransactWrites - 1) / 2
 	// MaxBundleLabels and MaxBundleFields bound the vocabulary a bundle declares.
 	MaxBundleLabels = 1000

@@ -375,7 +375,7 @@ func TestImportIsAllOrNothing(t *testing.T) {
 	rep, err := f.svc.Import(ctx, f.bot, ImportReplace, b)
 	require.NoError(t, err)
 	assert.Equal(t, 1, fs.calls, "one import is one transaction")
-	assert.Equal(t, 1+2*MaxBundleReactions, fs.longest)
+	assert.Equal(t, 1+2*MaxBundleReactions+1, fs.longest, "registry, records, versions, publication counter")
 	assert.LessOrEqual(t, fs.longest, store.MaxTransactWrites)
 	assert.Equal(t, MaxBundleReactions, visible())
 	assert.Equal(t, existing.ID, *rep.Reactions[7].ReactionID)

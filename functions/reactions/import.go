@@ -397,7 +397,12 @@ func (s *Service) importWrites(bot string, b Bundle, bu []bundleUses, p *plan, m
 		return nil, err
 	}
 	writes[0] = w
-	return append(writes, versions...), nil
+	writes = append(writes, versions...)
+	if len(versions) > 0 {
+		// 1 + 2 × 49 writes above at most, so the transaction still fits its 100.
+		writes = append(writes, bumpPublished(bot))
+	}
+	return writes, nil
 }
 
 // content returns c with its bundle keys replaced by the bot's ids.

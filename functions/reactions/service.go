@@ -21,11 +21,14 @@ type Service struct {
 	vocab Vocabulary
 	now   func() time.Time
 	log   *slog.Logger
+	// cache keeps what the conversation runtime reads on every message (Published,
+	// PublishedVersion) in this process.
+	cache *publishedCache
 }
 
 // NewService returns a Service. vocab resolves the labels and custom fields that steps name.
 func NewService(st store.Store, vocab Vocabulary, now func() time.Time, log *slog.Logger) *Service {
-	return &Service{store: st, vocab: vocab, now: now, log: log}
+	return &Service{store: st, vocab: vocab, now: now, log: log, cache: newPublishedCache()}
 }
 
 // writeAttempts bounds the retries of a write whose registry read was overtaken by another
@@ -442,6 +445,8 @@ func (s *Service) Publish(ctx context.Context, bot, id string, expected int64) (
 			}
 			writes = append(writes, w)
 		}
+		// Last, so the indexes of the conditioned writes above stay as the switch reads them.
+		writes = append(writes, bumpPublished(bot))
 		err = s.store.Transact(ctx, writes)
 		switch {
 		case conditionAt(err, 0), conditionAt(err, 1):
@@ -495,7 +500,14 @@ func (s *Service) Delete(ctx context.Context, bot, id string, expected *int64) e
 		}
 		// The revision read is the condition even without expected: the registry update
 		// above is computed from this revision's references.
-		err = s.store.Transact(ctx, []store.Write{w, store.DeleteOp(reactionKey(bot, id), store.RevisionIs(rec.Revision))})
+		writes := []store.Write{w, store.DeleteOp(reactionKey(bot, id), store.RevisionIs(rec.Revision))}
+		if rec.PublishedVersion != nil {
+			writes = append(writes, bumpPublished(bot)) // its version no longer runs
+		}
+		// Until its versions are deleted, the tombstone is how they are found again (by
+		// the purge of a deleted bot, when deleteVersions fails halfway).
+		writes = append(writes, store.PutOp(store.Item{Key: goneKey(bot, id), Revision: 1}, store.Always))
+		err = s.store.Transact(ctx, writes)
 		switch {
 		case conditionAt(err, 0):
 			continue
@@ -539,9 +551,10 @@ func (s *Service) referrers(ctx context.Context, bot, id string) ([]string, erro
 	}
 }
 
-// deleteVersions removes a deleted reaction's versions. It runs after the reaction is gone
-// and may fail halfway: what it leaves is unreachable (every version read starts from the
-// reaction, and reaction ids are never reused), so a failure is logged, not returned.
+// deleteVersions removes a deleted reaction's versions, then its tombstone. It runs after the
+// reaction is gone and may fail halfway: what it leaves is unreachable (every version read
+// starts from the reaction, and reaction ids are never reused), so a failure is logged, not
+// returned; the tombstone stays, and the bot's purge finishes the work when the bot goes.
 func (s *Service) deleteVersions(ctx context.Context, bot, id string) {
 	ctx = context.WithoutCancel(ctx)
 	for {
@@ -558,6 +571,9 @@ func (s *Service) deleteVersions(ctx context.Context, bot, id string) {
 			return
 		}
 		if len(page.Items) == 0 || page.Next == "" {
+			if err := s.store.Delete(ctx, goneKey(bot, id), store.Always); err != nil {
+				s.log.WarnContext(ctx, "deleting a deleted reaction's tombstone failed", "reaction_id", id, "error", err)
+			}
 			return
 		}
 	}

@@ -17,10 +17,18 @@ import (
 //
 //	BOT#<bot>#RCT          <rct_id>      a reaction: its draft and publication state (record)
 //	BOT#<bot>#RCT          #REGISTRY     the bot's registry: names and inbound references
+//	BOT#<bot>#RCT          #PUBLISHED    the bot's publication counter (published.go)
+//	BOT#<bot>#RCT          #GONE#<rct_id> a deleted reaction whose versions are being deleted
 //	BOT#<bot>#RCT#<rct_id> V#<0000000n>  version n of a reaction (Version)
 func reactionsPK(bot string) string { return "BOT#" + bot + "#RCT" }
 
 func reactionKey(bot, id string) store.Key { return store.Key{PK: reactionsPK(bot), SK: id} }
+
+// goneKey is a deleted reaction's tombstone: it sorts before every reaction id, so lists of
+// reactions (sort keys from "rct_") never see it.
+func goneKey(bot, id string) store.Key { return store.Key{PK: reactionsPK(bot), SK: goneSKPrefix + id} }
+
+const goneSKPrefix = "#GONE#"
 
 func registryKey(bot string) store.Key { return store.Key{PK: reactionsPK(bot), SK: "#REGISTRY"} }
 

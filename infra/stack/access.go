@@ -49,10 +49,9 @@ const StateMachineRole = "jobs state machine"
 // is what store.Add and store.AddOp (atomic counters) become; no route calls them yet, it is
 // granted where the families' counters will need it.
 //
-// KMS Decrypt/GenerateDataKey on SecretsKey is granted to no one: no family stores provider
-// credentials yet. The first that does adds {SecretsKey, kms:Decrypt, kms:GenerateDataKey}
-// here, which also gives it SECRETS_KEY_ID. Likewise states:StartExecution on
-// JobsStateMachine gives JOBS_STATE_MACHINE_ARN.
+// KMS Decrypt/GenerateDataKey on SecretsKey goes to the Lambdas that seal or open provider
+// credentials (the channels family), which also gives them SECRETS_KEY_ID. Likewise
+// states:StartExecution on JobsStateMachine gives JOBS_STATE_MACHINE_ARN.
 func Access() map[string][]Grant {
 	logs := Grant{OwnLogGroup, []string{"logs:CreateLogStream", "logs:PutLogEvents"}}
 	tableReadWrite := []string{
@@ -71,7 +70,7 @@ func Access() map[string][]Grant {
 			{Table, tableReadWrite},
 			{Bus, []string{"events:PutEvents"}},
 			{CursorKey, []string{"kms:GenerateMac"}},
-			{JobsQueue, []string{"sqs:SendMessage"}}, // job steps (SendMessageBatch)
+			{JobsQueue, []string{"sqs:SendMessage"}}, // job steps (SendMessageBatch): a deleted bot's purge
 		},
 		"subscribers": {logs,
 			{Table, tableReadWrite}, // UpdateItem: the new-subscriber counters (store.AddOp)
@@ -85,6 +84,31 @@ func Access() map[string][]Grant {
 			{Bus, []string{"events:PutEvents"}},
 			{CursorKey, []string{"kms:GenerateMac"}},
 			{JobsQueue, []string{"sqs:SendMessage"}}, // the purge of a deleted collection's records
+		},
+		// Channels and WhatsApp templates: the provider credentials it stores are sealed
+		// under SecretsKey (GenerateDataKey) and opened to call the provider (Decrypt).
+		"channels": {logs,
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+			{SecretsKey, []string{"kms:Decrypt", "kms:GenerateDataKey"}},
+		},
+		// The providers' public webhooks: resolve the channel and open its webhook secret
+		// (Decrypt), remember enqueued updates (GetItem/PutItem), enqueue them for the runtime
+		// (SendMessage), and apply WhatsApp template review outcomes to the channels family's
+		// catalog (Query on GSI2, PutItem, DeleteItem). GenerateMac: the cursor key every
+		// family derives at cold start.
+		"webhooks": {logs,
+			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+			{SecretsKey, []string{"kms:Decrypt"}},
+			{JobsQueue, []string{"sqs:SendMessage"}},
+		},
+		// The execution traces: reads only (PutItem: request log entries and last_used_at).
+		// The runtime itself runs in the jobs Lambda.
+		"runtime": {logs,
+			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
 		},
 		// Reads only. GenerateMac although it serves no list: platform.FamilyHandler derives
 		// the cursor key at every cold start. PutItem: the request log entries of its reads.
@@ -120,6 +144,8 @@ func Access() map[string][]Grant {
 			{AuditDLQ, []string{"sqs:SendMessage"}},
 		},
 		"jobs": {logs,
+			// Query (table and indexes) and DeleteItem: among others, the purge of deleted
+			// bots' data (docs/purge.md), which the bots Lambda queues.
 			{Table, tableReadWrite},
 			// SendMessage: continuations (SendMessageBatch is authorized by it).
 			// ChangeMessageVisibility: the SQS consumer's backoff and queue.ExtendVisibility.
@@ -129,6 +155,9 @@ func Access() map[string][]Grant {
 				"sqs:SendMessage", "sqs:ChangeMessageVisibility",
 				"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
 			}},
+			// The conversation runtime runs here: it opens channel credentials to send
+			// (Decrypt; it seals nothing).
+			{SecretsKey, []string{"kms:Decrypt"}},
 		},
 		// CDK adds these itself when it wires the task and the execution logging; they are
 		// listed so the test holds the role to them. The log-delivery APIs take no resource.

@@ -31,6 +31,25 @@ const healthz = `  /healthz:
       security: []
       x-family: public
       responses: {'200': {description: ok}}
+  /webhooks/telegram/{channelID}:
+    post:
+      security: []
+      x-family: public
+      responses: {'200': {description: ok}}
+  /webhooks/vk/{channelID}:
+    post:
+      security: []
+      x-family: public
+      responses: {'200': {description: ok}}
+  /webhooks/whatsapp:
+    get:
+      security: []
+      x-family: public
+      responses: {'200': {description: ok}}
+    post:
+      security: []
+      x-family: public
+      responses: {'200': {description: ok}}
 `
 
 func TestRoutesOfTheDocument(t *testing.T) {

@@ -401,9 +401,12 @@ func TestEnvironmentContract(t *testing.T) {
 		"stats":          append([]string{"CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		"reactions":      append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		"subscribers":    append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "TABLE_NAME"}, base...),
+		"channels":       append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		stack.Authorizer: append([]string{"TABLE_NAME"}, base...),
 		stack.AuditSink:  append([]string{"TABLE_NAME"}, base...),
-		stack.Jobs:       append([]string{"JOBS_QUEUE_URL", "TABLE_NAME"}, base...),
+		"webhooks":       append([]string{"CURSOR_KEY_ID", "JOBS_QUEUE_URL", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
+		"runtime":        append([]string{"CURSOR_KEY_ID", "TABLE_NAME"}, base...),
+		stack.Jobs:       append([]string{"JOBS_QUEUE_URL", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 	}
 	for name, id := range dev.functions(t) {
 		env, _ := dev.res[id].Properties["Environment"].(map[string]any)

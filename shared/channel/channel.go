@@ -55,6 +55,9 @@ type Capabilities struct {
 	RateLimit string `json:"rate_limit"`
 	// MessagesPerSecond is the rate the platform holds sends of one channel to.
 	MessagesPerSecond float64 `json:"messages_per_second"`
+	// TemplateHeaderMedia bounds the media a message template's header example may be
+	// (checked before the upload); only channel types with templates (WhatsApp) have it.
+	TemplateHeaderMedia []MediaLimit `json:"template_header_media,omitempty"`
 }
 
 // MediaLimit bounds one media type.
@@ -126,6 +129,27 @@ type Inbound struct {
 	Text    string    `json:"text,omitempty"`
 	Payload string    `json:"payload,omitempty"`
 	At      time.Time `json:"at"`
+	// CallbackID is the provider's id of a button press that must be answered (Telegram's
+	// callback query: its client shows a spinner until then); "" otherwise. The runtime
+	// answers it through CallbackAnswerer.
+	CallbackID string `json:"callback_id,omitempty"`
+}
+
+// CallbackAnswerer is implemented by adapters whose button presses must be acknowledged to
+// the provider (Telegram's answerCallbackQuery). The runtime calls it for an Inbound with a
+// CallbackID, once, whatever the reaction does; a failure there is cosmetic, never a reason
+// to retry the update.
+type CallbackAnswerer interface {
+	AnswerCallback(ctx context.Context, conn Connection, callbackID string) error
+}
+
+// Disconnector is implemented by adapters that register something with the provider at
+// Connect which must be undone when the channel goes (VK's callback server: a community has
+// at most 10, and a stale one keeps delivering to a dead webhook). The channels service calls
+// it, best effort, after a channel is disconnected and when a connected channel could not be
+// stored; a failure never keeps a channel.
+type Disconnector interface {
+	Disconnect(ctx context.Context, conn Connection) error
 }
 
 // Connection is what an adapter needs to act for one connected channel: its public

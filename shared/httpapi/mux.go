@@ -207,6 +207,15 @@ func LoadedBot(ctx context.Context) any {
 	return nil
 }
 
+// BotDeleted tells the kernel that the request deleted the bot it was made against: it is
+// then kept out of the bot's request log, which is erased with the bot (an entry written
+// after the erasure would outlive it). The audit trail still records the deletion.
+func BotDeleted(ctx context.Context) {
+	if ri, ok := ctx.Value(infoKey{}).(*requestInfo); ok {
+		ri.bot = nil
+	}
+}
+
 // RequestID returns the id of the request being served.
 func RequestID(ctx context.Context) string {
 	if ri, ok := ctx.Value(infoKey{}).(*requestInfo); ok {

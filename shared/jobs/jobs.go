@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/botplatform/api/shared/queue"
 )
@@ -110,6 +111,13 @@ func NewQueueRunner(q queue.Sender, reg *Registry) *QueueRunner {
 
 // Start enqueues the first step of a job.
 func (q *QueueRunner) Start(ctx context.Context, kind string, payload any) error {
+	return q.StartAfter(ctx, 0, kind, payload)
+}
+
+// StartAfter enqueues the first step of a job to run no sooner than delay from now (at most
+// queue.MaxDelay): for work that must wait until writes already under way have landed, such
+// as the second pass of a deleted bot's purge.
+func (q *QueueRunner) StartAfter(ctx context.Context, delay time.Duration, kind string, payload any) error {
 	if _, ok := q.reg.steps[kind]; !ok {
 		return fmt.Errorf("%w %q", ErrUnknownKind, kind)
 	}
@@ -117,12 +125,16 @@ func (q *QueueRunner) Start(ctx context.Context, kind string, payload any) error
 	if err != nil {
 		return fmt.Errorf("jobs: encode %s payload: %w", kind, err)
 	}
-	return q.send(ctx, State{Kind: kind, Payload: b})
+	return q.send(ctx, State{Kind: kind, Payload: b}, delay)
 }
 
-func (q *QueueRunner) send(ctx context.Context, st State) error {
+func (q *QueueRunner) send(ctx context.Context, st State, delay time.Duration) error {
 	m, err := queue.New(stepMessage, st)
 	if err != nil {
+		return err
+	}
+	m.Delay = delay
+	if err := m.Validate(); err != nil {
 		return err
 	}
 	return q.queue.Send(ctx, m)
@@ -150,5 +162,5 @@ func (q *QueueRunner) handle(ctx context.Context, m queue.Message) error {
 	if next.Done {
 		return nil
 	}
-	return q.send(ctx, next)
+	return q.send(ctx, next, 0)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,4 +103,27 @@ func TestRunStep(t *testing.T) {
 	assert.ErrorIs(t, NewQueueRunner(&memQueue{}, reg).Start(context.Background(), "nope", nil), ErrUnknownKind)
 	assert.Equal(t, []string{"count"}, reg.Kinds())
 	assert.Panics(t, func() { reg.Register("count", countTo(&seen)) })
+}
+
+func TestStartAfterDelaysOnlyTheFirstStep(t *testing.T) {
+	t.Parallel()
+	var seen []int
+	reg := NewRegistry()
+	reg.Register("count", countTo(&seen))
+	q := &memQueue{}
+	r := NewQueueRunner(q, reg)
+	mux := queue.NewMux()
+	r.Register(mux)
+
+	require.NoError(t, r.StartAfter(context.Background(), 10*time.Minute, "count", map[string]int{"To": 1}))
+	require.Len(t, q.msgs, 1)
+	assert.Equal(t, 10*time.Minute, q.msgs[0].Delay)
+	first := q.msgs[0]
+	q.msgs = nil
+	require.NoError(t, mux.HandleMessage(context.Background(), first))
+	require.Len(t, q.msgs, 1)
+	assert.Zero(t, q.msgs[0].Delay, "continuations run at once")
+
+	assert.ErrorIs(t, r.StartAfter(context.Background(), time.Minute, "nope", nil), ErrUnknownKind)
+	assert.Error(t, r.StartAfter(context.Background(), queue.MaxDelay+time.Second, "count", nil), "beyond what SQS can delay")
 }

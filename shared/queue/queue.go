@@ -162,6 +162,33 @@ func (m *Mux) HandleMessage(ctx context.Context, msg Message) error {
 	return h.HandleMessage(ctx, msg)
 }
 
+// RetryAfter marks a handler's error as asking for the next attempt no sooner than d from
+// now (a provider's Retry-After): consumers wait the longer of d and their backoff. The
+// attempt still counts toward the dead-letter limit.
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil || d <= 0 {
+		return err
+	}
+	return &retryAfterError{err: err, d: d}
+}
+
+type retryAfterError struct {
+	err error
+	d   time.Duration
+}
+
+func (e *retryAfterError) Error() string { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// RetryDelay returns the delay err asks for through RetryAfter, or 0.
+func RetryDelay(err error) time.Duration {
+	var r *retryAfterError
+	if errors.As(err, &r) {
+		return r.d
+	}
+	return 0
+}
+
 // Extender keeps the message being handled invisible to other consumers for longer.
 // Consumers put one in the handler's context; handlers reach it through ExtendVisibility.
 type Extender interface {

@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -68,4 +69,16 @@ func TestExtendVisibilityReachesTheConsumer(t *testing.T) {
 	e := &extender{}
 	require.NoError(t, queue.ExtendVisibility(queue.WithExtender(context.Background(), e), time.Minute))
 	assert.Equal(t, time.Minute, e.got)
+}
+
+func TestRetryAfterWrapsAndReports(t *testing.T) {
+	t.Parallel()
+	base := errors.New("throttled")
+	err := queue.RetryAfter(base, 3*time.Second)
+	assert.ErrorIs(t, err, base)
+	assert.Equal(t, "throttled", err.Error())
+	assert.Equal(t, 3*time.Second, queue.RetryDelay(fmt.Errorf("step: %w", err)))
+	assert.Zero(t, queue.RetryDelay(base))
+	assert.NoError(t, queue.RetryAfter(nil, time.Second))
+	assert.Equal(t, base, queue.RetryAfter(base, 0))
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -226,4 +228,12 @@ func (b *Buffered) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return errors.New("reqlog: buffered entries not flushed before the deadline")
 	}
+}
+
+// PurgeStep erases a deleted bot's request log (job purge.Job): its one partition, with
+// which its index entries go.
+func PurgeStep(st store.Store) jobs.Step {
+	return purge.Step(st, func(_ context.Context, p purge.Payload) ([]purge.Part, error) {
+		return []purge.Part{{PK: partition(p.BotID)}}, nil
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/store/sqlite"
 )
 
@@ -116,4 +117,28 @@ func TestBufferedFlushesEverything(t *testing.T) {
 	}
 	assert.Equal(t, 250, n, "nothing lost")
 	assert.NoError(t, b.Close(ctx), "closing twice is harmless")
+}
+
+func TestPurgeStepErasesTheBotsLog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(func() time.Time { return t0.Add(time.Hour) }))
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	l := NewLog(st)
+	routes := []string{"GET /api/bots/{botID}", "PATCH /api/bots/{botID}", "POST /api/bots/{botID}/subscribers"}
+	for i := range 450 {
+		require.NoError(t, l.RecordRequest(ctx, record(i, "bot_a", routes[i%3], []int{200, 404, 500}[i%3], t0.Add(time.Duration(i)*time.Second))))
+	}
+	require.NoError(t, l.RecordRequest(ctx, record(999, "bot_b", routes[0], 200, t0)))
+
+	require.NoError(t, purge.Run(ctx, PurgeStep(st), purge.Payload{AccountID: "acct_a", BotID: "bot_a"}))
+
+	left, err := st.Mentioning(ctx, "bot_a")
+	require.NoError(t, err)
+	assert.Empty(t, left, "entries and their index entries")
+	kept, _, err := l.List(ctx, "bot_b", Filter{}, 50, "")
+	require.NoError(t, err)
+	assert.Len(t, kept, 1, "another bot's log is untouched")
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -98,12 +100,17 @@ func Add(ctx context.Context, st store.Store, bot, channel string, m Metric, n i
 	return st.Transact(ctx, Increments(bot, channel, m, n, t))
 }
 
+// activePartition holds the markers of the subscribers counted active in bucket b.
+func activePartition(bot string, g Granularity, b time.Time) string {
+	return "ACTIVE#" + bot + "#" + string(g) + "#" + b.Format(bucketFormat)
+}
+
 // TouchActive counts subscriber as active on channel at t once per hour and once per day:
 // a marker item per subscriber and bucket, written only if absent, makes a repeat a no-op.
 func TouchActive(ctx context.Context, st store.Store, bot, channel, subscriber string, t time.Time) error {
 	for _, g := range []Granularity{Hour, Day} {
 		b := g.Bucket(t)
-		marker := store.Key{PK: "ACTIVE#" + bot + "#" + string(g) + "#" + b.Format(bucketFormat), SK: subscriber}
+		marker := store.Key{PK: activePartition(bot, g, b), SK: subscriber}
 		err := st.Transact(ctx, []store.Write{
 			// A day past the bucket, so late events (a queue retry) still find the marker.
 			store.PutOp(store.Item{Key: marker, Revision: 1, ExpiresAt: b.Add(g.width() + 24*time.Hour)}, store.MustNotExist),
@@ -221,4 +228,21 @@ func zero() Counts {
 		c[m] = 0
 	}
 	return c
+}
+
+// PurgeStep erases a deleted bot's counters and active-subscriber markers (job purge.Job).
+// Markers have a partition per bucket; the live ones are those of the buckets whose marker
+// has not expired yet (a day past the bucket), which now locates, plus the next bucket for
+// an event stamped by a clock slightly ahead.
+func PurgeStep(st store.Store, now func() time.Time) jobs.Step {
+	return purge.Step(st, func(_ context.Context, p purge.Payload) ([]purge.Part, error) {
+		parts := []purge.Part{{PK: partition(p.BotID, Hour)}, {PK: partition(p.BotID, Day)}}
+		t := now()
+		for _, g := range []Granularity{Hour, Day} {
+			for b := g.Bucket(t.Add(-g.width() - 24*time.Hour)); !b.After(g.Bucket(t).Add(g.width())); b = b.Add(g.width()) {
+				parts = append(parts, purge.Part{PK: activePartition(p.BotID, g, b)})
+			}
+		}
+		return parts, nil
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/store/sqlite"
 )
 
@@ -60,4 +61,39 @@ func TestCheckRange(t *testing.T) {
 	assert.Error(t, CheckRange(Day, t0.Add(time.Hour), t0), "inverted")
 	assert.Error(t, CheckRange(Day, time.Time{}, t0), "missing bound")
 	assert.Error(t, CheckRange("week", t0, t0.Add(time.Hour)))
+}
+
+func TestPurgeStepErasesCountersAndMarkers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Date(2026, 11, 21, 12, 30, 0, 0, time.UTC)
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(func() time.Time { return now }))
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+
+	for _, bot := range []string{"bot_a", "bot_b"} {
+		for d := 0; d < 400; d += 3 { // every metric, over more than a year of days
+			at := now.Add(-time.Duration(d) * 24 * time.Hour)
+			for _, m := range Metrics() {
+				require.NoError(t, Add(ctx, st, bot, "telegram", m, 1, at))
+			}
+		}
+		// Markers as old as still live (24.3 hours and two days back) and from a clock a
+		// little ahead.
+		for i, at := range []time.Time{now, now.Add(-20 * time.Minute), now.Add(-24*time.Hour - 20*time.Minute),
+			now.Add(-48 * time.Hour), now.Add(40 * time.Minute)} {
+			require.NoError(t, TouchActive(ctx, st, bot, "telegram", "sub_"+string(rune('a'+i)), at))
+		}
+	}
+	before, err := st.Mentioning(ctx, "bot_b")
+	require.NoError(t, err)
+
+	require.NoError(t, purge.Run(ctx, PurgeStep(st, func() time.Time { return now }), purge.Payload{AccountID: "acct_a", BotID: "bot_a"}))
+
+	left, err := st.Mentioning(ctx, "bot_a")
+	require.NoError(t, err)
+	assert.Empty(t, left)
+	after, err := st.Mentioning(ctx, "bot_b")
+	require.NoError(t, err)
+	assert.Equal(t, len(before), len(after), "another bot's counters are untouched")
 }

@@ -4,6 +4,7 @@
 //
 //	go run ./tests/bench [-duration 5s] [-concurrency 16]
 //	go run ./tests/bench -lambda [-starts 5]   (Lambda cold starts and sizes)
+//	go run ./tests/bench -conversation [-updates 1000] [-concurrency 16]   (inbound messages end to end)
 package main
 
 import (
@@ -38,7 +39,16 @@ func main() {
 	conc := flag.Int("concurrency", 16, "concurrent keep-alive connections")
 	lambdas := flag.Bool("lambda", false, "measure Lambda cold starts and sizes instead")
 	starts := flag.Int("starts", 5, "with -lambda: cold starts per function")
+	conversations := flag.Bool("conversation", false, "measure inbound messages processed end to end instead")
+	updates := flag.Int("updates", 1000, "with -conversation: updates to deliver")
 	flag.Parse()
+	if *conversations {
+		if err := conversationBench(*updates, *conc); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *lambdas {
 		if err := lambdaBench(*starts); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)

@@ -465,7 +465,8 @@ func (l *lease) ack(ctx context.Context) error {
 	return l.q.store.Delete(ctx, l.item.Key, store.RevisionIs(l.item.Revision))
 }
 
-// nack schedules a retry after the backoff, or dead-letters the message on its last attempt.
+// nack schedules a retry after the backoff (or the longer delay the handler's error asks
+// for, queue.RetryAfter), or dead-letters the message on its last attempt.
 func (l *lease) nack(ctx context.Context, herr error) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -474,7 +475,7 @@ func (l *lease) nack(ctx context.Context, herr error) error {
 	if rec.Attempts >= l.q.cfg.MaxAttempts {
 		return l.q.deadLetter(ctx, l.item, rec)
 	}
-	rec.VisibleAt = l.q.cfg.Now().Add(l.q.cfg.Backoff.Delay(rec.Attempts))
+	rec.VisibleAt = l.q.cfg.Now().Add(max(l.q.cfg.Backoff.Delay(rec.Attempts), queue.RetryDelay(herr)))
 	if err := l.write(ctx, rec); err != nil {
 		return err
 	}

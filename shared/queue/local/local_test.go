@@ -402,3 +402,27 @@ func TestSendRefusesBadMessagesAndConfig(t *testing.T) {
 	assert.Contains(t, err.Error(), "concurrency")
 	assert.Contains(t, err.Error(), "max attempts")
 }
+
+// A handler's error made with queue.RetryAfter (a provider's Retry-After) delays the next
+// attempt by at least that much, even when the backoff is shorter.
+func TestRetryAfterOutlastsTheBackoff(t *testing.T) {
+	t.Parallel()
+	st := openStore(t, filepath.Join(t.TempDir(), "s.db"))
+	q := newQueue(t, st, local.Config{Backoff: queue.Backoff{Min: time.Millisecond, Max: time.Millisecond}, PollInterval: time.Minute})
+	var mu sync.Mutex
+	var times []time.Time
+	start(t, q, func(ctx context.Context, m queue.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		times = append(times, time.Now())
+		if m.Attempt == 1 {
+			return queue.RetryAfter(errors.New("429"), 300*time.Millisecond)
+		}
+		return nil
+	})
+	require.NoError(t, q.Send(context.Background(), msg(t, 1)))
+	waitFor(t, "second attempt", 5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(times) == 2 })
+	mu.Lock()
+	defer mu.Unlock()
+	assert.GreaterOrEqual(t, times[1].Sub(times[0]), 300*time.Millisecond)
+}

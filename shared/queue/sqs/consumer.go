@@ -132,8 +132,13 @@ func (c *Consumer) process(ctx context.Context, r events.SQSMessage) error {
 		return nil
 	}
 	c.cfg.Log.WarnContext(ctx, "queue: handler failed", "message_id", r.MessageId, "type", m.Type, "attempt", m.Attempt, "error", err)
-	if c.cfg.RetryBackoff != nil && ctx.Err() == nil {
-		d := c.cfg.RetryBackoff.Delay(max(m.Attempt, 1))
+	asked := queue.RetryDelay(err)
+	if (c.cfg.RetryBackoff != nil || asked > 0 && c.cfg.Client != nil) && ctx.Err() == nil {
+		var d time.Duration
+		if c.cfg.RetryBackoff != nil {
+			d = c.cfg.RetryBackoff.Delay(max(m.Attempt, 1))
+		}
+		d = max(d, asked) // a provider's Retry-After (queue.RetryAfter) wins when longer
 		v := &visibility{c: c, arn: r.EventSourceARN, receipt: r.ReceiptHandle}
 		if verr := v.set(ctx, d); verr != nil {
 			// The record still fails and comes back after the queue's timeout.

@@ -407,3 +407,30 @@ func TestQueueURLFromARN(t *testing.T) {
 		assert.Equal(t, want, got)
 	}
 }
+
+// A handler's queue.RetryAfter delay wins over a shorter backoff, and applies without one.
+func TestConsumerHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	for _, backoff := range []*queue.Backoff{{Min: time.Second, Max: time.Second}, nil} {
+		f := awsfake.New(t, awsfake.SQS)
+		f.Handle("ChangeMessageVisibility", func(json.RawMessage) (any, *awsfake.Error) { return struct{}{}, nil })
+		ev := sampleEvent(t)
+		ev.Records = ev.Records[:1]
+		c, err := sqs.NewConsumer(sqs.ConsumerConfig{
+			Client:       awssqs.NewFromConfig(f.Config()),
+			RetryBackoff: backoff,
+			Handler: queue.HandlerFunc(func(context.Context, queue.Message) error {
+				return queue.RetryAfter(errors.New("429"), 30*time.Second)
+			}),
+		})
+		require.NoError(t, err)
+		resp, err := c.Handle(context.Background(), ev)
+		require.NoError(t, err)
+		require.Len(t, resp.BatchItemFailures, 1)
+		calls := f.Calls("ChangeMessageVisibility")
+		require.Len(t, calls, 1)
+		var cv struct{ VisibilityTimeout int }
+		require.NoError(t, json.Unmarshal(calls[0], &cv))
+		assert.Equal(t, 30, cv.VisibilityTimeout)
+	}
+}

@@ -1,0 +1,151 @@
+package platform
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/botplatform/api/functions/collections"
+	"github.com/botplatform/api/functions/subscribers"
+	"github.com/botplatform/api/shared/audit"
+	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/purge"
+	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/secrets/keyfile"
+	"github.com/botplatform/api/shared/store/sqlite"
+)
+
+// heldQueue keeps what it is sent, for the test to deliver.
+type heldQueue struct {
+	mu   sync.Mutex
+	msgs []queue.Message
+}
+
+func (q *heldQueue) Send(_ context.Context, msgs ...queue.Message) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.msgs = append(q.msgs, msgs...)
+	return nil
+}
+
+func (q *heldQueue) take() []queue.Message {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.msgs
+	q.msgs = nil
+	return out
+}
+
+func TestPurgeOrder(t *testing.T) {
+	t.Parallel()
+	var names []string
+	for _, p := range purgers(testEnv(t)) {
+		names = append(names, p.name)
+	}
+	require.GreaterOrEqual(t, len(names), 2)
+	assert.Equal(t, []string{"channels", "subscribers"}, names[:2], "channels (they take webhooks) and personal data first")
+	for _, f := range []string{"requestlogs", "collections", "reactions", "stats"} {
+		assert.Contains(t, names, f, "every family that stores bot data purges it")
+	}
+	for i, n := range names {
+		assert.NotContains(t, names[i+1:], n, "once each")
+	}
+}
+
+// Deleting a bot through the environment the processes build starts the purge job, whose
+// steps, delivered as the workers would, erase every family's data of the bot.
+func TestDeletedBotIsPurged(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	key, err := keyfile.New(make([]byte, 32))
+	require.NoError(t, err)
+	env, err := NewEnv(Deps{Store: st, Audit: audit.NewLog(st), CursorKey: make([]byte, 32), Secrets: key,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now})
+	require.NoError(t, err)
+	q := &heldQueue{}
+	runner := env.RunJobsOn(q)
+	mux := env.QueueMux(runner)
+
+	acct, _, err := env.Auth.CreateAccount(ctx, "Acme")
+	require.NoError(t, err)
+	var bots []string
+	for range 2 {
+		b, err := env.Bots.Create(ctx, acct.ID, "b", nil)
+		require.NoError(t, err)
+		bots = append(bots, b.ID)
+		subs := subscribers.NewService(st, env.Now, nil)
+		for i := range 40 {
+			first := fmt.Sprintf("Ann %d", i)
+			_, _, err := subs.Upsert(ctx, b.ID, subscribers.ChannelTelegram, fmt.Sprint(i), subscribers.Changes{FirstName: &first})
+			require.NoError(t, err)
+		}
+		_, err = subs.CreateLabel(ctx, b.ID, "VIP")
+		require.NoError(t, err)
+		cols := collections.NewService(st, env.Jobs, env.Now, env.Log)
+		c, err := cols.CreateCollection(ctx, b.ID, "Things", []collections.FieldInput{{Name: ptr("n"), Type: ptr("number"), Indexed: ptr(true)}})
+		require.NoError(t, err)
+		_, err = cols.CreateRecord(ctx, b.ID, c.ID, nil, map[string]json.RawMessage{"n": json.RawMessage("1")})
+		require.NoError(t, err)
+		require.NoError(t, env.RequestLog.RecordRequest(ctx, httpapi.RequestRecord{Time: time.Now(), BotID: b.ID, Method: "GET", Route: "GET /api/bots/{botID}", Status: 200}))
+	}
+	deleted, kept := bots[0], bots[1]
+	before, err := st.Mentioning(ctx, kept)
+	require.NoError(t, err)
+
+	svc := env.Bots.WithPurge(env.Jobs, env.Log)
+	require.NoError(t, svc.Delete(ctx, acct.ID, deleted, nil))
+	started := q.take()
+	require.Len(t, started, 2)
+	assert.Zero(t, started[0].Delay)
+	assert.Equal(t, purge.SweepDelay, started[1].Delay, "the second pass")
+
+	for _, first := range started {
+		pending := []queue.Message{first}
+		for steps := 0; len(pending) > 0; steps++ {
+			require.Less(t, steps, 100)
+			require.NoError(t, mux.HandleMessage(ctx, pending[0]))
+			pending = append(pending[1:], q.take()...)
+		}
+		left, err := st.Mentioning(ctx, deleted)
+		require.NoError(t, err)
+		assert.Empty(t, left, "nothing of the deleted bot remains")
+	}
+	after, err := st.Mentioning(ctx, kept)
+	require.NoError(t, err)
+	assert.Equal(t, before, after, "the other bot keeps everything")
+}
+
+func TestPurgeStepResumesByFamilyName(t *testing.T) {
+	t.Parallel()
+	env := testEnv(t)
+	step := purgeStep(env)
+	payload := json.RawMessage(`{"account_id":"acct_1","bot_id":"bot_1"}`)
+
+	list := purgers(env)
+	next, done, err := step(t.Context(), payload, `{"family":"`+list[len(list)-1].name+`"}`)
+	require.NoError(t, err)
+	assert.True(t, done, "the last family's end is the job's")
+	assert.Empty(t, next)
+
+	next, done, err = step(t.Context(), payload, `{"family":"gone","cursor":"x"}`)
+	require.NoError(t, err)
+	assert.False(t, done)
+	assert.JSONEq(t, `{"family":"subscribers"}`, next, "an unknown family starts over: channels were empty")
+
+	_, _, err = step(t.Context(), json.RawMessage(`{}`), "")
+	assert.Error(t, err, "a payload without a bot purges nothing")
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,21 @@
+// Command lambda serves the runtime family's routes (execution traces) on AWS Lambda behind API Gateway.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/botplatform/api/functions/platform"
+)
+
+func main() {
+	log := platform.Logger(os.Stderr)
+	h, err := platform.FamilyHandler(context.Background(), "runtime", log)
+	if err != nil {
+		log.Error("cold start failed", "error", err)
+		os.Exit(1)
+	}
+	lambda.Start(h)
+}

@@ -1,0 +1,29 @@
+package runtime
+
+import (
+	"context"
+
+	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/purge"
+	"github.com/botplatform/api/shared/store"
+)
+
+// PurgeStep erases what the runtime keeps for a deleted bot (job purge.Job): every run found
+// through the bot's run index (its head and entries, then the index item), the event claims
+// and the buttons pointers. Everything also expires on its own (Retention, ClaimRetention).
+func PurgeStep(st store.Store) jobs.Step {
+	return purge.Step(st, func(_ context.Context, p purge.Payload) ([]purge.Part, error) {
+		return []purge.Part{
+			{PK: runsPK(p.BotID), Dependents: func(_ context.Context, it store.Item) ([]string, error) {
+				if !ids.Valid("exe", it.SK) {
+					return nil, nil
+				}
+				return []string{exePK(p.BotID, it.SK)}, nil
+			}},
+			{PK: inboundPK(p.BotID)},
+			{PK: triggerPK(p.BotID)},
+			{PK: buttonsPK(p.BotID)},
+		}, nil
+	})
+}
