@@ -130,7 +130,9 @@ func (c runtimeChannels) Open(ctx context.Context, bot string, k channel.Kind) (
 	}
 	a, ok := c.svc.Adapter(k)
 	if !ok {
-		return nil, channel.Connection{}, fmt.Errorf("platform: no %s adapter in this process: %w", k, runtime.ErrNotFound)
+		// A deployment without the adapter is misconfigured: fail (the queue retries, then
+		// dead-letters), never drop the update as if the channel were gone.
+		return nil, channel.Connection{}, fmt.Errorf("platform: no %s adapter in this process", k)
 	}
 	return a, r.Conn, nil
 }

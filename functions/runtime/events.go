@@ -177,6 +177,16 @@ func (r *Runtime) claim(ctx context.Context, ev *event) (*claim, error) {
 	switch {
 	case ev.delivery != nil:
 		d := ev.delivery
+		// The channel (or its whole bot) may be gone since the webhook accepted the update.
+		// Then nothing of it may be written back, least of all a subscriber of a deleted bot
+		// whose data the purge is erasing: the update is settled as done.
+		if _, _, err := r.channels.Open(ctx, d.BotID, d.Kind); errors.Is(err, ErrNotFound) {
+			r.log.InfoContext(ctx, "runtime: update for a channel that is gone ignored", "channel_id", d.ChannelID)
+			cl.Done = true
+			break
+		} else if err != nil {
+			return nil, err
+		}
 		r.answerCallback(ctx, d)
 		sub, first, ok, err := r.upsert(ctx, d, ev.attempt)
 		if err != nil {

@@ -46,15 +46,34 @@ func TestProviderRefusalsFailTheRun(t *testing.T) {
 	}
 }
 
-func TestMissingChannelOrSubscriberFailsTheRun(t *testing.T) {
+// An update whose channel is gone by the time it is processed (disconnected, or its bot
+// deleted and being purged) writes nothing back: no subscriber, no run, no counter.
+func TestUpdateForAChannelThatIsGoneIsIgnored(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.publish(`{"name":"W","trigger":{"type":"start"},"steps":[{"id":"a","type":"send_text","text":"one"}]}`)
 	f.chans.missing = true
 	require.NoError(t, f.deliver(f.inbound("/start", "")))
+	f.subs.mu.Lock()
+	assert.Empty(t, f.subs.byID, "no subscriber is created for a channel that is gone")
+	f.subs.mu.Unlock()
+	assert.Empty(t, f.adapter.texts())
+	assert.Equal(t, int64(0), f.counter("messages_in"))
+}
+
+// A channel that goes away while a run waits fails the run when it wakes.
+func TestMissingChannelFailsTheRun(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.publish(`{"name":"W","trigger":{"type":"start"},"steps":[{"id":"w","type":"wait","seconds":1},{"id":"a","type":"send_text","text":"one"}]}`)
+	require.NoError(t, f.deliver(f.inbound("/start", "")))
+	f.chans.missing = true
+	f.clock.advance(2 * time.Second)
+	f.drain()
 	r := f.runs(f.subs.only(t).ID)[0]
 	assert.Equal(t, StatusFailed, r.Status)
 	assert.Equal(t, "channel_missing", r.Error.Kind)
+	assert.Empty(t, f.adapter.texts())
 }
 
 // Which reaction a text starts: /start and first contacts the start reaction, then exact
