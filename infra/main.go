@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -32,7 +33,7 @@ func run() (err error) {
 	app := awscdk.NewApp(nil)
 	cfg, err := stack.ConfigFrom(func(key string) any { return app.Node().TryGetContext(jsii.String(key)) })
 	if err != nil {
-		return err
+		return errors.Join(err, cfg.Validate()) // every problem at once
 	}
 	if _, err := stack.New(app, "BotPlatform-"+cfg.Stage, cfg); err != nil {
 		return err

@@ -389,3 +389,89 @@ func TestConversationWaitRestartRateLimitButtons(t *testing.T) {
 	assert.Equal(t, "blocked", failed.Error["kind"])
 	assert.Empty(t, c.tg.Sent(eve.ID))
 }
+
+// A label added over the API starts its label_added reaction, as a label a run adds does:
+// the subscriber (created by an inbound /start) gets the reaction's message once, and a
+// retried request (the label is there already) starts nothing. Labels given when a
+// subscriber is created over the API start it too.
+func TestConversationLabelAddedOverTheAPI(t *testing.T) {
+	t.Parallel()
+	c := startConversation(t)
+	s := c.s
+	tok, bot := s.demo.Token, s.demo.BotID
+	r := s.post(tok, "/api/bots/"+bot+"/labels", map[string]any{"name": "vip"})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	label := r.JSON(t)["id"].(string)
+	vip := c.publish(t, fmt.Sprintf(`{"name":"VIP","trigger":{"type":"label_added","label_id":%q},"steps":[
+		{"id":"hi","type":"send_text","text":"Welcome to the VIP club"}]}`, label))
+	c.publish(t, `{"name":"Ping","trigger":{"type":"keyword","keywords":["ping"]},"steps":[{"id":"p","type":"send_text","text":"pong"}]}`)
+
+	ann := fake.User{ID: 5201, FirstName: "Ann"}
+	c.deliver(t, c.tg.TextUpdate(ann, "/start")) // no start reaction: only the subscriber
+	var sub string
+	eventually(t, 10*time.Second, "ann's subscriber", func() bool {
+		r := s.get(tok, "/api/bots/"+bot+"/subscribers?channel=telegram&external_id=5201")
+		list, _ := r.JSON(t)["data"].([]any)
+		if len(list) == 1 {
+			sub = list[0].(map[string]any)["id"].(string)
+		}
+		return sub != ""
+	})
+	assert.Empty(t, c.tg.Sent(ann.ID))
+
+	path := "/api/bots/" + bot + "/subscribers/" + sub + "/labels"
+	r = s.post(tok, path, map[string]any{"label_id": label})
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	eventually(t, 10*time.Second, "the label_added reaction's message", func() bool { return len(c.tg.Sent(ann.ID)) >= 1 })
+	r = s.post(tok, path, map[string]any{"label_id": label}) // a client's retry
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	// A ping answered afterwards shows the queue has moved past anything the retry sent.
+	c.deliver(t, c.tg.TextUpdate(ann, "ping"))
+	eventually(t, 10*time.Second, "the pong", func() bool { return len(c.tg.Sent(ann.ID)) >= 2 })
+	assert.Equal(t, []string{"Welcome to the VIP club", "pong"}, texts(c.tg, ann.ID), "once")
+
+	var runs []trace
+	eventually(t, 10*time.Second, "two runs", func() bool { runs = c.executions(t, sub); return len(runs) == 2 })
+	run := c.execution(t, runs[1].ID)
+	assert.Equal(t, vip, run.ReactionID)
+	assert.Equal(t, map[string]any{"type": "label_added", "reason": "api", "label_id": label}, run.Trigger)
+	assert.Equal(t, "completed", run.Status)
+
+	// A subscriber created over the API with the label: its reaction runs for them too.
+	r = s.post(tok, "/api/bots/"+bot+"/subscribers", map[string]any{"channel": "telegram", "external_id": "5202", "labels": []string{label}})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	eventually(t, 10*time.Second, "the new subscriber's message", func() bool { return len(c.tg.Sent(5202)) >= 1 })
+	assert.Equal(t, []string{"Welcome to the VIP club"}, texts(c.tg, 5202))
+}
+
+// A quick_replies buttons step reaches Telegram as a one-time reply keyboard; the tapped
+// reply arrives as a text message with the button's title, which resumes the run.
+func TestConversationQuickReplies(t *testing.T) {
+	t.Parallel()
+	c := startConversation(t)
+	c.publish(t, `{"name":"Menu","trigger":{"type":"keyword","keywords":["menu"]},"steps":[
+		{"id":"ask","type":"buttons","style":"quick_replies","text":"Shall we?","buttons":[{"title":"Yes","step_id":"yes"},{"title":"No","step_id":"no"}]},
+		{"id":"yes","type":"send_text","text":"You said yes"},
+		{"id":"end","type":"end"},
+		{"id":"no","type":"send_text","text":"You said no"}]}`)
+	bob := fake.User{ID: 6201, FirstName: "Bob"}
+	c.deliver(t, c.tg.TextUpdate(bob, "menu"))
+	eventually(t, 10*time.Second, "the menu", func() bool { return len(c.tg.Sent(bob.ID)) >= 1 })
+	menu := c.tg.Sent(bob.ID)[0]
+	assert.Nil(t, menu.Buttons, "no inline keyboard")
+	require.NotNil(t, menu.Keyboard)
+	assert.Equal(t, fake.ReplyKeyboard{Buttons: [][]string{{"Yes"}, {"No"}}, OneTimeKeyboard: true, ResizeKeyboard: true}, *menu.Keyboard)
+	sub := c.subscriber(t, bob)
+	eventually(t, 10*time.Second, "the run waits for a reply", func() bool {
+		r := c.executions(t, sub)
+		return len(r) == 1 && r[0].Status == "waiting"
+	})
+
+	c.deliver(t, c.tg.TextUpdate(bob, "No")) // what Telegram sends when Bob taps "No"
+	eventually(t, 10*time.Second, "the answer", func() bool { return len(c.tg.Sent(bob.ID)) >= 2 })
+	assert.Equal(t, []string{"Shall we?", "You said no"}, texts(c.tg, bob.ID))
+	eventually(t, 10*time.Second, "the run completes", func() bool { return c.executions(t, sub)[0].Status == "completed" })
+	run := c.execution(t, c.executions(t, sub)[0].ID)
+	require.GreaterOrEqual(t, len(run.Steps), 2)
+	assert.Equal(t, true, run.Steps[1].Decision["quick_reply"])
+}

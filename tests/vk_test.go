@@ -238,3 +238,73 @@ func TestVKConversation(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, confirmForged.Status)
 	assert.NotContains(t, confirmForged.Body, fakevk.ConfirmationCode, "a forged confirmation learns no code")
 }
+
+// A send whose answer VK lost (VK sent the message; the connection broke before its answer)
+// is retried with the same random_id, derived from the step's idempotency key: the user gets
+// the message once, and the run goes on.
+func TestVKSendRetriedAfterLostAnswerIsDeliveredOnce(t *testing.T) {
+	t.Parallel()
+	vk := fakevk.New(t)
+	port := freePort(t)
+	s := startWith(t, t.TempDir(), "--addr", "127.0.0.1:"+port, "--public-url", "http://127.0.0.1:"+port, "--vk-base-url", vk.BaseURL())
+	s.secret(fakevk.Token)
+	tok, bot := s.demo.Token, s.demo.BotID
+	r := s.post(tok, "/api/bots/"+bot+"/channels", vkCreds(fakevk.Token, fakevk.GroupID))
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	servers := vk.CallbackServers(fakevk.GroupID)
+	require.Len(t, servers, 1)
+	_, err := vk.Confirm(fakevk.GroupID, servers[0].ID)
+	require.NoError(t, err)
+	r = s.post(tok, "/api/bots/"+bot+"/reactions", map[string]any{"name": "Welcome", "trigger": map[string]any{"type": "start"}, "steps": []any{
+		map[string]any{"id": "hi", "type": "send_text", "text": "Привет!"},
+		map[string]any{"id": "menu", "type": "buttons", "style": "quick_replies", "text": "Кофе?", "buttons": []any{
+			map[string]any{"title": "Да", "payload": "coffee"},
+		}},
+	}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	id := r.JSON(t)["id"].(string)
+	r = s.post(tok, "/api/bots/"+bot+"/reactions/"+id+"/publish", map[string]any{"expected_revision": 1})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+
+	const user = 777002
+	vk.LoseAnswers("messages.send", 1)
+	_, err = vk.Deliver(fakevk.NewMessage(fakevk.GroupID, fakevk.InMessage{FromID: user, ID: 1, Text: "Начать", Payload: `{"command":"start"}`}))
+	require.NoError(t, err)
+	eventually(t, 20*time.Second, "both messages", func() bool { return len(vk.Messages()) >= 2 })
+	calls := vk.CallsOf("messages.send")
+	require.Len(t, calls, 3, "the first send was retried")
+	assert.Equal(t, calls[0].Params.Get("random_id"), calls[1].Params.Get("random_id"), "the retry is the same message")
+	assert.NotEqual(t, calls[1].Params.Get("random_id"), calls[2].Params.Get("random_id"))
+	msgs := vk.Messages()
+	require.Len(t, msgs, 2, "delivered once")
+	assert.Equal(t, "Привет!", msgs[0].Text)
+
+	// The quick replies went out as a one-time keyboard under the input field.
+	var kb struct {
+		OneTime bool `json:"one_time"`
+		Inline  bool `json:"inline"`
+	}
+	require.NoError(t, json.Unmarshal(msgs[1].Keyboard, &kb))
+	assert.True(t, kb.OneTime)
+	assert.False(t, kb.Inline)
+
+	r = s.get(tok, "/api/bots/"+bot+"/subscribers?channel=vk&external_id="+strconv.Itoa(user))
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	sub := r.JSON(t)["data"].([]any)[0].(map[string]any)["id"].(string)
+	var runs []trace
+	eventually(t, 10*time.Second, "the run waits for a reply", func() bool {
+		r := s.get(tok, "/api/bots/"+bot+"/subscribers/"+sub+"/executions")
+		var list struct {
+			Data []trace `json:"data"`
+		}
+		_ = json.Unmarshal(r.Body, &list)
+		runs = list.Data
+		return len(runs) == 1 && runs[0].Status == "waiting"
+	})
+	r = s.get(tok, "/api/bots/"+bot+"/executions/"+runs[0].ID)
+	var run trace
+	require.NoError(t, json.Unmarshal(r.Body, &run))
+	require.Len(t, run.Steps, 2)
+	assert.Equal(t, 2, run.Steps[0].Attempts)
+	assert.Equal(t, strconv.FormatInt(msgs[0].ID, 10), run.Steps[0].Outcome["message_id"], "the first message's id")
+}

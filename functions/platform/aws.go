@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/botplatform/api/shared/reqlog"
@@ -45,8 +46,12 @@ type AWSConfig struct {
 	// webhooks; "" registers no webhook with a provider.
 	PublicURL string
 	// Providers are the messaging providers' settings (TELEGRAM_BASE_URL, ...): unset, the
-	// real providers.
+	// real providers. Its secrets are empty on AWS: SecretParameters names where they are.
 	Providers Providers
+	// SecretParameters name the SSM SecureString parameters of the providers' secrets
+	// (WHATSAPP_APP_SECRET_PARAMETER, WHATSAPP_VERIFY_TOKEN_PARAMETER); AWS.Providers reads
+	// them at cold start.
+	SecretParameters SecretParameters
 }
 
 // AWSConfigFromEnv reads the contract from the process environment.
@@ -58,8 +63,12 @@ func AWSConfigFromEnv() AWSConfig {
 		SecretsKeyID:        os.Getenv("SECRETS_KEY_ID"),
 		JobsQueueURL:        os.Getenv("JOBS_QUEUE_URL"),
 		JobsStateMachineARN: os.Getenv("JOBS_STATE_MACHINE_ARN"),
-		PublicURL:           os.Getenv("PUBLIC_URL"),
+		PublicURL:           os.Getenv(EnvPublicURL),
 		Providers:           ProvidersFromEnv(os.Getenv),
+		SecretParameters: SecretParameters{
+			WhatsAppAppSecret:   strings.TrimSpace(os.Getenv(EnvWhatsAppAppSecretParameter)),
+			WhatsAppVerifyToken: strings.TrimSpace(os.Getenv(EnvWhatsAppVerifyTokenParameter)),
+		},
 	}
 }
 
@@ -147,8 +156,9 @@ func (a *AWS) StateMachine(known func(string) bool) (jobs.Starter, error) {
 }
 
 // FamilyHandler builds, once per container, the Lambda handler of one HTTP family: its
-// environment on DynamoDB, EventBridge and KMS, and a router that trusts only the
-// authorizer's context.
+// environment on DynamoDB, EventBridge and KMS (and the provider secrets from SSM where the
+// environment names their parameters), and a router that trusts only the authorizer's
+// context.
 func FamilyHandler(ctx context.Context, name string, log *slog.Logger) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
 	f, err := FamilyNamed(name)
 	if err != nil {
@@ -174,11 +184,12 @@ func FamilyHandler(ctx context.Context, name string, log *slog.Logger) (func(con
 	if err != nil {
 		return nil, err
 	}
-	if err := a.cfg.Providers.Validate(); err != nil {
-		return nil, fmt.Errorf("platform: %w", err)
+	providers, err := a.Providers(ctx)
+	if err != nil {
+		return nil, err
 	}
 	env, err := NewEnv(Deps{Store: st, Audit: pub, CursorKey: key, Log: log, Now: time.Now, Requests: reqlog.NewLog(st), Secrets: sealer,
-		Adapters: a.cfg.Providers.Adapters(), PublicURL: a.cfg.PublicURL, WhatsAppVerifyToken: a.cfg.Providers.WhatsAppVerifyToken})
+		Adapters: providers.Adapters(), PublicURL: a.cfg.PublicURL, WhatsAppVerifyToken: providers.WhatsAppVerifyToken})
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package platform
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/botplatform/api/functions/webhooks"
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/queue"
 )
 
 // The webhooks enqueue what the runtime decodes: the same type name and a body whose every
@@ -120,4 +122,36 @@ func TestRuntimeAdapters(t *testing.T) {
 	require.NoError(t, rx.Delete(ctx, bot, r.ID, nil))
 	_, err = rr.Flow(ctx, bot, r.ID, 1)
 	assert.ErrorIs(t, err, runtime.ErrNotFound)
+}
+
+// sentMessages is a queue.Sender that keeps what it is given.
+type sentMessages struct{ msgs []queue.Message }
+
+func (s *sentMessages) Send(_ context.Context, msgs ...queue.Message) error {
+	s.msgs = append(s.msgs, msgs...)
+	return nil
+}
+
+// Labels added over the API reach the runtime as its own label events: one runtime.trigger
+// message per label, caused by the subscriber's revision that added it. Without a queue no
+// hook is installed.
+func TestLabelTriggers(t *testing.T) {
+	t.Parallel()
+	env := testEnv(t)
+	assert.Nil(t, labelTriggers(env))
+	q := &sentMessages{}
+	env.Queue = q
+	hook := labelTriggers(env)
+	require.NotNil(t, hook)
+	require.NoError(t, hook.LabelsAdded(t.Context(), "bot_1", subscribers.LabelAddition{
+		SubscriberID: "sub_1", Channel: "vk", LabelIDs: []string{"lbl_a", "lbl_b"}, Revision: 3}))
+	require.Len(t, q.msgs, 2)
+	for i, label := range []string{"lbl_a", "lbl_b"} {
+		m := q.msgs[i]
+		assert.Equal(t, runtime.TriggerMessage, m.Type)
+		want, err := runtime.LabelAddedMessage("bot_1", "sub_1", channel.VK, label, 3)
+		require.NoError(t, err)
+		assert.JSONEq(t, string(want.Body), string(m.Body))
+		assert.JSONEq(t, `{"bot_id":"bot_1","subscriber_id":"sub_1","kind":"vk","label_id":"`+label+`","cause":"sub_1.3.`+label+`","from_execution_id":"","hops":0}`, string(m.Body))
+	}
 }

@@ -78,11 +78,12 @@ func JobsLambda(ctx context.Context, log *slog.Logger, now func() time.Time) (fu
 	if err != nil {
 		return nil, err
 	}
-	if err := a.cfg.Providers.Validate(); err != nil {
-		return nil, fmt.Errorf("platform: %w", err)
+	providers, err := a.Providers(ctx)
+	if err != nil {
+		return nil, err
 	}
 	env, err := NewEnv(Deps{Store: st, Audit: noAudit{}, CursorKey: key, Log: log, Now: now,
-		Secrets: sealer, Adapters: a.cfg.Providers.Adapters(), PublicURL: a.cfg.PublicURL})
+		Secrets: sealer, Adapters: providers.Adapters(), PublicURL: a.cfg.PublicURL})
 	if err != nil {
 		return nil, err
 	}

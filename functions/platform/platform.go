@@ -218,11 +218,9 @@ func Families() []Family {
 		{Name: "stats", Register: func(mux *httpapi.Mux, env *Env) { stats.Routes(mux, env.Store) },
 			Purge: func(env *Env) jobs.Step { return sharedstats.PurgeStep(env.Store, env.Now) }},
 		{Name: "subscribers",
-			Register: func(mux *httpapi.Mux, env *Env) {
-				subscribers.Routes(mux, subscribers.NewService(env.Store, env.Now, env.Jobs), env.Cursors)
-			},
-			Jobs:  func(reg *jobs.Registry, env *Env) { subscribers.NewService(env.Store, env.Now, nil).RegisterJobs(reg) },
-			Purge: func(env *Env) jobs.Step { return subscribers.PurgeStep(env.Store) }},
+			Register: subscriberRoutes,
+			Jobs:     func(reg *jobs.Registry, env *Env) { subscribers.NewService(env.Store, env.Now, nil).RegisterJobs(reg) },
+			Purge:    func(env *Env) jobs.Step { return subscribers.PurgeStep(env.Store) }},
 		// Without Secrets (SECRETS_KEY_ID) env.Channels is nil and every channel route
 		// answers 503: the routes exist, credentials cannot be sealed.
 		{Name: "channels", Register: func(mux *httpapi.Mux, env *Env) { channels.Routes(mux, env.Channels, env.Cursors) },

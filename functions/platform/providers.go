@@ -31,7 +31,9 @@ type Providers struct {
 	WhatsAppAppID string
 	// WhatsAppAppSecret is the Meta app's secret, which signs every WhatsApp webhook; and
 	// WhatsAppVerifyToken is the token Meta presents when the webhook URL is registered. Both
-	// are secrets: read from the environment only, never from flags (which show in ps).
+	// are secrets: locally read from the environment only, never from flags (which show in
+	// ps); on AWS from SSM SecureString parameters (AWS.Providers), never from the
+	// environment or the template.
 	WhatsAppAppSecret   string
 	WhatsAppVerifyToken string
 	// AllowPrivateMediaURLs lets adapters that download media themselves (VK uploads them)
@@ -40,17 +42,32 @@ type Providers struct {
 	AllowPrivateMediaURLs bool
 }
 
+// The environment variables of the provider configuration. infra/stack sets the AWS ones
+// (never the two secrets: on AWS they come from SSM, see AWS.Providers).
+const (
+	EnvPublicURL           = "PUBLIC_URL"
+	EnvTelegramBaseURL     = "TELEGRAM_BASE_URL"
+	EnvVKBaseURL           = "VK_BASE_URL"
+	EnvWhatsAppBaseURL     = "WHATSAPP_BASE_URL"
+	EnvWhatsAppAppID       = "WHATSAPP_APP_ID"
+	EnvWhatsAppAppSecret   = "WHATSAPP_APP_SECRET"
+	EnvWhatsAppVerifyToken = "WHATSAPP_VERIFY_TOKEN"
+	// The names of the SSM SecureString parameters that hold the two secrets on AWS.
+	EnvWhatsAppAppSecretParameter   = "WHATSAPP_APP_SECRET_PARAMETER"
+	EnvWhatsAppVerifyTokenParameter = "WHATSAPP_VERIFY_TOKEN_PARAMETER"
+)
+
 // ProvidersFromEnv reads the provider configuration from environment variables (getenv is
 // os.Getenv in production): TELEGRAM_BASE_URL, VK_BASE_URL, WHATSAPP_BASE_URL,
 // WHATSAPP_APP_ID, WHATSAPP_APP_SECRET, WHATSAPP_VERIFY_TOKEN.
 func ProvidersFromEnv(getenv func(string) string) Providers {
 	return Providers{
-		TelegramBaseURL:     strings.TrimSpace(getenv("TELEGRAM_BASE_URL")),
-		VKBaseURL:           strings.TrimSpace(getenv("VK_BASE_URL")),
-		WhatsAppBaseURL:     strings.TrimSpace(getenv("WHATSAPP_BASE_URL")),
-		WhatsAppAppID:       strings.TrimSpace(getenv("WHATSAPP_APP_ID")),
-		WhatsAppAppSecret:   strings.TrimSpace(getenv("WHATSAPP_APP_SECRET")),
-		WhatsAppVerifyToken: strings.TrimSpace(getenv("WHATSAPP_VERIFY_TOKEN")),
+		TelegramBaseURL:     strings.TrimSpace(getenv(EnvTelegramBaseURL)),
+		VKBaseURL:           strings.TrimSpace(getenv(EnvVKBaseURL)),
+		WhatsAppBaseURL:     strings.TrimSpace(getenv(EnvWhatsAppBaseURL)),
+		WhatsAppAppID:       strings.TrimSpace(getenv(EnvWhatsAppAppID)),
+		WhatsAppAppSecret:   strings.TrimSpace(getenv(EnvWhatsAppAppSecret)),
+		WhatsAppVerifyToken: strings.TrimSpace(getenv(EnvWhatsAppVerifyToken)),
 	}
 }
 

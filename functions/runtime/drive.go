@@ -448,7 +448,8 @@ func (d *driver) deliver(ctx context.Context, e *Entry, m channel.Message, next 
 }
 
 // sendMessage sends m to the subscriber. A provider's refusal fails the run (e.Error); a
-// failure worth retrying is returned as *retryable.
+// failure worth retrying is returned as *retryable. m goes with the idempotency key of the
+// step's send (sendKey); quick replies go as inline buttons to a channel without them.
 func (d *driver) sendMessage(ctx context.Context, e *Entry, m channel.Message) (string, error) {
 	ok, err := d.open(ctx)
 	if err != nil {
@@ -458,6 +459,10 @@ func (d *driver) sendMessage(ctx context.Context, e *Entry, m channel.Message) (
 		d.fail(e, StepError{Kind: "channel_missing", Message: fmt.Sprintf("the bot has no %s channel connected", d.rec.Channel)})
 		return "", nil
 	}
+	if m.QuickReplies && !d.adapter.Capabilities().Sends(channel.MessageKindQuickReplies) {
+		m.QuickReplies = false
+	}
+	m.Key = sendKey(d.rec.ID, d.rec.Seq+1, e.StepID)
 	id, err := d.adapter.Send(ctx, d.conn, d.sub.ExternalID, m)
 	if err == nil {
 		return id, nil
@@ -491,6 +496,16 @@ func (d *driver) sendMessage(ctx context.Context, e *Entry, m channel.Message) (
 		"kind", se.Kind, "provider_code", se.ProviderCode, "error", err)
 	d.fail(e, se)
 	return "", nil
+}
+
+// sendKey is the idempotency key (channel.Message.Key) of the message one step execution
+// sends: the run, the entry the step will be written as, and the step ("exe_.../3/ask"). It
+// is the same on every retry of that send, since a run's entry count moves only when a step
+// is written, and differs for every other send, the same step executed again included (a
+// menu shown twice is entry 3, then a later one). A step type that sends several messages
+// must tell them apart by appending "/<part>" (1, 2, ...).
+func sendKey(exe string, entry int, step string) string {
+	return exe + "/" + strconv.Itoa(entry) + "/" + step
 }
 
 // sent is what a sent message counts: messages_out in the step's transaction, and the
@@ -528,13 +543,16 @@ func (d *driver) buttons(ctx context.Context, s Step, e *Entry) ([]store.Write, 
 	if err != nil {
 		return nil, err
 	}
-	m := channel.Message{Text: s.Text, Buttons: channelButtons(rec.ID, seq, s.Buttons)}
+	m := channel.Message{Text: s.Text, Buttons: channelButtons(rec.ID, seq, s.Buttons), QuickReplies: s.Style == styleQuickReplies}
 	id, err := d.sendMessage(ctx, e, m)
 	if err != nil || e.Error != nil {
 		return nil, err
 	}
 	until := d.r.now().Add(ButtonsWait).UTC()
 	e.Outcome = map[string]any{"message_id": id, "waiting_until": until}
+	if m.QuickReplies && !d.adapter.Capabilities().Sends(channel.MessageKindQuickReplies) {
+		e.Outcome["sent_as"] = styleInline // the channel has no quick replies
+	}
 	rec.Status = StatusWaiting
 	rec.Waiting = &Waiting{For: waitButton, StepID: s.ID, Until: until}
 	var prev int64

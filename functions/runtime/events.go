@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -77,17 +78,34 @@ type event struct {
 	attempt int
 }
 
-// labelEvent is the body of a TriggerMessage: a run added a label to a subscriber.
+// labelEvent is the body of a TriggerMessage: a label was added to a subscriber, by a run
+// or over the API (LabelAddedMessage).
 type labelEvent struct {
 	BotID        string       `json:"bot_id"`
 	SubscriberID string       `json:"subscriber_id"`
 	Kind         channel.Kind `json:"kind"`
 	LabelID      string       `json:"label_id"`
-	// Cause identifies the addition (run, entry, label), so the event is handled once.
+	// Cause identifies the addition (run, entry, label; or subscriber, revision, label), so
+	// the event is handled once.
 	Cause string `json:"cause"`
-	// FromExecutionID is the run that added the label; Hops its place in the chain.
+	// FromExecutionID is the run that added the label ("" for the API); Hops its place in
+	// the chain (0 for the API: a new chain).
 	FromExecutionID string `json:"from_execution_id"`
 	Hops            int    `json:"hops"`
+}
+
+// LabelAddedMessage is the TriggerMessage of a label added to a subscriber outside a run:
+// over the API, where the subscribers family stored the change as the subscriber's revision
+// rev. The label's label_added reaction starts in a new chain (trigger reason "api"). The
+// event's cause is (subscriber, revision, label), which names that one addition: however
+// often the message is sent or delivered, the reaction runs once. k is the subscriber's
+// channel type, which the run answers on.
+func LabelAddedMessage(bot, subscriberID string, k channel.Kind, labelID string, rev int64) (queue.Message, error) {
+	if bot == "" || subscriberID == "" || labelID == "" || rev < 1 {
+		return queue.Message{}, fmt.Errorf("runtime: a label event needs a bot, subscriber, label and revision")
+	}
+	return queue.New(TriggerMessage, labelEvent{BotID: bot, SubscriberID: subscriberID, Kind: k, LabelID: labelID,
+		Cause: subscriberID + "." + strconv.FormatInt(rev, 10) + "." + labelID})
 }
 
 func (r *Runtime) handleInbound(ctx context.Context, m queue.Message) error {
@@ -370,6 +388,9 @@ func (r *Runtime) planLabel(ctx context.Context, ev *event) ([]action, error) {
 		spec := startSpec{
 			ExecutionID: newExecutionID(r.now()), ReactionID: p.ReactionID, Version: p.Version, Hops: le.Hops + 1,
 			Trigger: TriggerInfo{Type: TriggerLabelAdded, LabelID: le.LabelID, FromExecutionID: le.FromExecutionID},
+		}
+		if le.FromExecutionID == "" {
+			spec.Trigger.Reason = "api"
 		}
 		return []action{{Kind: actStart, Start: &spec}}, nil
 	}

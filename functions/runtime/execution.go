@@ -79,7 +79,8 @@ type TriggerInfo struct {
 	// run's goto started it.
 	Type string `json:"type"`
 	// Reason refines it: command or first_contact (start), keyword or pattern (keyword),
-	// quick_reply (button: a text equal to a button's title).
+	// quick_reply (button: a text equal to a button's title), api (label_added: the label
+	// was added over the API).
 	Reason string `json:"reason,omitempty"`
 	// Keyword, Pattern, Payload, LabelID: the part of the trigger that matched (bot-authored).
 	Keyword string `json:"keyword,omitempty"`

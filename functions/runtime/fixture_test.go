@@ -89,14 +89,25 @@ type fakeAdapter struct {
 	mu       sync.Mutex
 	sent     []sent
 	calls    int
+	keys     []string      // the Key of every Send call, failed ones included
 	script   map[int]error // the answer to Send call n (1-based), when an error
 	answered []string
 	n        int
+	// kinds are the message kinds the channel declares (none by default).
+	kinds []string
+	// dedupe makes it a provider that sends a message once per Key (VK's random_id): a
+	// repeated key answers the first message's id and sends nothing.
+	dedupe bool
+	byKey  map[string]string
+	// lose are the Send calls (1-based) that deliver and then lose their answer.
+	lose map[int]bool
 }
 
 func (a *fakeAdapter) Kind() channel.Kind { return channel.Telegram }
 func (a *fakeAdapter) Capabilities() channel.Capabilities {
-	return channel.Capabilities{Kind: channel.Telegram}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return channel.Capabilities{Kind: channel.Telegram, MessageKinds: slices.Clone(a.kinds)}
 }
 func (a *fakeAdapter) Credentials() any { return &struct{}{} }
 func (a *fakeAdapter) Connect(context.Context, channel.ConnectRequest) (channel.ConnectResult, error) {
@@ -109,12 +120,23 @@ func (a *fakeAdapter) Send(_ context.Context, _ channel.Connection, user string,
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.calls++
+	a.keys = append(a.keys, m.Key)
 	if err := a.script[a.calls]; err != nil {
 		return "", err
+	}
+	if id, ok := a.byKey[m.Key]; ok && a.dedupe && m.Key != "" {
+		return id, nil
 	}
 	a.n++
 	id := fmt.Sprintf("m%d", a.n)
 	a.sent = append(a.sent, sent{User: user, Msg: m, ID: id})
+	if a.byKey == nil {
+		a.byKey = map[string]string{}
+	}
+	a.byKey[m.Key] = id
+	if a.lose[a.calls] {
+		return "", &channel.Error{Kind: channel.ErrUnavailable, Provider: channel.Telegram, Code: "transport", Message: "connection reset"}
+	}
 	return id, nil
 }
 
@@ -153,6 +175,12 @@ func (a *fakeAdapter) texts() []string {
 		out = append(out, s.Msg.Text)
 	}
 	return out
+}
+
+func (a *fakeAdapter) sendKeys() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.keys)
 }
 
 func (a *fakeAdapter) last() sent {

@@ -75,6 +75,12 @@ const (
 	StepEnd         = "end"
 )
 
+// The styles of a buttons step.
+const (
+	styleInline       = "inline"
+	styleQuickReplies = "quick_replies"
+)
+
 // Button is one button of a buttons step: a title and exactly one of Payload, URL, StepID.
 type Button struct {
 	Title   string `json:"title"`

@@ -29,25 +29,34 @@ func (b oneBot) LoadBot(_ context.Context, _, bot string) (any, error) {
 
 type server struct {
 	*fixture
-	mux *httpapi.Mux
-	tok string
+	auth *auth.Service
+	mux  *httpapi.Mux
+	tok  string
 }
 
 func newServer(t *testing.T) *server {
 	t.Helper()
 	f := newFixture(t, false)
 	a := auth.NewService(f.store, f.clock.Now, nil)
-	mux, err := httpapi.NewMux(httpapi.Config{
-		Authenticate: httpapi.BearerAuth(a), Bots: oneBot(f.bot), Audit: audit.NewLog(f.store),
-		Log: slog.New(slog.DiscardHandler), Now: f.clock.Now,
-	})
-	require.NoError(t, err)
-	Routes(mux, f.svc, httpapi.NewCursors([]byte("0123456789abcdef0123456789abcdef")))
+	s := &server{fixture: f, auth: a}
+	s.mux = s.rebuild(t)
 	acct, owner, err := a.CreateAccount(t.Context(), "Acme")
 	require.NoError(t, err)
-	_, tok, err := a.IssuePAT(t.Context(), acct.ID, owner.ID, "t", auth.Scopes{auth.Full}, t0.Add(time.Hour))
+	_, s.tok, err = a.IssuePAT(t.Context(), acct.ID, owner.ID, "t", auth.Scopes{auth.Full}, t0.Add(time.Hour))
 	require.NoError(t, err)
-	return &server{fixture: f, mux: mux, tok: tok}
+	return s
+}
+
+// rebuild serves the routes of s.svc on a new mux.
+func (s *server) rebuild(t *testing.T) *httpapi.Mux {
+	t.Helper()
+	mux, err := httpapi.NewMux(httpapi.Config{
+		Authenticate: httpapi.BearerAuth(s.auth), Bots: oneBot(s.bot), Audit: audit.NewLog(s.store),
+		Log: slog.New(slog.DiscardHandler), Now: s.clock.Now,
+	})
+	require.NoError(t, err)
+	Routes(mux, s.svc, httpapi.NewCursors([]byte("0123456789abcdef0123456789abcdef")))
+	return mux
 }
 
 type reply struct {

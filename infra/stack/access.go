@@ -1,6 +1,10 @@
 package stack
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/botplatform/api/functions/platform"
+)
 
 // Resource names what a grant's actions apply to. The stack turns each into concrete ARNs.
 type Resource int
@@ -27,7 +31,34 @@ const (
 	OwnLogGroup
 	// NoResource is for APIs that support no resource-level permissions ("Resource": "*").
 	NoResource
+	// WhatsAppAppSecretParameter and WhatsAppVerifyTokenParameter are the SSM Parameter
+	// Store SecureString parameters that hold the WhatsApp secrets. The operator creates
+	// them; the stack knows only their names (context whatsappAppSecretParameter,
+	// whatsappVerifyTokenParameter), and a grant on one applies only when it is named.
+	WhatsAppAppSecretParameter
+	WhatsAppVerifyTokenParameter
+	// ParameterKey is the KMS key of those parameters (AWS-managed aws/ssm, or the
+	// operator's): its ARN is unknown to the stack, so the grant is on the account's keys
+	// in the stack's region, only through SSM (kms:ViaService) and only for the parameters
+	// the same Lambda may read (kms:EncryptionContext:PARAMETER_ARN). It applies only with
+	// at least one of them.
+	ParameterKey
 )
+
+// parameters are the Resources that are SSM parameters named in the configuration.
+var parameters = []Resource{WhatsAppAppSecretParameter, WhatsAppVerifyTokenParameter}
+
+// parameterName is the name the configuration gives parameter r ("" when unset or when r
+// is no parameter).
+func (c Config) parameterName(r Resource) string {
+	switch r {
+	case WhatsAppAppSecretParameter:
+		return c.WhatsAppAppSecretParameter
+	case WhatsAppVerifyTokenParameter:
+		return c.WhatsAppVerifyTokenParameter
+	}
+	return ""
+}
 
 // Grant is a set of actions on one resource.
 type Grant struct {
@@ -51,7 +82,9 @@ const StateMachineRole = "jobs state machine"
 //
 // KMS Decrypt/GenerateDataKey on SecretsKey goes to the Lambdas that seal or open provider
 // credentials (the channels family), which also gives them SECRETS_KEY_ID. Likewise
-// states:StartExecution on JobsStateMachine gives JOBS_STATE_MACHINE_ARN.
+// states:StartExecution on JobsStateMachine gives JOBS_STATE_MACHINE_ARN, and
+// ssm:GetParameter on a secret's parameter gives its name (WHATSAPP_APP_SECRET_PARAMETER).
+// Grants on parameters the configuration does not name are left out (AccessFor).
 func Access() map[string][]Grant {
 	logs := Grant{OwnLogGroup, []string{"logs:CreateLogStream", "logs:PutLogEvents"}}
 	tableReadWrite := []string{
@@ -98,11 +131,18 @@ func Access() map[string][]Grant {
 		// (SendMessage), and apply WhatsApp template review outcomes to the channels family's
 		// catalog (Query on GSI2, PutItem, DeleteItem). GenerateMac: the cursor key every
 		// family derives at cold start.
+		//
+		// The WhatsApp app secret checks X-Hub-Signature-256 and the verify token answers
+		// Meta's subscription check: read once per cold start from their SSM parameters
+		// (GetParameter with decryption, which has SSM call kms:Decrypt for the role).
 		"webhooks": {logs,
 			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query"}},
 			{CursorKey, []string{"kms:GenerateMac"}},
 			{SecretsKey, []string{"kms:Decrypt"}},
 			{JobsQueue, []string{"sqs:SendMessage"}},
+			{WhatsAppAppSecretParameter, []string{"ssm:GetParameter"}},
+			{WhatsAppVerifyTokenParameter, []string{"ssm:GetParameter"}},
+			{ParameterKey, []string{"kms:Decrypt"}},
 		},
 		// The execution traces: reads only (PutItem: request log entries and last_used_at).
 		// The runtime itself runs in the jobs Lambda.
@@ -172,6 +212,59 @@ func Access() map[string][]Grant {
 	}
 }
 
+// AccessFor is the Lambda's row of Access as deployed with cfg: without the grants on SSM
+// parameters cfg does not name, and without ParameterKey when none is left.
+func AccessFor(name string, cfg Config) []Grant {
+	var out []Grant
+	named := false
+	for _, g := range Access()[name] {
+		if slices.Contains(parameters, g.On) {
+			if cfg.parameterName(g.On) == "" {
+				continue
+			}
+			named = true
+		}
+		out = append(out, g)
+	}
+	if !named {
+		out = slices.DeleteFunc(out, func(g Grant) bool { return g.On == ParameterKey })
+	}
+	return out
+}
+
+// Setting is non-secret provider configuration a Lambda receives as an environment
+// variable: CDK context, see Config.
+type Setting int
+
+// The provider settings.
+const (
+	// PublicURL is where providers deliver webhooks: always set (context publicUrl, by
+	// default the API's own URL).
+	PublicURL Setting = iota + 1
+	// The providers' API base URLs and the Meta app id: set only when configured (unset,
+	// the Lambdas talk to the real providers).
+	TelegramBaseURL
+	VKBaseURL
+	WhatsAppBaseURL
+	WhatsAppAppID
+)
+
+// Settings is the one table of which Lambda receives which provider setting, as Access is
+// of permissions; EnvNames reads both. The secrets are not settings: a Lambda that needs one
+// has a grant on its SSM parameter in Access, which gives it the parameter's name.
+func Settings() map[string][]Setting {
+	return map[string][]Setting{
+		// Connect checks credentials with the provider and registers the webhook at
+		// PUBLIC_URL; templates are submitted to WhatsApp, their header media uploaded under
+		// the Meta app (WHATSAPP_APP_ID).
+		"channels": {PublicURL, TelegramBaseURL, VKBaseURL, WhatsAppBaseURL, WhatsAppAppID},
+		// The conversation runtime sends through the providers' APIs, and the purge of a
+		// deleted bot removes its channels' webhooks there. Its channels service is the
+		// channels family's, built with PUBLIC_URL.
+		Jobs: {PublicURL, TelegramBaseURL, VKBaseURL, WhatsAppBaseURL},
+	}
+}
+
 // The environment contract of the Lambda mains.
 const (
 	EnvStage               = "STAGE"
@@ -182,7 +275,33 @@ const (
 	EnvSecretsKeyID        = "SECRETS_KEY_ID"
 	EnvJobsQueueURL        = "JOBS_QUEUE_URL"
 	EnvJobsStateMachineARN = "JOBS_STATE_MACHINE_ARN"
+	// Provider configuration, named where the platform reads it.
+	EnvPublicURL                    = platform.EnvPublicURL
+	EnvTelegramBaseURL              = platform.EnvTelegramBaseURL
+	EnvVKBaseURL                    = platform.EnvVKBaseURL
+	EnvWhatsAppBaseURL              = platform.EnvWhatsAppBaseURL
+	EnvWhatsAppAppID                = platform.EnvWhatsAppAppID
+	EnvWhatsAppAppSecretParameter   = platform.EnvWhatsAppAppSecretParameter
+	EnvWhatsAppVerifyTokenParameter = platform.EnvWhatsAppVerifyTokenParameter
 )
+
+// settingVar is the variable of s, and its value in cfg ("" for PublicURL means the stack's
+// default, which only the stack knows).
+func settingVar(s Setting, cfg Config) (name, value string, set bool) {
+	switch s {
+	case PublicURL:
+		return EnvPublicURL, cfg.PublicURL, true
+	case TelegramBaseURL:
+		return EnvTelegramBaseURL, cfg.TelegramBaseURL, cfg.TelegramBaseURL != ""
+	case VKBaseURL:
+		return EnvVKBaseURL, cfg.VKBaseURL, cfg.VKBaseURL != ""
+	case WhatsAppBaseURL:
+		return EnvWhatsAppBaseURL, cfg.WhatsAppBaseURL, cfg.WhatsAppBaseURL != ""
+	case WhatsAppAppID:
+		return EnvWhatsAppAppID, cfg.WhatsAppAppID, cfg.WhatsAppAppID != ""
+	}
+	return "", "", false
+}
 
 // envVar is the variable that names r to a Lambda holding a grant on it. Resources without
 // one are reached through the platform (a destination, a log group).
@@ -200,16 +319,26 @@ func envVar(r Resource) (string, bool) {
 		return EnvJobsQueueURL, true
 	case JobsStateMachine:
 		return EnvJobsStateMachineARN, true
+	case WhatsAppAppSecretParameter:
+		return EnvWhatsAppAppSecretParameter, true
+	case WhatsAppVerifyTokenParameter:
+		return EnvWhatsAppVerifyTokenParameter, true
 	}
 	return "", false
 }
 
-// EnvNames returns the names of the variables the Lambda called name receives: STAGE and
-// LOG_LEVEL, plus one per resource it has a grant on.
-func EnvNames(name string) []string {
+// EnvNames returns the names of the variables the Lambda called name receives when deployed
+// with cfg: STAGE and LOG_LEVEL, one per resource it has a grant on (AccessFor), and one per
+// provider setting of its row in Settings that cfg sets.
+func EnvNames(name string, cfg Config) []string {
 	names := []string{EnvStage, EnvLogLevel}
-	for _, g := range Access()[name] {
+	for _, g := range AccessFor(name, cfg) {
 		if v, ok := envVar(g.On); ok && !slices.Contains(names, v) {
+			names = append(names, v)
+		}
+	}
+	for _, s := range Settings()[name] {
+		if v, _, set := settingVar(s, cfg); set && !slices.Contains(names, v) {
 			names = append(names, v)
 		}
 	}

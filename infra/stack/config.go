@@ -5,12 +5,17 @@ import (
 	"fmt"
 	"maps"
 	"net/mail"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/botplatform/api/shared/channel/telegram"
+	"github.com/botplatform/api/shared/channel/vk"
+	"github.com/botplatform/api/shared/channel/whatsapp"
 )
 
 // Config is the stack's configuration: CDK context values (cdk.json, -c key=value or
@@ -36,6 +41,20 @@ type Config struct {
 	ThrottleBurstLimit float64
 	// Alarm5xxThreshold is how many 5xx answers in 5 minutes raise the API alarm.
 	Alarm5xxThreshold float64
+
+	// PublicURL is where providers deliver webhooks (an https URL without a trailing
+	// slash); "" means the API's own: https://<Domain>, else the HTTP API's endpoint.
+	PublicURL string
+	// The providers' API base URLs and the Meta app id; "" talks to the real providers
+	// (and leaves WhatsApp template header uploads off). See platform.Providers.
+	TelegramBaseURL string
+	VKBaseURL       string
+	WhatsAppBaseURL string
+	WhatsAppAppID   string
+	// The names of the SSM SecureString parameters holding the WhatsApp app secret and
+	// verify token. The operator creates them; the stack never holds a secret's value.
+	WhatsAppAppSecretParameter   string
+	WhatsAppVerifyTokenParameter string
 }
 
 // Defaults for the context values.
@@ -60,7 +79,22 @@ const (
 	CtxThrottleRateLimit  = "throttleRateLimit"
 	CtxThrottleBurstLimit = "throttleBurstLimit"
 	CtxAlarm5xxThreshold  = "alarm5xxThreshold"
+
+	CtxPublicURL                    = "publicUrl"
+	CtxTelegramBaseURL              = "telegramBaseUrl"
+	CtxVKBaseURL                    = "vkBaseUrl"
+	CtxWhatsAppBaseURL              = "whatsappBaseUrl"
+	CtxWhatsAppAppID                = "whatsappAppId"
+	CtxWhatsAppAppSecretParameter   = "whatsappAppSecretParameter"
+	CtxWhatsAppVerifyTokenParameter = "whatsappVerifyTokenParameter"
 )
+
+// secretContext are context keys someone might try for the secrets themselves. Context ends
+// up in cdk.context.json, the cloud assembly and the template; they are refused.
+var secretContext = map[string]string{
+	"whatsappAppSecret":   CtxWhatsAppAppSecretParameter,
+	"whatsappVerifyToken": CtxWhatsAppVerifyTokenParameter,
+}
 
 // Prod reports whether the stage is production: its data is retained and protected.
 func (c Config) Prod() bool { return c.Stage == "prod" }
@@ -109,6 +143,21 @@ func ConfigFrom(get func(key string) any) (Config, error) {
 		ThrottleRateLimit:  num(CtxThrottleRateLimit, DefaultThrottleRateLimit),
 		ThrottleBurstLimit: num(CtxThrottleBurstLimit, DefaultThrottleBurstLimit),
 		Alarm5xxThreshold:  num(CtxAlarm5xxThreshold, DefaultAlarm5xxThreshold),
+
+		PublicURL:                    strings.TrimRight(str(CtxPublicURL, ""), "/"),
+		TelegramBaseURL:              str(CtxTelegramBaseURL, ""),
+		VKBaseURL:                    str(CtxVKBaseURL, ""),
+		WhatsAppBaseURL:              str(CtxWhatsAppBaseURL, ""),
+		WhatsAppAppID:                str(CtxWhatsAppAppID, ""),
+		WhatsAppAppSecretParameter:   str(CtxWhatsAppAppSecretParameter, ""),
+		WhatsAppVerifyTokenParameter: str(CtxWhatsAppVerifyTokenParameter, ""),
+	}
+	for _, key := range slices.Sorted(maps.Keys(secretContext)) {
+		if get(key) != nil {
+			problems = append(problems, fmt.Errorf("context %s: secrets are never context values (they would be written to "+
+				"cdk.context.json, the cloud assembly and the template): store it in an SSM SecureString parameter and pass its name as %s",
+				key, secretContext[key]))
+		}
 	}
 	days := num(CtxLogRetentionDays, DefaultLogRetentionDays)
 	c.LogRetentionDays = int(days)
@@ -179,7 +228,80 @@ func (c Config) Validate() error {
 	if c.Alarm5xxThreshold < 0 {
 		bad("%s %v: want 0 or more", CtxAlarm5xxThreshold, c.Alarm5xxThreshold)
 	}
+	if c.PublicURL != "" {
+		if err := checkPublicURL(c.PublicURL); err != nil {
+			bad("%s %q: %v", CtxPublicURL, c.PublicURL, err)
+		}
+	}
+	for _, u := range []struct {
+		key, value string
+		check      func(string) error
+	}{
+		{CtxTelegramBaseURL, c.TelegramBaseURL, telegram.CheckBaseURL},
+		{CtxVKBaseURL, c.VKBaseURL, vk.CheckBaseURL},
+		{CtxWhatsAppBaseURL, c.WhatsAppBaseURL, whatsapp.CheckBaseURL},
+	} {
+		if u.value != "" {
+			if err := u.check(u.value); err != nil {
+				bad("%s %q: %v", u.key, u.value, err)
+			}
+		}
+	}
+	if c.WhatsAppAppID != "" && !whatsapp.ValidAppID(c.WhatsAppAppID) {
+		bad("%s %q: want the numeric id of the Meta app", CtxWhatsAppAppID, c.WhatsAppAppID)
+	}
+	for _, p := range []struct{ key, name string }{
+		{CtxWhatsAppAppSecretParameter, c.WhatsAppAppSecretParameter},
+		{CtxWhatsAppVerifyTokenParameter, c.WhatsAppVerifyTokenParameter},
+	} {
+		if p.name != "" {
+			if err := checkParameterName(p.name); err != nil {
+				bad("%s %q: %v", p.key, p.name, err)
+			}
+		}
+	}
+	if c.WhatsAppAppSecretParameter != "" && c.WhatsAppAppSecretParameter == c.WhatsAppVerifyTokenParameter {
+		bad("%s and %s name the same parameter: the app secret and the verify token are different secrets",
+			CtxWhatsAppAppSecretParameter, CtxWhatsAppVerifyTokenParameter)
+	}
 	return errors.Join(problems...)
+}
+
+// checkPublicURL: providers deliver webhooks only to https (Telegram and Meta refuse
+// anything else), at a host, under an optional path.
+func checkPublicURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.Host == "" || u.Opaque != "" {
+		return errors.New("want an absolute https URL")
+	}
+	if u.User != nil || u.RawQuery != "" || u.ForceQuery || strings.Contains(s, "#") {
+		return errors.New("want no user info, query or fragment")
+	}
+	return nil
+}
+
+// parameterName is an SSM parameter name as Parameter Store accepts it: letters, digits and
+// _.-/, a hierarchical name starting with "/" and no empty level; names beginning with
+// aws or ssm are reserved.
+var parameterName = regexp.MustCompile(`^(/[A-Za-z0-9_.-]+)+$|^[A-Za-z0-9_.-]+$`)
+
+// checkParameterName accepts the name of a parameter of the stack's account and region (not
+// an ARN: a parameter elsewhere would need a grant the stack does not make).
+func checkParameterName(name string) error {
+	lower := strings.ToLower(strings.TrimPrefix(name, "/"))
+	switch {
+	case strings.HasPrefix(name, "arn:"):
+		return errors.New("want the parameter's name, not its ARN (it must be in the stack's account and region)")
+	case !parameterName.MatchString(name):
+		return errors.New(`want a Parameter Store name: letters, digits and _.-, levels separated by "/" after a leading "/"`)
+	case len(name) > 1011:
+		return errors.New("longer than Parameter Store allows")
+	case strings.HasPrefix(lower, "aws") || strings.HasPrefix(lower, "ssm"):
+		return errors.New(`names beginning with "aws" or "ssm" are reserved`)
+	case strings.Count(name, "/") > 15:
+		return errors.New("Parameter Store allows at most 15 levels")
+	}
+	return nil
 }
 
 // checkAssets reports every Lambda whose bootstrap is missing from dir, before CDK would

@@ -91,3 +91,81 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		t.Errorf("a certificate without a domain: %v", err)
 	}
 }
+
+func TestConfigProviders(t *testing.T) {
+	t.Parallel()
+	c, err := ConfigFrom(context(map[string]any{
+		"publicUrl": " https://hooks.example.com/ ", "telegramBaseUrl": "https://tg.example.com",
+		"vkBaseUrl": "https://vk.example.com/method", "whatsappBaseUrl": "https://graph.example.com/v21.0",
+		"whatsappAppId": "1029384756", "whatsappAppSecretParameter": "/botplatform/prod/whatsapp/app-secret",
+		"whatsappVerifyTokenParameter": "whatsapp-verify-token",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{PublicURL: "https://hooks.example.com", TelegramBaseURL: "https://tg.example.com",
+		VKBaseURL: "https://vk.example.com/method", WhatsAppBaseURL: "https://graph.example.com/v21.0",
+		WhatsAppAppID: "1029384756", WhatsAppAppSecretParameter: "/botplatform/prod/whatsapp/app-secret",
+		WhatsAppVerifyTokenParameter: "whatsapp-verify-token"}
+	got := c
+	got.Stage, got.AssetDir, got.LogRetentionDays, got.ThrottleRateLimit, got.ThrottleBurstLimit, got.Alarm5xxThreshold = "", "", 0, 0, 0, 0
+	if got != want {
+		t.Errorf("parsed %+v, want %+v", got, want)
+	}
+	if err := c.Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestConfigValidateProviders(t *testing.T) {
+	t.Parallel()
+	base := Config{Stage: "dev", AssetDir: "x", LogRetentionDays: 30, ThrottleRateLimit: 1, ThrottleBurstLimit: 1}
+	for _, tt := range []struct {
+		change func(*Config)
+		want   string
+	}{
+		{func(c *Config) { c.PublicURL = "http://hooks.example.com" }, "publicUrl"},
+		{func(c *Config) { c.PublicURL = "https://hooks.example.com?x=1" }, "publicUrl"},
+		{func(c *Config) { c.PublicURL = "hooks.example.com" }, "publicUrl"},
+		{func(c *Config) { c.TelegramBaseURL = "api.telegram.org" }, "telegramBaseUrl"},
+		{func(c *Config) { c.VKBaseURL = "https://user:pw@vk.example.com" }, "vkBaseUrl"},
+		{func(c *Config) { c.WhatsAppBaseURL = "graph.facebook.com" }, "whatsappBaseUrl"},
+		{func(c *Config) { c.WhatsAppAppID = "my-app" }, "whatsappAppId"},
+		{func(c *Config) { c.WhatsAppAppSecretParameter = "botplatform/prod/secret" }, "whatsappAppSecretParameter"},
+		{func(c *Config) {
+			c.WhatsAppAppSecretParameter = "arn:aws:ssm:eu-west-1:123456789012:parameter/x"
+		}, "not its ARN"},
+		{func(c *Config) { c.WhatsAppVerifyTokenParameter = "/aws/reserved" }, "reserved"},
+		{func(c *Config) { c.WhatsAppVerifyTokenParameter = "/a//b" }, "whatsappVerifyTokenParameter"},
+		{func(c *Config) { c.WhatsAppVerifyTokenParameter = "/a b" }, "whatsappVerifyTokenParameter"},
+		{func(c *Config) {
+			c.WhatsAppAppSecretParameter, c.WhatsAppVerifyTokenParameter = "/same", "/same"
+		}, "the same parameter"},
+	} {
+		c := base
+		tt.change(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: error %v, want one about %s", c, err, tt.want)
+		}
+	}
+	ok := base
+	ok.PublicURL, ok.WhatsAppVerifyTokenParameter = "https://example.com/prefix", "/botplatform/dev/verify-token"
+	if err := ok.Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+// A secret given as a context value would be written to cdk.context.json, the cloud
+// assembly and the template: refused, naming the parameter to use instead.
+func TestConfigRefusesSecretsAsContext(t *testing.T) {
+	t.Parallel()
+	_, err := ConfigFrom(context(map[string]any{"whatsappAppSecret": "s3cret", "whatsappVerifyToken": "vt"}))
+	for _, want := range []string{"whatsappAppSecret", "whatsappAppSecretParameter", "whatsappVerifyToken:", "whatsappVerifyTokenParameter"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %s", err, want)
+		}
+	}
+	if err != nil && (strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), `"vt"`)) {
+		t.Errorf("error %v repeats the secret", err)
+	}
+}

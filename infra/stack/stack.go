@@ -35,8 +35,10 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/botplatform/api/docs"
+	"github.com/botplatform/api/functions/channels"
 	"github.com/botplatform/api/functions/platform"
 	"github.com/botplatform/api/shared/audit/eventbridge"
+	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/store/dynamo"
 )
 
@@ -182,6 +184,7 @@ func New(scope constructs.Construct, id string, cfg Config) (*Stack, error) {
 		return nil, err
 	}
 	b.defineAPI(routes)
+	b.applySettings(names) // after the API: PUBLIC_URL defaults to its endpoint
 	b.defineAlarms(names)
 	b.defineOutputs()
 	return &Stack{Stack: st, Config: cfg, Routes: routes, Lambdas: names}, nil
@@ -210,6 +213,14 @@ func checkAccess(names []string) error {
 			if role != StateMachineRole && (g.On == NoResource || g.On == JobsFunction) {
 				problems = append(problems, fmt.Errorf("access: %s: a Lambda's grants must be on one of its resources", role))
 			}
+			if g.On == ParameterKey && !slices.ContainsFunc(grants, func(g Grant) bool { return slices.Contains(parameters, g.On) }) {
+				problems = append(problems, fmt.Errorf("access: %s: a grant on ParameterKey needs one on a parameter (its encryption context)", role))
+			}
+		}
+	}
+	for role := range Settings() {
+		if !slices.Contains(names, role) {
+			problems = append(problems, fmt.Errorf("settings: row %q is no Lambda of the stack", role))
 		}
 	}
 	return errors.Join(problems...)
@@ -513,26 +524,101 @@ func (b *builder) defineAudit() {
 	})
 }
 
-// applyAccess turns each Lambda's row of Access into its role's policy and its environment.
+// applyAccess turns each Lambda's row of Access (as the configuration deploys it,
+// AccessFor) into its role's policy and its environment.
 func (b *builder) applyAccess(names []string) error {
-	access := Access()
 	for _, n := range names {
 		f := b.fns[n]
-		for _, g := range access[n] {
-			arns, value, err := b.resolve(g.On, f)
-			if err != nil {
-				return fmt.Errorf("access: %s: %w", n, err)
+		grants := AccessFor(n, b.cfg)
+		for _, g := range grants {
+			props := &awsiam.PolicyStatementProps{Actions: jsii.Strings(g.Actions...)}
+			var value *string
+			if g.On == ParameterKey {
+				props.Resources, props.Conditions = b.parameterKey(grants)
+			} else {
+				arns, v, err := b.resolve(g.On, f)
+				if err != nil {
+					return fmt.Errorf("access: %s: %w", n, err)
+				}
+				props.Resources, value = jsii.Strings(arns...), v
 			}
-			f.role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-				Actions:   jsii.Strings(g.Actions...),
-				Resources: jsii.Strings(arns...),
-			}))
+			f.role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(props))
 			if v, ok := envVar(g.On); ok {
 				f.fn.AddEnvironment(jsii.String(v), value, nil)
 			}
 		}
 	}
 	return nil
+}
+
+// parameterARN is the ARN of the SSM parameter called name in the stack's account and
+// region ("/a/b" -> arn:...:parameter/a/b, "a" -> arn:...:parameter/a). It is also the
+// encryption context SSM decrypts a SecureString with (PARAMETER_ARN).
+func (b *builder) parameterARN(name string) *string {
+	return b.st.FormatArn(&awscdk.ArnComponents{
+		Service:      jsii.String("ssm"),
+		Resource:     jsii.String("parameter"),
+		ResourceName: jsii.String(strings.TrimPrefix(name, "/")),
+		ArnFormat:    awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+	})
+}
+
+// parameterKey is the grant of kms:Decrypt for reading the parameters of grants: the key
+// is the AWS-managed aws/ssm (or one the operator chose with --key-id), whose ARN the
+// stack cannot know, so the resource is the keys of the stack's account and region and the
+// conditions do the scoping: only a call SSM makes for the role (kms:ViaService), and only
+// to decrypt these parameters (SSM's encryption context, kms:EncryptionContext:PARAMETER_ARN).
+func (b *builder) parameterKey(grants []Grant) (*[]*string, *map[string]any) {
+	var arns []*string
+	for _, g := range grants {
+		if name := b.cfg.parameterName(g.On); name != "" {
+			arns = append(arns, b.parameterARN(name))
+		}
+	}
+	keys := b.st.FormatArn(&awscdk.ArnComponents{
+		Service:      jsii.String("kms"),
+		Resource:     jsii.String("key"),
+		ResourceName: jsii.String("*"),
+		ArnFormat:    awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+	})
+	return &[]*string{keys}, &map[string]any{
+		"StringEquals": map[string]any{
+			"kms:ViaService":                      "ssm." + *b.st.Region() + ".amazonaws.com",
+			"kms:EncryptionContext:PARAMETER_ARN": arns,
+		},
+	}
+}
+
+// applySettings gives each Lambda the provider settings of its row of Settings that the
+// configuration sets; PUBLIC_URL defaults to the API's own URL.
+func (b *builder) applySettings(names []string) {
+	settings := Settings()
+	for _, n := range names {
+		for _, s := range settings[n] {
+			name, value, set := settingVar(s, b.cfg)
+			if !set {
+				continue
+			}
+			v := jsii.String(value)
+			if s == PublicURL {
+				v = b.publicURL()
+			}
+			b.fns[n].fn.AddEnvironment(jsii.String(name), v, nil)
+		}
+	}
+}
+
+// publicURL is where providers deliver webhooks, without a trailing slash: publicUrl, else
+// the API's own URL: https://<domain> with a custom domain, else the HTTP API's endpoint (a
+// token CloudFormation resolves at deploy time).
+func (b *builder) publicURL() *string {
+	switch {
+	case b.cfg.PublicURL != "":
+		return jsii.String(b.cfg.PublicURL)
+	case b.cfg.Domain != "":
+		return jsii.String("https://" + b.cfg.Domain)
+	}
+	return b.api.ApiEndpoint()
 }
 
 // resolve returns the ARNs a grant on r covers and the value of r's environment variable.
@@ -553,6 +639,9 @@ func (b *builder) resolve(r Resource, f *lambdaFn) ([]string, *string, error) {
 		return []string{*b.machine.StateMachineArn()}, b.machine.StateMachineArn(), nil
 	case AuditDLQ:
 		return []string{*b.auditDLQ.QueueArn()}, nil, nil
+	case WhatsAppAppSecretParameter, WhatsAppVerifyTokenParameter:
+		name := b.cfg.parameterName(r)
+		return []string{*b.parameterARN(name)}, jsii.String(name), nil
 	case OwnLogGroup:
 		return []string{*f.logs.LogGroupArn()}, nil, nil
 	}
@@ -687,6 +776,8 @@ func (b *builder) defineOutputs() {
 		out("ApiDefaultUrl", "The API's execute-api URL", b.stage.Url())
 	}
 	out("ApiUrl", "The API's base URL", url)
+	out("WhatsAppWebhookUrl", "The callback URL to set in the Meta app's WhatsApp webhook configuration",
+		jsii.String(*b.publicURL()+channels.WebhookPath(channel.WhatsApp, "")))
 	out("TableName", "The DynamoDB table", b.table.TableName())
 	out("BusName", "The audit event bus", b.bus.EventBusName())
 }

@@ -50,7 +50,32 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer dev.cleanup()
+	withProviders, err = synth(providerContext)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "synthesize the stack with provider configuration:", err)
+		return 1
+	}
+	defer withProviders.cleanup()
 	return m.Run()
+}
+
+// withProviders is the stack with every provider context value set (providerContext).
+var withProviders *synthesized
+
+const (
+	appSecretParameter   = "/botplatform/staging/whatsapp-app-secret"
+	verifyTokenParameter = "botplatform-staging-whatsapp-verify-token" // a name without a hierarchy
+)
+
+var providerContext = map[string]any{
+	stack.CtxStage:                        "staging",
+	stack.CtxPublicURL:                    "https://hooks.example.com/bots/",
+	stack.CtxTelegramBaseURL:              "https://telegram-proxy.example.com",
+	stack.CtxVKBaseURL:                    "https://vk-proxy.example.com/method",
+	stack.CtxWhatsAppBaseURL:              "https://graph.example.com/v21.0",
+	stack.CtxWhatsAppAppID:                "1029384756",
+	stack.CtxWhatsAppAppSecretParameter:   appSecretParameter,
+	stack.CtxWhatsAppVerifyTokenParameter: verifyTokenParameter,
 }
 
 type synthesized struct {
@@ -388,7 +413,8 @@ func TestFunctions(t *testing.T) {
 }
 
 // The environment contract the Lambda mains read, spelled out here on purpose: a change to
-// Access that changes what a main receives fails this test too.
+// Access or Settings that changes what a main receives fails this test too. With default
+// context; TestEnvironmentContractWithProviders has the provider configuration.
 func TestEnvironmentContract(t *testing.T) {
 	base := []string{"LOG_LEVEL", "STAGE"}
 	want := map[string][]string{
@@ -401,16 +427,76 @@ func TestEnvironmentContract(t *testing.T) {
 		"stats":          append([]string{"CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		"reactions":      append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		"subscribers":    append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "TABLE_NAME"}, base...),
-		"channels":       append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
+		"channels":       append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "PUBLIC_URL", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		stack.Authorizer: append([]string{"TABLE_NAME"}, base...),
 		stack.AuditSink:  append([]string{"TABLE_NAME"}, base...),
 		"webhooks":       append([]string{"CURSOR_KEY_ID", "JOBS_QUEUE_URL", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		"runtime":        append([]string{"CURSOR_KEY_ID", "TABLE_NAME"}, base...),
-		stack.Jobs:       append([]string{"JOBS_QUEUE_URL", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
+		stack.Jobs:       append([]string{"JOBS_QUEUE_URL", "PUBLIC_URL", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 	}
-	for name, id := range dev.functions(t) {
-		env, _ := dev.res[id].Properties["Environment"].(map[string]any)
-		vars, _ := env["Variables"].(map[string]any)
+	checkEnvironment(t, dev, want)
+
+	// PUBLIC_URL defaults to the HTTP API's endpoint, resolved at deploy time.
+	apiID, _ := dev.only(t, "AWS::ApiGatewayV2::Api", nil)
+	for _, name := range []string{"channels", stack.Jobs} {
+		got := dev.env(t, name)["PUBLIC_URL"]
+		if ga, _ := got.(map[string]any)["Fn::GetAtt"].([]any); len(ga) != 2 || ga[0] != apiID || ga[1] != "ApiEndpoint" {
+			t.Errorf("%s: PUBLIC_URL %v, want the API's endpoint", name, got)
+		}
+	}
+}
+
+// With every provider context value set: the settings go to the Lambdas that use them, and
+// of the secrets only the parameters' names, to the webhooks Lambda alone.
+func TestEnvironmentContractWithProviders(t *testing.T) {
+	base := []string{"LOG_LEVEL", "STAGE"}
+	urls := []string{"PUBLIC_URL", "TELEGRAM_BASE_URL", "VK_BASE_URL", "WHATSAPP_BASE_URL"}
+	want := map[string][]string{}
+	for name, vars := range map[string][]string{
+		"channels": append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME", "WHATSAPP_APP_ID"}, urls...),
+		"webhooks": {"CURSOR_KEY_ID", "JOBS_QUEUE_URL", "SECRETS_KEY_ID", "TABLE_NAME",
+			"WHATSAPP_APP_SECRET_PARAMETER", "WHATSAPP_VERIFY_TOKEN_PARAMETER"},
+		stack.Jobs: append([]string{"JOBS_QUEUE_URL", "SECRETS_KEY_ID", "TABLE_NAME"}, urls...),
+	} {
+		want[name] = append(vars, base...)
+	}
+	// Every other Lambda is as with default context.
+	for name := range withProviders.functions(t) {
+		if _, ok := want[name]; !ok {
+			want[name] = stack.EnvNames(name, dev.stack.Config)
+		}
+	}
+	checkEnvironment(t, withProviders, want)
+
+	for name, vars := range map[string]map[string]string{
+		"channels": {"PUBLIC_URL": "https://hooks.example.com/bots", "TELEGRAM_BASE_URL": "https://telegram-proxy.example.com",
+			"VK_BASE_URL": "https://vk-proxy.example.com/method", "WHATSAPP_BASE_URL": "https://graph.example.com/v21.0",
+			"WHATSAPP_APP_ID": "1029384756"},
+		stack.Jobs: {"PUBLIC_URL": "https://hooks.example.com/bots", "TELEGRAM_BASE_URL": "https://telegram-proxy.example.com"},
+		"webhooks": {"WHATSAPP_APP_SECRET_PARAMETER": appSecretParameter, "WHATSAPP_VERIFY_TOKEN_PARAMETER": verifyTokenParameter},
+	} {
+		env := withProviders.env(t, name)
+		for k, v := range vars {
+			if env[k] != v {
+				t.Errorf("%s: %s = %v, want %q", name, k, env[k], v)
+			}
+		}
+	}
+}
+
+// env returns the environment variables of the Lambda called name.
+func (s *synthesized) env(t *testing.T, name string) map[string]any {
+	t.Helper()
+	env, _ := s.res[s.functions(t)[name]].Properties["Environment"].(map[string]any)
+	vars, _ := env["Variables"].(map[string]any)
+	return vars
+}
+
+// checkEnvironment holds every Lambda's variables to want and to stack.EnvNames.
+func checkEnvironment(t *testing.T, s *synthesized, want map[string][]string) {
+	t.Helper()
+	for name := range s.functions(t) {
+		vars := s.env(t, name)
 		var got []string
 		for k := range vars {
 			got = append(got, k)
@@ -424,10 +510,11 @@ func TestEnvironmentContract(t *testing.T) {
 		if !slices.Equal(got, slices.Sorted(slices.Values(w))) {
 			t.Errorf("%s: environment %v, want %v", name, got, slices.Sorted(slices.Values(w)))
 		}
-		if !slices.Equal(got, slices.Sorted(slices.Values(stack.EnvNames(name)))) {
-			t.Errorf("%s: environment %v, stack.EnvNames says %v", name, got, stack.EnvNames(name))
+		names := stack.EnvNames(name, s.stack.Config)
+		if !slices.Equal(got, slices.Sorted(slices.Values(names))) {
+			t.Errorf("%s: environment %v, stack.EnvNames says %v", name, got, names)
 		}
-		if vars["STAGE"] != "dev" || vars["LOG_LEVEL"] != "info" {
+		if vars["STAGE"] != s.stack.Config.Stage || vars["LOG_LEVEL"] != "info" {
 			t.Errorf("%s: STAGE %v LOG_LEVEL %v", name, vars["STAGE"], vars["LOG_LEVEL"])
 		}
 	}
@@ -734,35 +821,81 @@ func TestNoWildcardActions(t *testing.T) {
 	}
 }
 
-// Each role's synthesized policy is exactly its row of stack.Access: the same actions on the
-// same resources, nothing more, and no managed policy.
+// Each role's synthesized policy is exactly its row of stack.Access (as the configuration
+// deploys it: stack.AccessFor): the same actions on the same resources, nothing more, and no
+// managed policy. With default context and with every provider context value set.
 func TestRolesMatchAccessTable(t *testing.T) {
-	fns := dev.functions(t)
+	t.Run("default", func(t *testing.T) { checkRoles(t, dev) })
+	t.Run("providers", func(t *testing.T) { checkRoles(t, withProviders) })
+}
+
+// render writes an ARN or other template value as a string: references as ${id} or
+// ${id.Attribute}, joins joined.
+func render(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case map[string]any:
+		if id, ok := x["Ref"].(string); ok {
+			return "${" + id + "}"
+		}
+		if ga, ok := x["Fn::GetAtt"].([]any); ok && len(ga) == 2 {
+			return fmt.Sprintf("${%v.%v}", ga[0], ga[1])
+		}
+		if j, ok := x["Fn::Join"].([]any); ok && len(j) == 2 {
+			var parts []string
+			for _, p := range j[1].([]any) {
+				parts = append(parts, render(p))
+			}
+			return strings.Join(parts, j[0].(string))
+		}
+	case []any:
+		var parts []string
+		for _, p := range x {
+			parts = append(parts, render(p))
+		}
+		return strings.Join(parts, "+")
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// parameterARN is the ARN the stack must grant for an SSM parameter name.
+func parameterARN(name string) string {
+	return "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/" + strings.TrimPrefix(name, "/")
+}
+
+// parameterKeys is the resource of the kms:Decrypt grant for SecureString parameters.
+const parameterKeys = "arn:${AWS::Partition}:kms:${AWS::Region}:${AWS::AccountId}:key/*"
+
+func checkRoles(t *testing.T, s *synthesized) {
+	fns := s.functions(t)
 	roleOf := map[string]string{} // role logical id -> Access key
 	logGroupOf := map[string]string{}
 	for name, id := range fns {
-		p := dev.res[id].Properties
+		p := s.res[id].Properties
 		roleOf[ref(t, p["Role"])] = name
 		logGroupOf[name] = ref(t, p["LoggingConfig"])
 	}
-	_, sm := dev.only(t, "AWS::StepFunctions::StateMachine", nil)
+	_, sm := s.only(t, "AWS::StepFunctions::StateMachine", nil)
 	roleOf[ref(t, sm.Properties["RoleArn"])] = stack.StateMachineRole
 
 	keys := map[string]string{}
-	for id, k := range dev.ofType("AWS::KMS::Key") {
+	for id, k := range s.ofType("AWS::KMS::Key") {
 		keys[k.Properties["KeySpec"].(string)] = id
 	}
-	tableID, _ := dev.only(t, "AWS::DynamoDB::Table", nil)
-	busID, _ := dev.only(t, "AWS::Events::EventBus", nil)
-	smID, _ := dev.only(t, "AWS::StepFunctions::StateMachine", nil)
+	tableID, _ := s.only(t, "AWS::DynamoDB::Table", nil)
+	busID, _ := s.only(t, "AWS::Events::EventBus", nil)
+	smID, _ := s.only(t, "AWS::StepFunctions::StateMachine", nil)
 	jobsQueue, auditDLQ := "", ""
-	for id, q := range dev.ofType("AWS::SQS::Queue") {
+	for id, q := range s.ofType("AWS::SQS::Queue") {
 		if q.Properties["RedrivePolicy"] != nil {
 			jobsQueue = id
 		}
 	}
-	_, rule := dev.only(t, "AWS::Events::Rule", nil)
+	_, rule := s.only(t, "AWS::Events::Rule", nil)
 	auditDLQ = ref(t, rule.Properties["Targets"].([]any)[0].(map[string]any)["DeadLetterConfig"])
+	cfg := s.stack.Config
 	resourceIDs := func(name string, r stack.Resource) string {
 		switch r {
 		case stack.Table:
@@ -785,6 +918,12 @@ func TestRolesMatchAccessTable(t *testing.T) {
 			return logGroupOf[name]
 		case stack.NoResource:
 			return "*"
+		case stack.WhatsAppAppSecretParameter:
+			return parameterARN(cfg.WhatsAppAppSecretParameter)
+		case stack.WhatsAppVerifyTokenParameter:
+			return parameterARN(cfg.WhatsAppVerifyTokenParameter)
+		case stack.ParameterKey:
+			return parameterKeys
 		}
 		t.Fatalf("unknown resource %d", r)
 		return ""
@@ -794,32 +933,35 @@ func TestRolesMatchAccessTable(t *testing.T) {
 	}
 
 	got := map[string][]string{}
-	for id, pol := range dev.ofType("AWS::IAM::Policy") {
+	for id, pol := range s.ofType("AWS::IAM::Policy") {
 		roles := refs(pol.Properties["Roles"])
 		if len(roles) != 1 || roleOf[roles[0]] == "" {
 			t.Errorf("policy %s is attached to %v, not to one known role", id, roles)
 			continue
 		}
-		for _, s := range statements(pol.Properties["PolicyDocument"]) {
-			acts, _ := actions(s)
-			on := strings.Join(refs(s["Resource"]), "+")
-			if s["Resource"] == "*" {
+		for _, st := range statements(pol.Properties["PolicyDocument"]) {
+			acts, _ := actions(st)
+			on := strings.Join(refs(st["Resource"]), "+")
+			switch {
+			case st["Resource"] == "*":
 				on = "*"
+			case on == "": // an ARN of the account and region, not of a resource of the stack
+				on = render(st["Resource"])
 			}
-			if s["Effect"] != "Allow" {
-				t.Errorf("policy %s: statement %v", id, s)
+			if st["Effect"] != "Allow" {
+				t.Errorf("policy %s: statement %v", id, st)
 			}
 			got[roleOf[roles[0]]] = append(got[roleOf[roles[0]]], grant(acts, on))
 		}
 	}
-	for id, r := range dev.ofType("AWS::IAM::Role") {
+	for id, r := range s.ofType("AWS::IAM::Role") {
 		if r.Properties["Policies"] != nil || r.Properties["ManagedPolicyArns"] != nil {
 			t.Errorf("role %s has inline or managed policies: %v", id, r.Properties)
 		}
 	}
-	for name, grants := range stack.Access() {
+	for name := range stack.Access() {
 		var want []string
-		for _, g := range grants {
+		for _, g := range stack.AccessFor(name, cfg) {
 			want = append(want, grant(g.Actions, resourceIDs(name, g.On)))
 		}
 		sort.Strings(want)
@@ -829,14 +971,114 @@ func TestRolesMatchAccessTable(t *testing.T) {
 		}
 	}
 	// The table's resources are the table and its indexes, nothing else.
-	_, pats := dev.only(t, "AWS::IAM::Policy", func(r resource) bool { return roleOf[ref(t, r.Properties["Roles"])] == "pats" })
-	for _, s := range statements(pats.Properties["PolicyDocument"]) {
-		if acts, _ := actions(s); strings.HasPrefix(acts[0], "dynamodb:") {
-			b, _ := json.Marshal(s["Resource"])
-			if !strings.Contains(string(b), `"/index/*"`) || len(s["Resource"].([]any)) != 2 {
+	_, pats := s.only(t, "AWS::IAM::Policy", func(r resource) bool { return roleOf[ref(t, r.Properties["Roles"])] == "pats" })
+	for _, st := range statements(pats.Properties["PolicyDocument"]) {
+		if acts, _ := actions(st); strings.HasPrefix(acts[0], "dynamodb:") {
+			b, _ := json.Marshal(st["Resource"])
+			if !strings.Contains(string(b), `"/index/*"`) || len(st["Resource"].([]any)) != 2 {
 				t.Errorf("DynamoDB statement covers %s, want the table and its indexes", b)
 			}
 		}
+	}
+}
+
+// policyOf returns the statements of the Lambda called name's role policy.
+func (s *synthesized) policyOf(t *testing.T, name string) []map[string]any {
+	t.Helper()
+	role := ref(t, s.res[s.functions(t)[name]].Properties["Role"])
+	_, pol := s.only(t, "AWS::IAM::Policy", func(r resource) bool { return slices.Equal(refs(r.Properties["Roles"]), []string{role}) })
+	return statements(pol.Properties["PolicyDocument"])
+}
+
+// The WhatsApp secrets: the stack creates no parameter and holds no value; the webhooks
+// Lambda alone may read exactly the two named parameters, and decrypt only them, only
+// through SSM.
+func TestProviderSecretsLeastPrivilege(t *testing.T) {
+	check(t, "no parameter is created", func() {
+		withProviders.tmpl.ResourceCountIs(jsii.String("AWS::SSM::Parameter"), jsii.Number(0))
+		withProviders.tmpl.ResourceCountIs(jsii.String("AWS::SecretsManager::Secret"), jsii.Number(0))
+	})
+	secretARNs := slices.Sorted(slices.Values([]string{parameterARN(appSecretParameter), parameterARN(verifyTokenParameter)}))
+	for name := range withProviders.functions(t) {
+		var reads, decrypts []map[string]any
+		for _, st := range withProviders.policyOf(t, name) {
+			acts, _ := actions(st)
+			for _, a := range acts {
+				if strings.HasPrefix(a, "ssm:") {
+					reads = append(reads, st)
+				}
+			}
+			if st["Condition"] != nil {
+				decrypts = append(decrypts, st)
+			}
+		}
+		if name != "webhooks" {
+			if len(reads)+len(decrypts) > 0 {
+				t.Errorf("%s may read or decrypt parameters: %v %v", name, reads, decrypts)
+			}
+			continue
+		}
+		var granted []string
+		for _, st := range reads {
+			if acts, _ := actions(st); !slices.Equal(acts, []string{"ssm:GetParameter"}) {
+				t.Errorf("webhooks: parameter actions %v, want ssm:GetParameter only", acts)
+			}
+			granted = append(granted, render(st["Resource"]))
+		}
+		sort.Strings(granted)
+		if !slices.Equal(granted, secretARNs) {
+			t.Errorf("webhooks reads parameters %v, want exactly %v", granted, secretARNs)
+		}
+		if len(decrypts) != 1 {
+			t.Fatalf("webhooks: %d conditioned statements, want the one kms:Decrypt for the parameters", len(decrypts))
+		}
+		st := decrypts[0]
+		if acts, _ := actions(st); !slices.Equal(acts, []string{"kms:Decrypt"}) || render(st["Resource"]) != parameterKeys {
+			t.Errorf("webhooks: parameter key grant %v on %s, want kms:Decrypt on %s", acts, render(st["Resource"]), parameterKeys)
+		}
+		cond, _ := st["Condition"].(map[string]any)
+		eq, _ := cond["StringEquals"].(map[string]any)
+		if len(cond) != 1 || len(eq) != 2 {
+			t.Fatalf("webhooks: key grant conditions %v, want StringEquals on the service and the encryption context", cond)
+		}
+		if got := render(eq["kms:ViaService"]); got != "ssm.${AWS::Region}.amazonaws.com" {
+			t.Errorf("webhooks: kms:ViaService %s, want SSM of the stack's region", got)
+		}
+		var contexts []string
+		for _, a := range eq["kms:EncryptionContext:PARAMETER_ARN"].([]any) {
+			contexts = append(contexts, render(a))
+		}
+		sort.Strings(contexts)
+		if !slices.Equal(contexts, secretARNs) {
+			t.Errorf("webhooks may decrypt for %v, want exactly %v", contexts, secretARNs)
+		}
+	}
+	// With default context nothing reads a parameter.
+	for name := range dev.functions(t) {
+		for _, st := range dev.policyOf(t, name) {
+			if acts, _ := actions(st); strings.HasPrefix(acts[0], "ssm:") || st["Condition"] != nil {
+				t.Errorf("%s: %v without a configured parameter", name, st)
+			}
+		}
+	}
+}
+
+// The template holds no value of a secret, and the outputs say where Meta delivers.
+func TestProviderConfigurationInTheTemplate(t *testing.T) {
+	raw, err := json.Marshal(withProviders.tmpl.ToJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"WHATSAPP_APP_SECRET\"", "WHATSAPP_VERIFY_TOKEN\""} {
+		if strings.Contains(string(raw), v) {
+			t.Errorf("the template sets %s", v)
+		}
+	}
+	if got := render(withProviders.outputs["WhatsAppWebhookUrl"].(map[string]any)["Value"]); got != "https://hooks.example.com/bots/webhooks/whatsapp" {
+		t.Errorf("WhatsAppWebhookUrl %s", got)
+	}
+	if got := render(dev.outputs["WhatsAppWebhookUrl"].(map[string]any)["Value"]); !strings.HasSuffix(got, ".ApiEndpoint}/webhooks/whatsapp") {
+		t.Errorf("default WhatsAppWebhookUrl %s, want the API's endpoint", got)
 	}
 }
 
@@ -923,6 +1165,9 @@ func TestProductionWithDomain(t *testing.T) {
 	}
 	if _, ok := prod.functions(t)["pats"]; !ok {
 		t.Error("no botplatform-prod-pats")
+	}
+	if got := prod.env(t, "channels")["PUBLIC_URL"]; got != "https://api.example.com" {
+		t.Errorf("PUBLIC_URL %v, want the custom domain's URL", got)
 	}
 }
 

@@ -35,11 +35,13 @@ type Protocol struct {
 	ContentType string
 }
 
-// The protocols of the services shared/ talks to.
+// The protocols of the services the platform talks to.
 var (
 	SQS         = Protocol{SigningName: "sqs", TargetPrefix: "AmazonSQS", ContentType: "application/x-amz-json-1.0"}
 	EventBridge = Protocol{SigningName: "events", TargetPrefix: "AWSEvents", ContentType: "application/x-amz-json-1.1"}
 	KMS         = Protocol{SigningName: "kms", TargetPrefix: "TrentService", ContentType: "application/x-amz-json-1.1"}
+	// SSM is Systems Manager (Parameter Store: GetParameter).
+	SSM = Protocol{SigningName: "ssm", TargetPrefix: "AmazonSSM", ContentType: "application/x-amz-json-1.1"}
 )
 
 // Test credentials and region the fake verifies signatures with.

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -36,7 +37,9 @@ type Capabilities struct {
 	Kind Kind `json:"type"`
 	// ConnectableOverREST: WhatsApp and VK connect through the API; Telegram through the admin CLI.
 	ConnectableOverREST bool `json:"connectable_over_rest"`
-	// MessageKinds the channel can send: text, media, buttons, quick_replies, template.
+	// MessageKinds the channel can send: the MessageKind* constants. MessageKindQuickReplies
+	// says the channel shows a Message with QuickReplies as a keyboard of answers of its own
+	// (without it, the runtime sends such buttons as inline ones).
 	MessageKinds []string `json:"message_kinds"`
 	// Media lists each sendable media type with its size limit and accepted MIME types.
 	Media []MediaLimit `json:"media"`
@@ -59,6 +62,18 @@ type Capabilities struct {
 	// (checked before the upload); only channel types with templates (WhatsApp) have it.
 	TemplateHeaderMedia []MediaLimit `json:"template_header_media,omitempty"`
 }
+
+// The message kinds a channel may declare in Capabilities.MessageKinds.
+const (
+	MessageKindText         = "text"
+	MessageKindMedia        = "media"
+	MessageKindButtons      = "buttons"
+	MessageKindQuickReplies = "quick_replies"
+	MessageKindTemplate     = "template"
+)
+
+// Sends reports whether the channel declares the message kind (a MessageKind* constant).
+func (c Capabilities) Sends(kind string) bool { return slices.Contains(c.MessageKinds, kind) }
 
 // MediaLimit bounds one media type.
 type MediaLimit struct {
@@ -92,6 +107,23 @@ type Message struct {
 	Media    *Media    `json:"media,omitempty"`
 	Buttons  []Button  `json:"buttons,omitempty"`
 	Template *Template `json:"template,omitempty"`
+	// QuickReplies shows Buttons as quick replies rather than as buttons attached to the
+	// message: a keyboard of answers that goes away once one is tapped (Telegram's reply
+	// keyboard with one_time_keyboard, VK's one-time keyboard; WhatsApp's reply buttons are
+	// its quick replies already). Only channels whose Capabilities declare
+	// MessageKindQuickReplies take it. Quick replies answer; they cannot open links: a URL
+	// button among them is ErrRejected. A tapped quick reply comes back as an Inbound with
+	// its Payload (VK, WhatsApp) or as a Text equal to its Title (Telegram, whose reply
+	// keyboard sends the title as a message).
+	QuickReplies bool `json:"quick_replies,omitempty"`
+	// Key identifies the message for idempotency: the same key means the same message, so a
+	// Send retried after its answer was lost must not reach the user twice. The runtime sets
+	// it to a value stable across every retry of one step's send ("<execution>/<entry>/<step>",
+	// with "/<part>" for a step that sends several messages). Adapters whose provider
+	// de-duplicates sends derive its idempotency parameter from (channel, Key) (VK's
+	// random_id); the others ignore it, and a retry after a lost answer can deliver twice
+	// there (docs/runtime.md). "" means no key: the adapter makes each send unique.
+	Key string `json:"key,omitempty"`
 }
 
 // Media is an image, video, audio or document by URL.
@@ -101,7 +133,8 @@ type Media struct {
 	Caption string    `json:"caption,omitempty"`
 }
 
-// Button is a reply button (Payload comes back as an inbound update) or a link (URL).
+// Button is a reply button (Payload comes back as an inbound update) or a link (URL):
+// exactly one of the two.
 type Button struct {
 	Title   string `json:"title"`
 	Payload string `json:"payload,omitempty"`

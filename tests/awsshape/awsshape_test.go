@@ -1,7 +1,8 @@
 // Package awsshape boots the real Lambda binaries the way AWS runs them, against AWS's own
-// DynamoDB Local and fake KMS and EventBridge endpoints on 127.0.0.1: the authorizer
-// authenticates a token, its answer travels in the API Gateway context to the bots Lambda,
-// whose mutation is audited through EventBridge to the audit sink Lambda. It needs DynamoDB
+// DynamoDB Local and fake KMS, EventBridge, SQS and SSM endpoints on 127.0.0.1: the
+// authorizer authenticates a token, its answer travels in the API Gateway context to the bots
+// Lambda, whose mutation is audited through EventBridge to the audit sink Lambda; the
+// webhooks Lambda reads its WhatsApp secrets from SSM and queues a signed delivery. It needs DynamoDB
 // Local: tests/emulators/dynamodb-test.sh (make test) runs it inside a private network
 // namespace; plain `go test` skips it.
 package awsshape
@@ -9,13 +10,20 @@ package awsshape
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/md5"
+	crand "crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,14 +31,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	awskms "github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/functions/bots"
+	"github.com/botplatform/api/functions/channels"
 	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/awsfake"
+	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/channel/whatsapp"
+	kmssealer "github.com/botplatform/api/shared/secrets/kms"
 	"github.com/botplatform/api/shared/store/dynamo"
+	whatsappfake "github.com/botplatform/api/tests/fakes/whatsapp"
 	"github.com/botplatform/api/tests/lambdaruntime"
 )
 
@@ -267,4 +281,159 @@ func TestJobsLambdaBoots(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, res.Error, "Step Functions sees a failed task: %s", res.Payload)
 	assert.Contains(t, string(res.Payload), "unknown job kind")
+}
+
+// dataKeys makes the fake KMS issue and open data keys, as KMS does for the envelope
+// sealer (shared/secrets/kms): the test process seals a channel's credentials with it and
+// the Lambda opens them.
+func (w *world) dataKeys(keyID string) {
+	var mu sync.Mutex
+	issued := map[string][]byte{} // encrypted data key -> plaintext
+	w.kms.Handle("GenerateDataKey", func(body json.RawMessage) (any, *awsfake.Error) {
+		var in struct{ KeyId, KeySpec string }
+		json.Unmarshal(body, &in)
+		if in.KeyId != keyID || in.KeySpec != "AES_256" {
+			return nil, &awsfake.Error{Status: 400, Type: "ValidationException", Message: "wrong key or spec"}
+		}
+		pt, edk := make([]byte, 32), make([]byte, 48)
+		crand.Read(pt)
+		crand.Read(edk)
+		mu.Lock()
+		defer mu.Unlock()
+		issued[string(edk)] = pt
+		return map[string]any{"KeyId": in.KeyId, "Plaintext": pt, "CiphertextBlob": edk}, nil
+	})
+	w.kms.Handle("Decrypt", func(body json.RawMessage) (any, *awsfake.Error) {
+		var in struct {
+			CiphertextBlob []byte
+			KeyId          string
+		}
+		json.Unmarshal(body, &in)
+		mu.Lock()
+		defer mu.Unlock()
+		pt, ok := issued[string(in.CiphertextBlob)]
+		if !ok || in.KeyId != keyID {
+			return nil, &awsfake.Error{Status: 400, Type: "InvalidCiphertextException", Message: "not ours"}
+		}
+		return map[string]any{"KeyId": in.KeyId, "Plaintext": pt, "EncryptionAlgorithm": "SYMMETRIC_DEFAULT"}, nil
+	})
+}
+
+// jobsQueue is a fake SQS jobs queue accepting every batch.
+func jobsQueue(t *testing.T) *awsfake.Server {
+	q := awsfake.New(t, awsfake.SQS)
+	q.Handle("SendMessageBatch", func(body json.RawMessage) (any, *awsfake.Error) {
+		var in struct {
+			QueueUrl string
+			Entries  []struct{ Id, MessageBody string }
+		}
+		json.Unmarshal(body, &in)
+		type ok struct{ Id, MessageId, MD5OfMessageBody string }
+		out := struct {
+			Successful []ok
+			Failed     []any
+		}{Failed: []any{}}
+		for _, e := range in.Entries {
+			sum := md5.Sum([]byte(e.MessageBody))
+			out.Successful = append(out.Successful, ok{e.Id, "m-" + e.Id, hex.EncodeToString(sum[:])})
+		}
+		return out, nil
+	})
+	return q
+}
+
+// The webhooks Lambda on AWS takes its WhatsApp secrets from SSM SecureString parameters at
+// cold start (the fake checks the real request: AWS JSON 1.1, AmazonSSM.GetParameter with
+// decryption, signed for ssm): it answers Meta's subscription check with the verify token,
+// queues a delivery signed with the app secret for a connected number once, and refuses a
+// forged one. A parameter that does not exist stops the cold start with a clear message.
+func TestWebhooksLambdaTakesWhatsAppSecretsFromSSM(t *testing.T) {
+	w := setup(t)
+	ctx := context.Background()
+	const (
+		secretsKey       = "alias/boot-secrets"
+		appSecretParam   = "/botplatform/boot/whatsapp-app-secret"
+		verifyTokenParam = "/botplatform/boot/whatsapp-verify-token"
+		verifyToken      = "boot-verify-token-8c1f"
+	)
+	params := awsfake.ParameterStore(t, map[string]awsfake.Parameter{
+		appSecretParam:   {Value: whatsappfake.AppSecret},
+		verifyTokenParam: {Value: verifyToken},
+	})
+	w.dataKeys(secretsKey)
+	queue := jobsQueue(t)
+
+	// A WhatsApp channel of the bot, connected as the channels Lambda connects one.
+	provider := whatsappfake.New(t)
+	sealer, err := kmssealer.New(awskms.NewFromConfig(w.kms.Config()), kmssealer.Config{KeyID: secretsKey})
+	require.NoError(t, err)
+	chans := channels.NewService(w.store, sealer, []channel.Adapter{whatsapp.New(whatsapp.Config{BaseURL: provider.URL()})}, time.Now, "")
+	ch, err := chans.Connect(ctx, w.account.ID, w.bot.ID, channel.WhatsApp, "Shop", &whatsapp.Credentials{
+		AccessToken: whatsappfake.AccessToken, PhoneNumberID: whatsappfake.PhoneNumberID, BusinessAccountID: whatsappfake.BusinessAccountID})
+	require.NoError(t, err)
+
+	base := w.env
+	w.env = append(slices.Clone(base),
+		"AWS_ENDPOINT_URL_SSM="+params.URL, "AWS_ENDPOINT_URL_SQS="+queue.URL,
+		"SECRETS_KEY_ID="+secretsKey, "JOBS_QUEUE_URL=https://sqs.us-east-1.amazonaws.com/123456789012/boot-jobs",
+		"WHATSAPP_APP_SECRET_PARAMETER="+appSecretParam, "WHATSAPP_VERIFY_TOKEN_PARAMETER="+verifyTokenParam)
+	rt, p := w.boot("webhooks")
+
+	// Meta's subscription check.
+	var res events.APIGatewayV2HTTPResponse
+	w.invoke(rt, sample(t, "apigw-whatsapp-verify.json", map[string]string{"VERIFY_TOKEN": verifyToken}), &res)
+	require.Equal(t, 200, res.StatusCode, res.Body)
+	assert.Equal(t, "1158201444", res.Body)
+	w.invoke(rt, sample(t, "apigw-whatsapp-verify.json", map[string]string{"VERIFY_TOKEN": "guessed"}), &res)
+	assert.Equal(t, 403, res.StatusCode, res.Body)
+
+	// The secrets were read once each, at cold start, decrypted.
+	calls := params.Calls("GetParameter")
+	require.Len(t, calls, 2)
+	for i, name := range []string{appSecretParam, verifyTokenParam} {
+		assert.JSONEq(t, `{"Name":"`+name+`","WithDecryption":true}`, string(calls[i]))
+	}
+
+	// A delivery signed with the app secret is queued for the runtime, once.
+	delivery := func(signature string) []byte {
+		return sample(t, "apigw-whatsapp-webhook.json", map[string]string{"SIGNATURE": signature})
+	}
+	var ev events.APIGatewayV2HTTPRequest
+	require.NoError(t, json.Unmarshal(delivery("x"), &ev))
+	w.invoke(rt, delivery(whatsappfake.Sign([]byte(ev.Body))), &res)
+	require.Equal(t, 200, res.StatusCode, res.Body)
+	batches := queue.Calls("SendMessageBatch")
+	require.Len(t, batches, 1)
+	assert.Contains(t, string(batches[0]), ch.ID)
+	assert.Contains(t, string(batches[0]), "/start")
+	w.invoke(rt, delivery(whatsappfake.Sign([]byte(ev.Body))), &res) // Meta redelivers
+	require.Equal(t, 200, res.StatusCode, res.Body)
+	assert.Len(t, queue.Calls("SendMessageBatch"), 1, "a redelivery is not queued again")
+
+	// One signed with another secret is not.
+	forged := hmac.New(sha256.New, []byte("not-the-app-secret"))
+	forged.Write([]byte(ev.Body))
+	w.invoke(rt, delivery("sha256="+hex.EncodeToString(forged.Sum(nil))), &res)
+	assert.Equal(t, 401, res.StatusCode, res.Body)
+	assert.Contains(t, res.Body, "unauthentic_webhook")
+	assert.Len(t, queue.Calls("SendMessageBatch"), 1)
+
+	logs := p.Logs()
+	assert.Contains(t, logs, appSecretParam, "the cold start names where the secrets came from")
+	assert.NotContains(t, logs, whatsappfake.AppSecret)
+	assert.NotContains(t, logs, verifyToken)
+
+	// A parameter that does not exist: the cold start fails, naming it.
+	w.env = append(slices.Clone(base),
+		"AWS_ENDPOINT_URL_SSM="+params.URL, "SECRETS_KEY_ID="+secretsKey,
+		"JOBS_QUEUE_URL=https://sqs.us-east-1.amazonaws.com/123456789012/boot-jobs",
+		"WHATSAPP_APP_SECRET_PARAMETER=/botplatform/boot/missing")
+	_, failed := w.boot("webhooks")
+	deadline := time.Now().Add(20 * time.Second)
+	for exited, _ := failed.Exited(); !exited; exited, _ = failed.Exited() {
+		require.True(t, time.Now().Before(deadline), "the cold start did not fail: %s", failed.Logs())
+		time.Sleep(50 * time.Millisecond)
+	}
+	assert.Contains(t, failed.Logs(), `SSM parameter \"/botplatform/boot/missing\", which does not exist`)
+	assert.Contains(t, failed.Logs(), "WHATSAPP_APP_SECRET_PARAMETER")
 }

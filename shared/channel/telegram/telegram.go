@@ -114,7 +114,8 @@ func (a *Adapter) Capabilities() channel.Capabilities {
 		Kind: channel.Telegram,
 		// A Telegram bot is attached by an operator (admin channel connect), not over REST.
 		ConnectableOverREST: false,
-		MessageKinds:        []string{"text", "media", "buttons"},
+		MessageKinds: []string{channel.MessageKindText, channel.MessageKindMedia, channel.MessageKindButtons,
+			channel.MessageKindQuickReplies},
 		// Sending by URL: Telegram downloads the file itself, within these limits; by URL,
 		// sendDocument takes only PDF, ZIP and GIF files, sendAudio MP3 and M4A, sendVideo MP4.
 		Media: []channel.MediaLimit{
@@ -318,12 +319,23 @@ type (
 		CallbackData string `json:"callback_data,omitempty"`
 		URL          string `json:"url,omitempty"`
 	}
+	// replyKeyboard (ReplyKeyboardMarkup) is a keyboard of answers that replaces the
+	// subscriber's keyboard: a tap sends the button's text as a message. It hides after one
+	// tap (one_time_keyboard) and is sized to its buttons (resize_keyboard).
+	replyKeyboard struct {
+		Keyboard        [][]keyboardButton `json:"keyboard"`
+		OneTimeKeyboard bool               `json:"one_time_keyboard"`
+		ResizeKeyboard  bool               `json:"resize_keyboard"`
+	}
+	keyboardButton struct {
+		Text string `json:"text"`
+	}
 	// sendMessage carries no parse_mode: the text is sent as written, so markup characters
 	// in subscriber-provided values can neither break the message nor format it.
 	sendMessage struct {
-		ChatID      int64           `json:"chat_id"`
-		Text        string          `json:"text"`
-		ReplyMarkup *inlineKeyboard `json:"reply_markup,omitempty"`
+		ChatID      int64  `json:"chat_id"`
+		Text        string `json:"text"`
+		ReplyMarkup any    `json:"reply_markup,omitempty"`
 	}
 )
 
@@ -338,8 +350,10 @@ var mediaMethods = map[channel.MediaType][2]string{
 // Send delivers m to the private chat of userID (a Telegram user id) and returns the
 // message id Telegram gave it (unique within that chat). Text goes with sendMessage, media
 // by URL with sendPhoto, sendVideo, sendAudio or sendDocument; buttons become an inline
-// keyboard, one button per row. A message the adapter can tell Telegram would refuse fails
-// with channel.ErrRejected without a call.
+// keyboard, one button per row, and quick replies a one-time reply keyboard (a tap sends
+// the title as a text message). A message the adapter can tell Telegram would refuse fails
+// with channel.ErrRejected without a call. The Bot API has no idempotency key: m.Key is not
+// used, and a send retried after a lost answer can arrive twice.
 func (a *Adapter) Send(ctx context.Context, conn channel.Connection, userID string, m channel.Message) (string, error) {
 	creds, err := openCredentials(conn)
 	if err != nil {
@@ -367,7 +381,7 @@ func build(chatID int64, m channel.Message) (string, any, error) {
 	if m.Template != nil {
 		return "", nil, rejected("Telegram has no message templates")
 	}
-	keyboard, err := keyboardOf(m.Buttons)
+	keyboard, err := keyboardOf(m.Buttons, m.QuickReplies)
 	if err != nil {
 		return "", nil, err
 	}
@@ -400,14 +414,19 @@ func build(chatID int64, m channel.Message) (string, any, error) {
 	return mm[0], params, nil
 }
 
-func keyboardOf(buttons []channel.Button) (*inlineKeyboard, error) {
+// keyboardOf returns the reply_markup of the buttons: an inline keyboard (nil without
+// buttons), or for quick replies a one-time reply keyboard. A reply keyboard button carries
+// only its text, which is what a tap sends back: the payload stays with the platform, which
+// recognises the title (docs/runtime.md).
+func keyboardOf(buttons []channel.Button, quick bool) (any, error) {
 	if len(buttons) == 0 {
 		return nil, nil
 	}
 	if len(buttons) > MaxButtons {
 		return nil, rejected(fmt.Sprintf("at most %d buttons", MaxButtons))
 	}
-	kb := &inlineKeyboard{InlineKeyboard: make([][]inlineButton, 0, len(buttons))}
+	inline := &inlineKeyboard{InlineKeyboard: make([][]inlineButton, 0, len(buttons))}
+	reply := &replyKeyboard{Keyboard: make([][]keyboardButton, 0, len(buttons)), OneTimeKeyboard: true, ResizeKeyboard: true}
 	for i, b := range buttons {
 		// Titles are the platform's own limit, so they count characters, as reactions do.
 		if n := utf8.RuneCountInString(b.Title); !utf8.ValidString(b.Title) || n < 1 || n > MaxButtonTitle {
@@ -416,14 +435,20 @@ func keyboardOf(buttons []channel.Button) (*inlineKeyboard, error) {
 		switch {
 		case (b.Payload == "") == (b.URL == ""):
 			return nil, rejected(fmt.Sprintf("button %d needs exactly one of a payload and a URL", i+1))
-		case b.Payload != "" && len(b.Payload) > MaxCallbackData:
+		case b.URL != "" && quick:
+			return nil, rejected(fmt.Sprintf("button %d: quick replies cannot open links", i+1))
+		case b.Payload != "" && len(b.Payload) > MaxCallbackData && !quick:
 			return nil, rejected(fmt.Sprintf("button %d: the payload is over %d bytes", i+1, MaxCallbackData))
 		case b.URL != "" && !linkable(b.URL):
 			return nil, rejected(fmt.Sprintf("button %d: the URL must be an http, https or tg URL", i+1))
 		}
-		kb.InlineKeyboard = append(kb.InlineKeyboard, []inlineButton{{Text: b.Title, CallbackData: b.Payload, URL: b.URL}})
+		inline.InlineKeyboard = append(inline.InlineKeyboard, []inlineButton{{Text: b.Title, CallbackData: b.Payload, URL: b.URL}})
+		reply.Keyboard = append(reply.Keyboard, []keyboardButton{{Text: b.Title}})
 	}
-	return kb, nil
+	if quick {
+		return reply, nil
+	}
+	return inline, nil
 }
 
 func checkText(what, s string, minLen, maxLen int) error {

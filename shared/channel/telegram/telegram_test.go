@@ -200,6 +200,41 @@ func TestSendButtons(t *testing.T) {
 	}, sent[0].Buttons)
 }
 
+// Quick replies are a one-time reply keyboard: buttons that send their title as a message.
+// The payload is not sent (a reply keyboard button has none); a link is refused.
+func TestSendQuickReplies(t *testing.T) {
+	t.Parallel()
+	a, f, bot := newAdapter(t)
+	c := conn(t, bot.Token, "")
+	_, err := a.Send(context.Background(), c, "1001", channel.Message{Text: "Pick one", QuickReplies: true,
+		Buttons: []channel.Button{{Title: "Yes", Payload: "answer:yes"}, {Title: "No", Payload: strings.Repeat("n", 80)}}})
+	require.NoError(t, err)
+	sent := f.Sent(1001)
+	require.Len(t, sent, 1)
+	assert.Nil(t, sent[0].Buttons, "no inline keyboard")
+	require.NotNil(t, sent[0].Keyboard)
+	assert.Equal(t, fake.ReplyKeyboard{Buttons: [][]string{{"Yes"}, {"No"}}, OneTimeKeyboard: true, ResizeKeyboard: true}, *sent[0].Keyboard)
+	assert.NotContains(t, string(mustJSON(t, sent[0].Params)), "answer:yes", "the payload stays with the platform")
+
+	// With media too.
+	_, err = a.Send(context.Background(), c, "1001", channel.Message{QuickReplies: true,
+		Media: &channel.Media{Type: channel.Image, URL: "https://cdn.example.com/a.png"}, Buttons: []channel.Button{{Title: "More", Payload: "more"}}})
+	require.NoError(t, err)
+	assert.Equal(t, [][]string{{"More"}}, f.Sent(1001)[1].Keyboard.Buttons)
+
+	_, err = a.Send(context.Background(), c, "1001", channel.Message{Text: "x", QuickReplies: true,
+		Buttons: []channel.Button{{Title: "Docs", URL: "https://example.com/docs"}}})
+	assert.ErrorIs(t, err, channel.ErrRejected, "quick replies cannot open links")
+	assert.Len(t, f.Sent(1001), 2)
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
+}
+
 func TestSendMedia(t *testing.T) {
 	t.Parallel()
 	a, f, bot := newAdapter(t)
@@ -543,7 +578,8 @@ func TestCapabilities(t *testing.T) {
 	assert.Equal(t, 0, c.SessionWindowSeconds)
 	assert.False(t, c.TemplateOutsideWindow)
 	assert.True(t, c.Buttons.URLButtons)
-	assert.ElementsMatch(t, []string{"text", "media", "buttons"}, c.MessageKinds)
+	assert.ElementsMatch(t, []string{"text", "media", "buttons", "quick_replies"}, c.MessageKinds)
+	assert.True(t, c.Sends(channel.MessageKindQuickReplies))
 	sizes := map[channel.MediaType]int64{}
 	for _, m := range c.Media {
 		sizes[m.Type] = m.MaxBytes

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -45,7 +46,9 @@ var refusedDoc = []string{"application/x-msdownload", "application/x-dosexec", "
 
 // Send delivers m to the user userID (a VK user id) with messages.send and returns VK's
 // message id. Media are downloaded from their URL and uploaded to VK first (photos and
-// documents); buttons become an inline keyboard.
+// documents); buttons become an inline keyboard, quick replies a one-time keyboard under the
+// input field. random_id is derived from the channel and m.Key, so a send retried with the
+// same key is not delivered twice (see RandomID).
 func (a *Adapter) Send(ctx context.Context, conn channel.Connection, userID string, m channel.Message) (string, error) {
 	st, err := credentials(conn)
 	if err != nil {
@@ -74,7 +77,7 @@ func (a *Adapter) Send(ctx context.Context, conn channel.Connection, userID stri
 		params.Set("message", text)
 	}
 	if len(m.Buttons) > 0 {
-		kb, err := keyboard(m.Buttons)
+		kb, err := keyboard(m.Buttons, m.QuickReplies)
 		if err != nil {
 			return "", err
 		}
@@ -87,9 +90,11 @@ func (a *Adapter) Send(ctx context.Context, conn channel.Connection, userID stri
 		}
 		params.Set("attachment", att)
 	}
-	rid, err := randomID()
-	if err != nil {
-		return "", err
+	rid := RandomID(conn.ChannelID, m.Key)
+	if m.Key == "" {
+		if rid, err = randomID(); err != nil {
+			return "", err
+		}
 	}
 	params.Set("random_id", strconv.FormatInt(int64(rid), 10))
 	var id int64
@@ -99,10 +104,26 @@ func (a *Adapter) Send(ctx context.Context, conn channel.Connection, userID stri
 	return strconv.FormatInt(id, 10), nil
 }
 
-// randomID is messages.send's random_id: VK sends a message only once per random_id (within
-// the sender's history), so a retried call with the same id is not delivered twice. The
-// contract gives Send no key of the message to derive it from, so it is random for now
-// (see docs/channels-vk.md).
+// RandomID is messages.send's random_id for the message of key on a channel: VK sends a
+// message once per random_id and peer (a repeated call, for a while, answers the first
+// message's id and sends nothing), so a send retried after a lost answer with the same key
+// reaches the user once. It is a positive int32 (VK's type; 0 would turn the check off): the
+// first 31 bits of SHA-256(channel id, NUL, key). Two different messages to one peer collide
+// with a chance of about 1 in 2^31 per pair sent within VK's de-duplication window; the later
+// one would then not be delivered.
+func RandomID(channelID, key string) int32 {
+	h := sha256.New()
+	h.Write([]byte(channelID))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	id := int32(binary.BigEndian.Uint32(h.Sum(nil)[:4]) & 0x7fffffff)
+	if id == 0 {
+		id = 1
+	}
+	return id
+}
+
+// randomID is a random random_id, for a message without a key: each such send is new.
 func randomID() (int32, error) {
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -134,14 +155,20 @@ type payloadEnvelope struct {
 	P string `json:"p"`
 }
 
-// keyboard builds the inline keyboard: reply buttons are text buttons (a press comes back as
-// a message_new with the payload), link buttons are open_link. VK allows 6 rows of an inline
-// keyboard, so more than 6 buttons go two to a row.
-func keyboard(buttons []channel.Button) (string, error) {
+// keyboard builds the keyboard: reply buttons are text buttons (a press comes back as a
+// message_new with the payload, and the label as its text), link buttons are open_link.
+// Buttons are an inline keyboard attached to the message; VK allows it 6 rows, so more than 6
+// buttons go two to a row. Quick replies are a one-time keyboard under the input field
+// (inline false, one_time true: it hides once a button is pressed), one button per row (VK
+// allows it 10 rows), and carry no links.
+func keyboard(buttons []channel.Button, quick bool) (string, error) {
 	if len(buttons) > MaxButtons {
 		return "", rejected(fmt.Sprintf("VK shows at most %d buttons", MaxButtons))
 	}
 	perRow := (len(buttons) + 5) / 6
+	if quick {
+		perRow = 1
+	}
 	var rows [][]vkButton
 	for i, b := range buttons {
 		label := strings.TrimSpace(b.Title)
@@ -153,6 +180,8 @@ func keyboard(buttons []channel.Button) (string, error) {
 		}
 		var vb vkButton
 		switch {
+		case b.URL != "" && quick:
+			return "", rejected(fmt.Sprintf("button %d: quick replies cannot open links", i))
 		case b.URL != "":
 			u, err := url.Parse(b.URL)
 			if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -177,9 +206,10 @@ func keyboard(buttons []channel.Button) (string, error) {
 		rows[len(rows)-1] = append(rows[len(rows)-1], vb)
 	}
 	kb, err := json.Marshal(struct {
+		OneTime bool         `json:"one_time,omitempty"`
 		Inline  bool         `json:"inline"`
 		Buttons [][]vkButton `json:"buttons"`
-	}{Inline: true, Buttons: rows})
+	}{OneTime: quick, Inline: !quick, Buttons: rows})
 	return string(kb), err
 }
 

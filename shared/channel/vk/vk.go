@@ -175,7 +175,8 @@ func (a *Adapter) Capabilities() channel.Capabilities {
 	return channel.Capabilities{
 		Kind:                channel.VK,
 		ConnectableOverREST: true,
-		MessageKinds:        []string{"text", "media", "buttons"},
+		MessageKinds: []string{channel.MessageKindText, channel.MessageKindMedia, channel.MessageKindButtons,
+			channel.MessageKindQuickReplies},
 		Media: []channel.MediaLimit{
 			{Type: channel.Image, MaxBytes: min(a.maxBytes, maxPhotoBytes), MimeTypes: photoTypes},
 			{Type: channel.Document, MaxBytes: a.maxBytes, MimeTypes: docTypes},

@@ -67,6 +67,7 @@ func TestCapabilities(t *testing.T) {
 	assert.Equal(t, channel.Image, c.Media[0].Type)
 	assert.Equal(t, int64(50<<20), c.Media[0].MaxBytes)
 	assert.IsType(t, &vk.Credentials{}, a.Credentials())
+	assert.Equal(t, []string{"text", "media", "buttons", "quick_replies"}, c.MessageKinds)
 }
 
 func TestConnectWithoutPublicURL(t *testing.T) {
@@ -248,6 +249,74 @@ func TestSendButtons(t *testing.T) {
 	_, err = a.Send(context.Background(), conn, "777", channel.Message{Text: "Bad", Buttons: []channel.Button{{Title: "X", Payload: strings.Repeat("x", 250)}}})
 	assert.ErrorIs(t, err, channel.ErrRejected)
 	assert.Len(t, f.Messages(), 2)
+}
+
+// Quick replies are a one-time keyboard under the input field (not inline), one button per
+// row; they carry no links.
+func TestSendQuickReplies(t *testing.T) {
+	t.Parallel()
+	a, f := newAdapter(t)
+	conn := connect(t, a, "")
+	var ten []channel.Button
+	for i := range 10 {
+		ten = append(ten, channel.Button{Title: "B", Payload: string(rune('a' + i))})
+	}
+	_, err := a.Send(context.Background(), conn, "777", channel.Message{Text: "Pick", QuickReplies: true, Buttons: ten})
+	require.NoError(t, err)
+	msgs := f.Messages()
+	require.Len(t, msgs, 1)
+	var kb struct {
+		OneTime *bool `json:"one_time"`
+		Inline  *bool `json:"inline"`
+		Buttons [][]struct {
+			Action map[string]string `json:"action"`
+		} `json:"buttons"`
+	}
+	require.NoError(t, json.Unmarshal(msgs[0].Keyboard, &kb))
+	require.NotNil(t, kb.OneTime)
+	require.NotNil(t, kb.Inline)
+	assert.True(t, *kb.OneTime)
+	assert.False(t, *kb.Inline)
+	require.Len(t, kb.Buttons, 10, "one per row: a keyboard has 10 rows")
+	assert.Equal(t, map[string]string{"type": "text", "label": "B", "payload": `{"p":"a"}`}, kb.Buttons[0][0].Action)
+
+	_, err = a.Send(context.Background(), conn, "777", channel.Message{Text: "Pick", QuickReplies: true,
+		Buttons: []channel.Button{{Title: "Menu", URL: "https://example.com/menu"}}})
+	assert.ErrorIs(t, err, channel.ErrRejected, "quick replies cannot open links")
+	assert.Len(t, f.Messages(), 1)
+}
+
+// A send with a key has a random_id derived from the channel and the key: retried after its
+// answer was lost, it is delivered once (VK de-duplicates the random_id), and the retry gets
+// the first message's id. Another key, or another channel, is another random_id.
+func TestSendWithKeyIsDeliveredOnce(t *testing.T) {
+	t.Parallel()
+	a, f := newAdapter(t)
+	conn := connect(t, a, "")
+	m := channel.Message{Text: "once", Key: "exe_01/2/hi"}
+	f.LoseAnswers("messages.send", 1)
+	_, err := a.Send(context.Background(), conn, "777", m)
+	require.Error(t, err)
+	assert.True(t, channel.Retryable(err), "a lost answer is worth retrying: %v", err)
+	require.Len(t, f.Messages(), 1, "VK acted before the answer was lost")
+
+	id, err := a.Send(context.Background(), conn, "777", m)
+	require.NoError(t, err)
+	msgs := f.Messages()
+	require.Len(t, msgs, 1, "the retry is not delivered again")
+	assert.Equal(t, "1001", id, "the first message's id")
+	calls := f.CallsOf("messages.send")
+	require.Len(t, calls, 2)
+	assert.Equal(t, calls[0].Params.Get("random_id"), calls[1].Params.Get("random_id"))
+	rid := vk.RandomID(conn.ChannelID, m.Key)
+	assert.Equal(t, rid, msgs[0].RandomID)
+	assert.Positive(t, rid)
+
+	_, err = a.Send(context.Background(), conn, "777", channel.Message{Text: "once", Key: "exe_01/3/hi"})
+	require.NoError(t, err)
+	assert.Len(t, f.Messages(), 2, "another key is another message")
+	assert.NotEqual(t, rid, vk.RandomID("ch_other", m.Key), "the channel is part of it")
+	assert.NotEqual(t, rid, vk.RandomID(conn.ChannelID, "exe_01/3/hi"))
 }
 
 func TestSendErrors(t *testing.T) {

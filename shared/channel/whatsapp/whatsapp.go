@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -157,9 +158,10 @@ const (
 // Capabilities declares what a WhatsApp channel can do.
 func (a *Adapter) Capabilities() channel.Capabilities {
 	return channel.Capabilities{
-		Kind:                  channel.WhatsApp,
-		ConnectableOverREST:   true,
-		MessageKinds:          []string{"text", "media", "buttons", "template"},
+		Kind:                channel.WhatsApp,
+		ConnectableOverREST: true,
+		MessageKinds: []string{channel.MessageKindText, channel.MessageKindMedia, channel.MessageKindButtons,
+			channel.MessageKindQuickReplies, channel.MessageKindTemplate},
 		Media:                 cloneLimits(sendMedia),
 		MaxTextLength:         maxText,
 		MaxCaptionLength:      maxCaption,
@@ -527,6 +529,9 @@ func buildMessage(to string, m channel.Message) (*outMessage, error) {
 		}
 		out.Type = string(md.Type)
 	case len(m.Buttons) > 0:
+		if m.QuickReplies && slices.ContainsFunc(m.Buttons, func(b channel.Button) bool { return b.URL != "" }) {
+			return nil, rejected("quick replies cannot open links")
+		}
 		in, err := buildInteractive(m.Text, m.Buttons)
 		if err != nil {
 			return nil, err
@@ -543,7 +548,9 @@ func buildMessage(to string, m channel.Message) (*outMessage, error) {
 
 // buildInteractive picks the interactive kind that can carry the buttons: up to three reply
 // buttons, a list of up to ten rows, or one link button (cta_url). Links and replies cannot
-// be mixed in one WhatsApp message.
+// be mixed in one WhatsApp message. Quick replies are built the same way: WhatsApp's reply
+// buttons are its quick replies (a tap sends the answer back as the user's message, shown in
+// the chat), and it has no keyboard of answers besides them.
 func buildInteractive(text string, buttons []channel.Button) (*interactive, error) {
 	if utf8.RuneCountInString(text) > maxInteractiveBody {
 		return nil, rejected("a text with buttons has at most %d characters", maxInteractiveBody)
@@ -613,7 +620,9 @@ func cmpOr(a, b string) string {
 
 // Send delivers m to the WhatsApp user userID (their wa_id) and returns the message id
 // (wamid). Free-form messages reach a user only within 24 hours of their last message;
-// outside it the provider answers ErrOutsideWindow and only a template may be sent.
+// outside it the provider answers ErrOutsideWindow and only a template may be sent. The Cloud
+// API has no idempotency key: m.Key is not used, and a send retried after a lost answer can
+// arrive twice.
 func (a *Adapter) Send(ctx context.Context, conn channel.Connection, userID string, m channel.Message) (string, error) {
 	c, err := credentials(conn)
 	if err != nil {

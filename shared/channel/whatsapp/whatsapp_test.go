@@ -131,6 +131,10 @@ func TestSend(t *testing.T) {
 		{"text", channel.Message{Text: "hello"}, "text", `{"text":{"body":"hello","preview_url":false}}`},
 		{"reply buttons", channel.Message{Text: "Pick", Buttons: []channel.Button{{Title: "Yes", Payload: "yes"}, {Title: "No", Payload: "no"}}}, "interactive",
 			`{"interactive":{"type":"button","body":{"text":"Pick"},"action":{"buttons":[{"type":"reply","reply":{"id":"yes","title":"Yes"}},{"type":"reply","reply":{"id":"no","title":"No"}}]}}}`},
+		{"quick replies are reply buttons", channel.Message{Text: "Pick", QuickReplies: true, Key: "exe_1/1/a", Buttons: []channel.Button{{Title: "Yes", Payload: "yes"}}}, "interactive",
+			`{"interactive":{"type":"button","body":{"text":"Pick"},"action":{"buttons":[{"type":"reply","reply":{"id":"yes","title":"Yes"}}]}}}`},
+		{"quick replies as a list", channel.Message{Text: "Pick", QuickReplies: true, Buttons: []channel.Button{{Title: "A", Payload: "a"}, {Title: "B", Payload: "b"}, {Title: "C", Payload: "c"}, {Title: "D", Payload: "d"}}}, "interactive",
+			`{"interactive":{"type":"list","body":{"text":"Pick"},"action":{"button":"Choose","sections":[{"rows":[{"id":"a","title":"A"},{"id":"b","title":"B"},{"id":"c","title":"C"},{"id":"d","title":"D"}]}]}}}`},
 		{"list", channel.Message{Text: "Pick", Buttons: []channel.Button{{Title: "A"}, {Title: "B"}, {Title: "C"}, {Title: "D", Payload: "d"}}}, "interactive",
 			`{"interactive":{"type":"list","body":{"text":"Pick"},"action":{"button":"Choose","sections":[{"rows":[{"id":"A","title":"A"},{"id":"B","title":"B"},{"id":"C","title":"C"},{"id":"d","title":"D"}]}]}}}`},
 		{"link button", channel.Message{Text: "Track", Buttons: []channel.Button{{Title: "Open", URL: "https://example.com/t/1"}}}, "interactive",
@@ -178,6 +182,7 @@ func TestSendRefusedBeforeTheProvider(t *testing.T) {
 		"title too long":     {Text: "t", Buttons: []channel.Button{{Title: strings.Repeat("y", 21)}}},
 		"eleven buttons":     {Text: "t", Buttons: make([]channel.Button, 11)},
 		"link and reply":     {Text: "t", Buttons: []channel.Button{{Title: "A", URL: "https://x"}, {Title: "B"}}},
+		"quick reply link":   {Text: "t", QuickReplies: true, Buttons: []channel.Button{{Title: "A", URL: "https://x.example"}}},
 		"duplicate payloads": {Text: "t", Buttons: []channel.Button{{Title: "A", Payload: "p"}, {Title: "B", Payload: "p"}}},
 		"audio caption":      {Media: &channel.Media{Type: channel.Audio, URL: "https://x/a.ogg", Caption: "no"}},
 		"media not a URL":    {Media: &channel.Media{Type: channel.Image, URL: "file:///etc/passwd"}},
@@ -396,6 +401,7 @@ func TestCapabilities(t *testing.T) {
 	assert.Equal(t, 4096, c.MaxTextLength)
 	assert.Equal(t, 86400, c.SessionWindowSeconds)
 	assert.True(t, c.TemplateOutsideWindow)
+	assert.Equal(t, []string{"text", "media", "buttons", "quick_replies", "template"}, c.MessageKinds)
 	assert.Equal(t, []channel.MediaLimit{
 		{Type: channel.Image, MaxBytes: 5 << 20, MimeTypes: []string{"image/jpeg", "image/png"}},
 		{Type: channel.Video, MaxBytes: 16 << 20, MimeTypes: []string{"video/mp4"}},

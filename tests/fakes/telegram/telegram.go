@@ -3,7 +3,8 @@
 // {"ok":true,"result":...} or {"ok":false,"error_code":...,"description":...,"parameters":...})
 // and checks what the real server checks before it answers: the token (a malformed one is
 // 404, an unknown or revoked one 401), the required parameters, the text, caption and
-// callback data limits, the inline keyboard's shape, and the webhook's URL and secret token.
+// callback data limits, the inline and reply keyboards' shapes, and the webhook's URL and
+// secret token.
 // It records what it accepted (per chat), builds updates the way Telegram does, delivers
 // them to the registered webhook with the secret header, and can be told to misbehave: rate
 // limit, fail with 5xx, answer that a user blocked the bot or is deactivated, revoke a token,
@@ -44,6 +45,7 @@ const (
 	MaxButtonsPerRow  = 8
 	MaxButtons        = 100
 	MaxCallbackAnswer = 200
+	MaxPlaceholder    = 64
 )
 
 // Bot is a bot the fake knows.
@@ -79,6 +81,16 @@ type Button struct {
 	URL          string `json:"url,omitempty"`
 }
 
+// ReplyKeyboard is a reply keyboard (ReplyKeyboardMarkup) as received: buttons that replace
+// the user's keyboard and send their text as a message when tapped.
+type ReplyKeyboard struct {
+	// Buttons are the buttons' texts, row by row.
+	Buttons         [][]string
+	OneTimeKeyboard bool
+	ResizeKeyboard  bool
+	IsPersistent    bool
+}
+
 // Message is one message the fake accepted from a bot.
 type Message struct {
 	BotID     int64
@@ -93,6 +105,8 @@ type Message struct {
 	Caption   string
 	// Buttons is the inline keyboard, row by row.
 	Buttons [][]Button
+	// Keyboard is the reply keyboard, when the message had one instead.
+	Keyboard *ReplyKeyboard
 	// Params are every parameter as received, for assertions on what was not sent.
 	Params map[string]any
 }
@@ -730,16 +744,35 @@ func (s *Server) send(b *Bot, method, media string, p params) (any, *apiError) {
 		}
 	}
 	var markup struct {
-		InlineKeyboard [][]Button `json:"inline_keyboard"`
+		InlineKeyboard        [][]Button           `json:"inline_keyboard"`
+		Keyboard              *[][]json.RawMessage `json:"keyboard"`
+		OneTimeKeyboard       bool                 `json:"one_time_keyboard"`
+		ResizeKeyboard        bool                 `json:"resize_keyboard"`
+		IsPersistent          bool                 `json:"is_persistent"`
+		InputFieldPlaceholder string               `json:"input_field_placeholder"`
 	}
 	if ok, err := p.object("reply_markup", &markup); ok {
 		if err != nil {
 			return nil, badRequest("can't parse reply keyboard markup JSON object")
 		}
-		if e := checkKeyboard(markup.InlineKeyboard); e != nil {
-			return nil, e
+		// As the Bot API does, a keyboard (ReplyKeyboardMarkup) wins over an inline keyboard
+		// given with it.
+		if markup.Keyboard != nil {
+			kb, e := checkReplyKeyboard(*markup.Keyboard)
+			if e != nil {
+				return nil, e
+			}
+			if utf16Len(markup.InputFieldPlaceholder) > MaxPlaceholder {
+				return nil, badRequest("input field placeholder is too long")
+			}
+			m.Keyboard = &ReplyKeyboard{Buttons: kb, OneTimeKeyboard: markup.OneTimeKeyboard,
+				ResizeKeyboard: markup.ResizeKeyboard, IsPersistent: markup.IsPersistent}
+		} else {
+			if e := checkKeyboard(markup.InlineKeyboard); e != nil {
+				return nil, e
+			}
+			m.Buttons = markup.InlineKeyboard
 		}
-		m.Buttons = markup.InlineKeyboard
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -810,6 +843,53 @@ func checkKeyboard(rows [][]Button) *apiError {
 		return badRequest("reply markup is too long")
 	}
 	return nil
+}
+
+// checkReplyKeyboard reads a ReplyKeyboardMarkup's keyboard: rows of KeyboardButton objects
+// (or plain strings, which the Bot API takes as text buttons), and returns the texts. The Bot
+// API silently ignores members a KeyboardButton does not have, so a callback_data or url there
+// would never travel; the fake refuses them, so that a test cannot believe a payload or link
+// reached the user. The inline keyboard's limits apply (8 a row, 100 in all).
+func checkReplyKeyboard(rows [][]json.RawMessage) ([][]string, *apiError) {
+	if len(rows) == 0 {
+		return nil, badRequest("field \"keyboard\" of the ReplyKeyboardMarkup should be non-empty")
+	}
+	out := make([][]string, 0, len(rows))
+	total := 0
+	for _, row := range rows {
+		if len(row) > MaxButtonsPerRow {
+			return nil, badRequest("too many buttons in a row")
+		}
+		texts := make([]string, 0, len(row))
+		for _, raw := range row {
+			total++
+			var text string
+			if json.Unmarshal(raw, &text) != nil {
+				var b map[string]json.RawMessage
+				if err := json.Unmarshal(raw, &b); err != nil {
+					return nil, badRequest("can't parse keyboard button: object expected")
+				}
+				t, ok := b["text"]
+				if !ok || json.Unmarshal(t, &text) != nil {
+					return nil, badRequest("can't parse keyboard button: field \"text\" must be of type String")
+				}
+				for k := range b {
+					if k == "callback_data" || k == "url" {
+						return nil, badRequest("keyboard button: %s is a member of inline keyboard buttons only", k)
+					}
+				}
+			}
+			if strings.TrimSpace(text) == "" {
+				return nil, badRequest("BUTTON_TEXT_INVALID")
+			}
+			texts = append(texts, text)
+		}
+		out = append(out, texts)
+	}
+	if total > MaxButtons {
+		return nil, badRequest("reply markup is too long")
+	}
+	return out, nil
 }
 
 func (s *Server) answerCallback(b *Bot, p params) (any, *apiError) {

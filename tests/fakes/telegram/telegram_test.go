@@ -67,6 +67,11 @@ func TestChecks(t *testing.T) {
 		{b.Token, "sendMessage", `{"chat_id":1,"text":"x","reply_markup":{"inline_keyboard":[` + rows(101) + `]}}`, 400, "Bad Request: reply markup is too long"},
 		{b.Token, "sendMessage", `{"chat_id":1,"text":"x","reply_markup":{"inline_keyboard":[[{"text":"b","callback_data":"` + strings.Repeat("d", 65) + `"}]]}}`, 400, "Bad Request: BUTTON_DATA_INVALID"},
 		{b.Token, "sendMessage", `{"chat_id":1,"text":"x","reply_markup":{"inline_keyboard":[[{"text":"b"}]]}}`, 400, "Bad Request: text buttons are unallowed in the inline keyboard"},
+		{b.Token, "sendMessage", `{"chat_id":1,"text":"x","reply_markup":{"keyboard":[]}}`, 400, `Bad Request: field "keyboard" of the ReplyKeyboardMarkup should be non-empty`},
+		{b.Token, "sendMessage", `{"chat_id":1,"text":"x","reply_markup":{"keyboard":[[{"text":" "}]]}}`, 400, "Bad Request: BUTTON_TEXT_INVALID"},
+		{b.Token, "sendMessage", `{"chat_id":1,"text":"x","reply_markup":{"keyboard":[[{"label":"b"}]]}}`, 400, ""},
+		{b.Token, "sendMessage", `{"chat_id":1,"text":"x","reply_markup":{"keyboard":[[{"text":"b","callback_data":"p"}]]}}`, 400, ""},
+		{b.Token, "sendMessage", `{"chat_id":1,"text":"x","reply_markup":{"keyboard":[[{"text":"b"}]],"input_field_placeholder":"` + strings.Repeat("p", 65) + `"}}`, 400, "Bad Request: input field placeholder is too long"},
 		{b.Token, "sendPhoto", `{"chat_id":1}`, 400, "Bad Request: there is no photo in the request"},
 		{b.Token, "sendPhoto", `{"chat_id":1,"photo":"https://e.com/a.png","caption":"` + strings.Repeat("c", 1025) + `"}`, 400, "Bad Request: message caption is too long"},
 		{b.Token, "setWebhook", `{"url":"https://e.com/h","secret_token":"has space"}`, 400, "Bad Request: secret token contains unallowed characters"},
@@ -82,6 +87,21 @@ func TestChecks(t *testing.T) {
 		}
 	}
 	assert.Empty(t, s.AllSent())
+}
+
+// A reply keyboard (ReplyKeyboardMarkup) is recorded with its options; its buttons may be
+// objects or plain strings.
+func TestReplyKeyboard(t *testing.T) {
+	t.Parallel()
+	s := New(t)
+	b := s.AddBot("kb_bot")
+	status, a := call(t, s, b.Token, "sendMessage", `{"chat_id":3,"text":"Pick","reply_markup":{"keyboard":[[{"text":"Yes"},"No"]],"one_time_keyboard":true,"resize_keyboard":true}}`)
+	require.Equal(t, 200, status, a.Description)
+	sent := s.Sent(3)
+	require.Len(t, sent, 1)
+	assert.Nil(t, sent[0].Buttons)
+	assert.Equal(t, &ReplyKeyboard{Buttons: [][]string{{"Yes", "No"}}, OneTimeKeyboard: true, ResizeKeyboard: true}, sent[0].Keyboard)
+	assert.NotContains(t, string(a.Result), "reply_markup", "Telegram echoes inline keyboards only")
 }
 
 func TestFormParametersAndStrictWebhook(t *testing.T) {

@@ -141,6 +141,7 @@ type Server struct {
 	blocked   map[int64]int      // peer -> 901 or 902
 	failNext  []failure
 	http5xx   int
+	lose      map[string]int // method -> calls whose answer is lost
 	nextID    int64
 	delivered []Delivery
 }
@@ -182,6 +183,7 @@ func New(t testing.TB) *Server {
 		uploads: map[string]*Upload{},
 		saved:   map[string]bool{},
 		blocked: map[int64]int{},
+		lose:    map[string]int{},
 		nextID:  firstMessageID,
 	}
 	s.AddGroup(Group{ID: GroupID, Name: GroupName, ScreenName: GroupScreenName, Token: Token, ConfirmationCode: ConfirmationCode})
@@ -242,6 +244,16 @@ func (s *Server) Unavailable(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.http5xx += n
+}
+
+// LoseAnswers makes the next n calls of method be carried out (a message is delivered) and
+// their answers lost: the connection is closed without a response, as when a network
+// failure or a timeout cuts the exchange after VK acted. A client that retries the call must
+// not act twice (messages.send with the same random_id does not).
+func (s *Server) LoseAnswers(method string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lose[method] += n
 }
 
 // Messages returns the messages delivered so far.
@@ -433,7 +445,14 @@ func (s *Server) serveMethod(w http.ResponseWriter, r *http.Request, method stri
 	s.mu.Lock()
 	s.calls = append(s.calls, Call{Method: method, Params: logged})
 	resp, e := s.call(method, token, p)
+	lost := s.lose[method] > 0
+	if lost {
+		s.lose[method]--
+	}
 	s.mu.Unlock()
+	if lost {
+		panic(http.ErrAbortHandler) // the call took effect; its answer never arrives
+	}
 	if e != nil {
 		s.writeError(w, method, logged, e)
 		return

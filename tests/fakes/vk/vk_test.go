@@ -106,6 +106,43 @@ func TestFakeDeduplicatesRandomID(t *testing.T) {
 	assert.Len(t, s.Messages(), 2, "random_id is per peer")
 }
 
+// A lost answer: the call takes effect, the client gets no response; a retry with the same
+// random_id is the same message.
+func TestFakeLosesAnswers(t *testing.T) {
+	t.Parallel()
+	s := New(t)
+	form := url.Values{"access_token": {Token}, "v": {"5.199"}, "peer_id": {"7"}, "random_id": {"42"}, "message": {"once"}}
+	s.LoseAnswers("messages.send", 1)
+	_, err := http.PostForm(s.BaseURL()+"/messages.send", form)
+	require.Error(t, err, "no answer")
+	require.Len(t, s.Messages(), 1)
+	m := call(t, s, "messages.send", form)
+	assert.EqualValues(t, s.Messages()[0].ID, m["response"])
+	assert.Len(t, s.Messages(), 1)
+}
+
+// Keyboards follow VK's rules: an inline keyboard has at most 6 rows and cannot be one-time;
+// a keyboard under the input field has up to 10 rows.
+func TestFakeKeyboards(t *testing.T) {
+	t.Parallel()
+	s := New(t)
+	rows := func(n int) string {
+		r := make([]string, n)
+		for i := range r {
+			r[i] = `[{"action":{"type":"text","label":"b","payload":"{\"p\":\"x\"}"}}]`
+		}
+		return "[" + strings.Join(r, ",") + "]"
+	}
+	send := func(kb string) map[string]any {
+		return call(t, s, "messages.send", url.Values{"access_token": {Token}, "v": {"5.199"}, "peer_id": {"7"},
+			"random_id": {"0"}, "message": {"x"}, "keyboard": {kb}})
+	}
+	assert.Zero(t, errorCode(send(`{"one_time":true,"inline":false,"buttons":`+rows(10)+`}`)))
+	assert.Equal(t, ErrKeyboard, errorCode(send(`{"one_time":true,"inline":false,"buttons":`+rows(11)+`}`)))
+	assert.Equal(t, ErrKeyboard, errorCode(send(`{"inline":true,"buttons":`+rows(7)+`}`)))
+	assert.Equal(t, ErrKeyboard, errorCode(send(`{"one_time":true,"inline":true,"buttons":`+rows(1)+`}`)))
+}
+
 func TestFakeServersLimit(t *testing.T) {
 	t.Parallel()
 	s := New(t)
