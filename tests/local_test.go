@@ -245,3 +245,32 @@ func learnParams(doc *openapi3.T, location string, params map[string]string) {
 		}
 	}
 }
+
+// Per-bot rights: a user with no account-wide right gets one on one bot only.
+func TestAdminUserGrantIsPerBot(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	other := s.post(s.demo.Token, "/api/bots", map[string]any{"name": "Other"}).JSON(t)["id"].(string)
+	user := s.admin("user", "create", "--account", s.demo.AccountID, "--rights", "")["user_id"]
+	out, code := s.adminRaw("user", "grant", "--account", s.demo.AccountID, "--user", user, "--bot", s.demo.BotID, "--rights", "reactions")
+	require.Equal(t, 0, code, "%s", out)
+	var granted map[string]any
+	require.NoError(t, json.Unmarshal(out, &granted))
+	assert.Equal(t, []any{"reactions"}, granted["rights"])
+	tok := s.admin("pat", "create", "--account", s.demo.AccountID, "--user", user, "--scopes", "bots:*")["token"]
+
+	assert.Equal(t, http.StatusOK, s.patch(tok, "/api/bots/"+s.demo.BotID, map[string]any{"expected_revision": 1, "name": "Granted"}).Status)
+	r := s.patch(tok, "/api/bots/"+other, map[string]any{"expected_revision": 1, "name": "Not granted"})
+	assert.Equal(t, http.StatusForbidden, r.Status)
+	assert.Equal(t, "missing_right", r.Code(t))
+
+	for _, args := range [][]string{
+		{"user", "grant", "--account", s.demo.AccountID, "--user", user, "--bot", "bot_00000000000000000000000000", "--rights", "reactions"},
+		{"user", "grant", "--account", s.demo.AccountID, "--user", "usr_00000000000000000000000000", "--bot", s.demo.BotID, "--rights", "reactions"},
+		{"user", "grant", "--account", s.demo.AccountID, "--user", user, "--bot", s.demo.BotID, "--rights", "root"},
+	} {
+		out, code := s.adminRaw(args...)
+		assert.NotEqual(t, 0, code, "%v", args)
+		assert.Contains(t, string(out), `"error"`, "%v", args)
+	}
+}

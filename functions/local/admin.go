@@ -116,6 +116,29 @@ var adminCommands = map[string]adminCommand{
 			return map[string]string{"user_id": u.ID}, nil
 		}
 	},
+	"user grant": func(fs *flag.FlagSet) func(context.Context, *app) (any, error) {
+		account := fs.String("account", "", "account id")
+		user := fs.String("user", "", "user id")
+		bot := fs.String("bot", "", "bot id")
+		rights := fs.String("rights", "", `rights on this bot, beyond the user's account-wide ones: a subset of reactions,dialogs,analytics ("" removes the grant)`)
+		return func(ctx context.Context, a *app) (any, error) {
+			if *account == "" || *user == "" || *bot == "" {
+				return nil, usageError("--account, --user and --bot are required")
+			}
+			rs, err := auth.ParseRights(*rights)
+			if err != nil {
+				return nil, usageError(err.Error())
+			}
+			if _, err := a.Bots.Get(ctx, *account, *bot); err != nil {
+				return nil, fmt.Errorf("bot %s of account %s not found", *bot, *account)
+			}
+			u, err := a.Auth.SetBotRights(ctx, *account, *user, *bot, rs)
+			if err != nil {
+				return nil, notFoundAs(err, "user "+*user+" of account "+*account)
+			}
+			return map[string]any{"user_id": u.ID, "bot_id": *bot, "rights": u.BotRights[*bot].Names()}, nil
+		}
+	},
 	"bot create": func(fs *flag.FlagSet) func(context.Context, *app) (any, error) {
 		account := fs.String("account", "", "account id")
 		name := fs.String("name", "", "bot name")

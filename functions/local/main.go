@@ -25,6 +25,7 @@ const usage = `usage:
   local admin bootstrap [--data DIR]
   local admin account create --name NAME [--data DIR]
   local admin user create --account ID --rights reactions,dialogs,analytics [--name NAME] [--data DIR]
+  local admin user grant --account ID --user ID --bot ID --rights reactions,dialogs,analytics [--data DIR]
   local admin bot create --account ID --name NAME [--data DIR]
   local admin pat create --account ID [--user ID] --scopes "bots:read,bots:write" [--expires-in 30d] [--name NAME] [--data DIR]
   local admin channel connect --bot ID --type telegram --token TOKEN|- [--base-url URL] [--name NAME] [--account ID] [--public-url URL] [--data DIR]

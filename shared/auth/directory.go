@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -96,4 +97,41 @@ func (s *Service) User(ctx context.Context, account, id string) (User, error) {
 		return User{}, notFound(err)
 	}
 	return store.Decode[User](it)
+}
+
+// SetBotRights replaces the rights the user holds on one bot, beyond the account-wide ones
+// (an empty set removes the grant). Who may call it is the caller's concern: the admin CLI.
+// Authenticated principals see the change within CacheTTL.
+func (s *Service) SetBotRights(ctx context.Context, account, user, bot string, rights RightSet) (User, error) {
+	for attempt := 0; attempt < 5; attempt++ {
+		it, err := s.store.Get(ctx, userKey(account, user))
+		if err != nil {
+			return User{}, notFound(err)
+		}
+		u, err := store.Decode[User](it)
+		if err != nil {
+			return User{}, err
+		}
+		if u.BotRights == nil {
+			u.BotRights = map[string]RightSet{}
+		}
+		if rights == 0 {
+			delete(u.BotRights, bot)
+		} else {
+			u.BotRights[bot] = rights
+		}
+		b, err := store.Encode(u)
+		if err != nil {
+			return User{}, err
+		}
+		err = s.store.Put(ctx, store.Item{Key: it.Key, Data: b, Revision: it.Revision + 1}, store.RevisionIs(it.Revision))
+		if errors.Is(err, store.ErrConditionFailed) {
+			continue // changed meanwhile: read again
+		}
+		if err != nil {
+			return User{}, fmt.Errorf("set bot rights: %w", err)
+		}
+		return u, nil
+	}
+	return User{}, fmt.Errorf("set bot rights: %w", store.ErrUnavailable)
 }
