@@ -407,6 +407,8 @@ func TestReactionsExportImportRoundTrip(t *testing.T) {
 			map[string]any{"id": "hi", "type": "send_text", "text": "Hi!"},
 			map[string]any{"id": "tag", "type": "add_label", "label_id": lead},
 			map[string]any{"id": "when", "type": "set_field", "field_id": seen, "value": "2026-03-01T10:00:00Z"},
+			map[string]any{"id": "tpl", "type": "send_template", "template_name": "welcome_back", "template_language": "en",
+				"params": []any{map[string]any{"field_id": plan, "default": "free"}, map[string]any{"text": "today"}}, "fallback_text": "Welcome back!"},
 			map[string]any{"id": "check", "type": "condition", "match": "any", "conditions": []any{
 				map[string]any{"field_id": score, "op": "gte", "value": 50},
 				map[string]any{"label_id": vip, "op": "has"}}, "then": "vip", "else": "menu"},

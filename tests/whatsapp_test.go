@@ -2,11 +2,13 @@ package tests
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -290,4 +292,148 @@ func TestWhatsAppAccess(t *testing.T) {
 	for _, want := range []float64{201, 400, 403, 413, 415} {
 		assert.True(t, statuses[want], "an audit event with status %v", want)
 	}
+}
+
+// A send_template step on the real local process: publishing checks the step against the
+// WhatsApp channel's stored catalog (unknown: 422; pending: a warning), and a subscriber whose
+// 24-hour window has closed gets the approved template with its parameters resolved from
+// their custom fields, while a free-form message to them fails its run (outside_window). The
+// runs start from signed inbound messages; the fake keeps the window closed regardless (in
+// production a run meets a closed window after a long wait step, or when a label added over
+// the API starts it): the provider decides, the runtime does not track the window.
+func TestWhatsAppTemplateStepOutsideTheWindow(t *testing.T) {
+	t.Parallel()
+	s, wa := startWhatsApp(t)
+	tok, bot := s.demo.Token, s.demo.BotID
+	api := "/api/bots/" + bot
+	r := s.post(tok, api+"/channels", map[string]any{"type": "whatsapp", "credentials": wa.Credentials()})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	templates := api + "/channels/" + r.JSON(t)["id"].(string) + "/templates"
+	field := func(name string) string {
+		r := s.post(tok, api+"/fields", map[string]any{"name": name, "type": "string"})
+		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+		return r.JSON(t)["id"].(string)
+	}
+	nickname, orderNo := field("nickname"), field("order_no")
+
+	// The flow names the template before the catalog has it: a draft may, a publish may not.
+	r = s.post(tok, api+"/reactions", map[string]any{"name": "Order status", "trigger": map[string]any{"type": "keyword", "keywords": []any{"status"}},
+		"steps": []any{
+			map[string]any{"id": "tpl", "type": "send_template", "template_name": "order_update", "template_language": "en_US",
+				"params":        []any{map[string]any{"field_id": nickname, "default": "there"}, map[string]any{"field_id": orderNo}},
+				"fallback_text": "Your order ships today."},
+			map[string]any{"id": "end", "type": "end"},
+		}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	status := api + "/reactions/" + r.JSON(t)["id"].(string)
+	r = s.post(tok, status+"/publish", map[string]any{"expected_revision": 1})
+	require.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s", r.Body)
+	assert.Equal(t, "invalid_steps", r.Code(t))
+	assert.Equal(t, "steps[0].template_name", r.JSON(t)["errors"].([]any)[0].(map[string]any)["field"])
+
+	// Submitted for review: the publish goes through, with a warning.
+	r = s.post(tok, templates, map[string]any{"name": "order_update", "language": "en_US", "category": "utility", "components": []any{
+		map[string]any{"type": "BODY", "text": "Hi {{1}}, order {{2}} ships today.", "example": map[string]any{"body_text": []any{[]any{"Ann", "#42"}}}},
+	}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	r = s.post(tok, status+"/publish", map[string]any{"expected_revision": 1})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	conforms(t, http.MethodPost, "/api/bots/{botID}/reactions/{reactionID}/publish", status+"/publish", r)
+	pub := r.JSON(t)
+	assert.EqualValues(t, 1, pub["published_version"])
+	require.Len(t, pub["warnings"], 1)
+	assert.Equal(t, "steps[0].template_name", pub["warnings"].([]any)[0].(map[string]any)["field"])
+
+	// Approved at the provider and synced: publishing again changes nothing and warns no more.
+	require.NoError(t, wa.Approve("order_update", "en_US"))
+	require.Equal(t, http.StatusOK, s.post(tok, templates+"/sync", nil).Status)
+	r = s.post(tok, status+"/publish", map[string]any{"expected_revision": 2})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.EqualValues(t, 1, r.JSON(t)["published_version"])
+	assert.Empty(t, r.JSON(t)["warnings"])
+
+	r = s.post(tok, api+"/reactions", map[string]any{"name": "Hello", "trigger": map[string]any{"type": "keyword", "keywords": []any{"hello"}},
+		"steps": []any{map[string]any{"id": "hi", "type": "send_text", "text": "Hello!"}}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	require.Equal(t, http.StatusOK, s.post(tok, api+"/reactions/"+r.JSON(t)["id"].(string)+"/publish", map[string]any{"expected_revision": 1}).Status)
+
+	// The subscriber, with an order number, last wrote more than 24 hours ago.
+	const waID = "4915112345678"
+	r = s.post(tok, api+"/subscribers", map[string]any{"channel": "whatsapp", "external_id": waID, "fields": map[string]any{"order_no": "A-42"}})
+	require.Contains(t, []int{http.StatusOK, http.StatusCreated}, r.Status, "%s", r.Body)
+	sub := r.JSON(t)["id"].(string)
+	wa.CloseWindow(waID)
+	deliver := func(text string) {
+		t.Helper()
+		body, _ := fakewhatsapp.TextMessage(fakewhatsapp.PhoneNumberID, waID, "Ann", text)
+		code, err := wa.Deliver(s.base+"/webhooks/whatsapp", body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, code)
+	}
+	runs := func() []map[string]any {
+		r := s.get(tok, api+"/subscribers/"+sub+"/executions")
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		var out []map[string]any
+		for _, x := range r.JSON(t)["data"].([]any) {
+			out = append(out, x.(map[string]any))
+		}
+		return out
+	}
+
+	deliver("status")
+	eventually(t, 10*time.Second, "the template message", func() bool { return len(wa.Messages()) >= 1 })
+	sent := wa.Messages()
+	require.Len(t, sent, 1)
+	assert.Equal(t, "template", sent[0].Type)
+	assert.Equal(t, waID, sent[0].To)
+	var msg struct {
+		Template struct {
+			Name     string `json:"name"`
+			Language struct {
+				Code string `json:"code"`
+			} `json:"language"`
+			Components []struct {
+				Type       string `json:"type"`
+				Parameters []struct {
+					Type string `json:"type"`
+					Text string `json:"text"`
+				} `json:"parameters"`
+			} `json:"components"`
+		} `json:"template"`
+	}
+	require.NoError(t, json.Unmarshal(sent[0].Body, &msg))
+	assert.Equal(t, "order_update", msg.Template.Name)
+	assert.Equal(t, "en_US", msg.Template.Language.Code)
+	require.Len(t, msg.Template.Components, 1)
+	assert.Equal(t, "body", msg.Template.Components[0].Type)
+	var params []string
+	for _, p := range msg.Template.Components[0].Parameters {
+		params = append(params, p.Text)
+	}
+	assert.Equal(t, []string{"there", "A-42"}, params, "the default for the empty nickname, the subscriber's order number")
+
+	eventually(t, 10*time.Second, "the run completes", func() bool {
+		list := runs()
+		return len(list) == 1 && list[0]["status"] == "completed"
+	})
+	r = s.get(tok, api+"/executions/"+runs()[0]["id"].(string))
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	conforms(t, http.MethodGet, "/api/bots/{botID}/executions/{executionID}", api+"/executions/"+runs()[0]["id"].(string), r)
+	step := r.JSON(t)["steps"].([]any)[0].(map[string]any)
+	assert.Equal(t, "send_template", step["type"])
+	assert.Equal(t, "order_update", step["input"].(map[string]any)["template_name"])
+	assert.Equal(t, "en_US", step["input"].(map[string]any)["template_language"])
+	assert.Equal(t, sent[0].ID, step["outcome"].(map[string]any)["message_id"])
+	assert.NotContains(t, string(r.Body), "A-42", "the subscriber's value stays out of the trace")
+
+	// A free-form message cannot reach them: that run fails, as WhatsApp says.
+	deliver("hello")
+	eventually(t, 10*time.Second, "the free-form run fails", func() bool {
+		list := runs()
+		return len(list) == 2 && list[0]["status"] == "failed"
+	})
+	failed := runs()[0]
+	assert.Equal(t, "outside_window", failed["error"].(map[string]any)["kind"])
+	assert.Equal(t, "131047", failed["error"].(map[string]any)["provider_code"])
+	assert.Len(t, wa.Messages(), 1, "nothing more reached the subscriber")
 }

@@ -3,8 +3,8 @@ package bots
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -13,83 +13,213 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/botplatform/api/shared/auth"
+	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/purge"
+	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/store"
 )
 
-// starter records the jobs started, immediately or delayed.
-type starter struct {
-	mu      sync.Mutex
-	started []string // kind, payload, delay
-	fail    error
+// sender is a queue that keeps what it accepts and refuses while fail is set.
+type sender struct {
+	mu   sync.Mutex
+	sent []queue.Message
+	fail error
 }
 
-func (s *starter) Start(ctx context.Context, kind string, payload any) error {
-	return s.StartAfter(ctx, 0, kind, payload)
-}
-
-func (s *starter) StartAfter(_ context.Context, delay time.Duration, kind string, payload any) error {
+func (s *sender) Send(_ context.Context, msgs ...queue.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.fail != nil {
 		return s.fail
 	}
-	b, err := json.Marshal(payload)
-	if err != nil {
-		return err
-	}
+	s.sent = append(s.sent, msgs...)
+	return nil
+}
+
+func (s *sender) take() []queue.Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.started = append(s.started, kind+" "+string(b)+" "+delay.String())
-	return nil
+	out := s.sent
+	s.sent = nil
+	return out
+}
+
+// newOutbox is the outbox the platform gives the bots family, over the fixture's store and
+// clock, delivering to q.
+func (f *fixture) newOutbox(t *testing.T, q queue.Sender, log *slog.Logger) *outbox.Outbox {
+	t.Helper()
+	o, err := outbox.New(f.store, q, outbox.Config{Now: f.clock.Now, Log: log})
+	require.NoError(t, err)
+	return o
+}
+
+// purgeStarts is what a deletion of the bot must send: the purge job at once and again
+// purge.SweepDelay later.
+func (f *fixture) purgeStarts(t *testing.T, bot string) []queue.Message {
+	t.Helper()
+	msgs, err := purge.StartMessages(purge.Payload{AccountID: f.acct, BotID: bot})
+	require.NoError(t, err)
+	return msgs
 }
 
 func TestDeleteStartsThePurge(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	f := newFixture(t)
-	j := &starter{}
-	svc := f.svc.WithPurge(j, slog.New(slog.DiscardHandler))
+	q := &sender{}
+	box := f.newOutbox(t, q, nil)
+	svc := f.svc.WithPurge(box, slog.New(slog.DiscardHandler))
 	b := f.bot(t, "a")
 
 	err := svc.Delete(ctx, f.acct, b.ID, ptr(int64(7)))
 	assert.Equal(t, 409, problem(t, err).Status())
-	assert.Empty(t, j.started, "no deletion, no purge")
+	f.clock.Advance(time.Hour)
+	res, err := box.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, res.Delivered)
+	assert.Empty(t, q.take(), "no deletion, no purge")
 
 	require.NoError(t, svc.Delete(ctx, f.acct, b.ID, nil))
-	payload := `{"account_id":"` + f.acct + `","bot_id":"` + b.ID + `"}`
-	assert.Equal(t, []string{
-		purge.Job + " " + payload + " 0s",
-		purge.Job + " " + payload + " " + purge.SweepDelay.String(),
-	}, j.started, "a pass at once and one after the writes under way have landed")
+	sent := q.take()
+	assert.Equal(t, f.purgeStarts(t, b.ID), sent, "a pass at once and one after the writes under way have landed")
+	assert.Zero(t, sent[0].Delay)
+	assert.Equal(t, purge.SweepDelay, sent[1].Delay)
+	f.clock.Advance(time.Hour)
+	res, err = box.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, res.Delivered, "sent once: the outbox is empty")
 }
 
-func TestDeleteWithoutAPurgeIsLogged(t *testing.T) {
+// The queue refuses the purge's start after the deletion committed (or the process dies
+// before sending it): the deletion stands, and the outbox's sweep starts the purge, with
+// what is left of the second pass's delay. The purge of a deleted bot always runs.
+func TestDeletePurgeSurvivesAFailedSend(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	for _, c := range []struct {
 		name string
-		jobs *starter
-		want string
+		q    *sender
 	}{
-		{"no job runner", nil, "this process runs no jobs"},
-		{"the queue refuses", &starter{fail: errors.New("queue down")}, "queue down"},
+		{"the queue refuses", &sender{fail: errors.New("queue down")}},
+		{"the process dies before sending", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
 			var logs bytes.Buffer
-			svc := f.svc.WithPurge(nil, slog.New(slog.NewTextHandler(&logs, nil)))
-			if c.jobs != nil {
-				svc = f.svc.WithPurge(c.jobs, slog.New(slog.NewTextHandler(&logs, nil)))
+			log := slog.New(slog.NewTextHandler(&logs, nil))
+			var inRequest queue.Sender // none: the process "dies" before it could send
+			if c.q != nil {
+				inRequest = c.q
 			}
+			svc := f.svc.WithPurge(f.newOutbox(t, inRequest, log), log)
 			b := f.bot(t, "a")
 			require.NoError(t, svc.Delete(ctx, f.acct, b.ID, nil), "the bot is deleted all the same")
 			_, err := f.svc.Get(ctx, f.acct, b.ID)
 			assert.Equal(t, 404, problem(t, err).Status())
-			assert.Contains(t, logs.String(), "level=ERROR")
-			assert.Contains(t, logs.String(), c.want)
-			assert.Contains(t, logs.String(), "bot_id="+b.ID, "an operator can start it by hand")
+			assert.NotContains(t, logs.String(), "level=ERROR", "nothing is lost, so nothing for an operator to do")
+
+			// A restarted process, or the next scheduled sweep, with a queue that works.
+			q := &sender{}
+			relay := f.newOutbox(t, q, log)
+			f.clock.Advance(time.Minute)
+			res, err := relay.Sweep(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, 1, res.Delivered)
+			sent := q.take()
+			want := f.purgeStarts(t, b.ID)
+			require.Len(t, sent, len(want))
+			for i := range want {
+				assert.Equal(t, want[i].Type, sent[i].Type)
+				assert.JSONEq(t, string(want[i].Body), string(sent[i].Body))
+			}
+			assert.Zero(t, sent[0].Delay)
+			assert.Equal(t, purge.SweepDelay-time.Minute, sent[1].Delay, "the second pass keeps its time")
 		})
 	}
+}
+
+func TestDeleteWithoutAnOutboxIsLogged(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	f := newFixture(t)
+	var logs bytes.Buffer
+	svc := f.svc.WithPurge(nil, slog.New(slog.NewTextHandler(&logs, nil)))
+	b := f.bot(t, "a")
+	require.NoError(t, svc.Delete(ctx, f.acct, b.ID, nil), "the bot is deleted all the same")
+	_, err := f.svc.Get(ctx, f.acct, b.ID)
+	assert.Equal(t, 404, problem(t, err).Status())
+	assert.Contains(t, logs.String(), "level=ERROR")
+	assert.Contains(t, logs.String(), "this process runs no jobs")
+	assert.Contains(t, logs.String(), "bot_id="+b.ID, "an operator can start it by hand")
+}
+
+// failingOutbox cannot stage.
+type failingOutbox struct{}
+
+func (failingOutbox) Stage(...queue.Message) ([]store.Write, func(context.Context), error) {
+	return nil, nil, errors.New("outbox broken")
+}
+
+// A purge that cannot be staged fails the deletion: the bot is never deleted without it.
+func TestDeleteWithoutItsPurgeDoesNotHappen(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	f := newFixture(t)
+	svc := f.svc.WithPurge(failingOutbox{}, slog.New(slog.DiscardHandler))
+	b := f.bot(t, "a")
+	require.ErrorContains(t, svc.Delete(ctx, f.acct, b.ID, nil), "outbox broken")
+	_, err := f.svc.Get(ctx, f.acct, b.ID)
+	require.NoError(t, err, "still there")
+}
+
+// transactSizes records the size of every transaction.
+type transactSizes struct {
+	store.Store
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (s *transactSizes) Transact(ctx context.Context, writes []store.Write) error {
+	s.mu.Lock()
+	s.sizes = append(s.sizes, len(writes))
+	s.mu.Unlock()
+	return s.Store.Transact(ctx, writes)
+}
+
+// The deletion's transaction at its largest: the bot, its most tokens (each with its
+// credential, and the token counter), a channel of each type (record, type key, lookup key,
+// as channels.BotDeletes writes them) and the purge's outbox item. It fits
+// store.MaxTransactWrites with room to spare.
+func TestDeleteTransactionAtItsLargest(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	f := newFixture(t)
+	b := f.bot(t, "a")
+	for range auth.MaxBotTokensPerBot {
+		_, _, err := f.svc.IssueToken(ctx, f.acct, b.ID, f.owner, "t")
+		require.NoError(t, err)
+	}
+	const channelTypes, writesPerChannel = 3, 3
+	var dependents []store.Write
+	for i := range channelTypes * writesPerChannel {
+		k := store.Key{PK: "BOT#" + b.ID + "#CHANNELS", SK: fmt.Sprint(i)}
+		require.NoError(t, f.store.Put(ctx, store.Item{Key: k, Revision: 1}, store.Always))
+		dependents = append(dependents, store.DeleteOp(k, store.RevisionIs(1)))
+	}
+	sizes := &transactSizes{Store: f.store}
+	box, err := outbox.New(sizes, &sender{}, outbox.Config{Now: f.clock.Now})
+	require.NoError(t, err)
+	svc := NewService(sizes, f.auth, f.clock.Now).
+		WithDependents(func(context.Context, string) ([]store.Write, func(context.Context), error) {
+			return dependents, nil, nil
+		}).
+		WithPurge(box, slog.New(slog.DiscardHandler))
+	require.NoError(t, svc.Delete(ctx, f.acct, b.ID, nil))
+	want := 1 + (1 + 2*auth.MaxBotTokensPerBot) + channelTypes*writesPerChannel + 1
+	assert.Equal(t, []int{want}, sizes.sizes, "one transaction")
+	assert.LessOrEqual(t, want, store.MaxTransactWrites)
 }
 
 func TestDeleteTakesItsDependentsAlong(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
-	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/purge"
+	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -27,9 +27,17 @@ type Service struct {
 	decoded *decodeCache
 	// dependents are deleted in the bot's own deletion transaction (see WithDependents).
 	dependents []Dependents
-	// jobs starts the purge of a deleted bot's data; log reports what cannot be purged.
-	jobs jobs.Starter
-	log  *slog.Logger
+	// outbox stages the start of a deleted bot's purge in the deletion's transaction; log
+	// reports a deletion that cannot start it.
+	outbox Outbox
+	log    *slog.Logger
+}
+
+// Outbox stages queue messages in a transaction of the caller's (shared/outbox implements
+// it): writes go in the transaction, and deliver, called once it has committed, sends them at
+// once; what deliver cannot send, the outbox's sweep sends later.
+type Outbox interface {
+	Stage(msgs ...queue.Message) (writes []store.Write, deliver func(context.Context), err error)
 }
 
 // Dependents returns what deleting bot must delete in the same transaction, because it must
@@ -38,22 +46,23 @@ type Service struct {
 type Dependents func(ctx context.Context, bot string) (writes []store.Write, committed func(context.Context), err error)
 
 // WithDependents returns a copy of s whose Delete also deletes what d returns. The whole
-// transaction must fit store.MaxTransactWrites: 1 + 51 for the bot and its most tokens
-// leaves the rest for dependents, which must stay few (a bot has one channel per type).
+// transaction must fit store.MaxTransactWrites: 1 + 51 for the bot and its most tokens and
+// 1 for the purge's outbox item leave the rest for dependents, which must stay few (a bot
+// has one channel per type: 3 writes each, 9 in all).
 func (s *Service) WithDependents(d ...Dependents) *Service {
 	c := *s
 	c.dependents = append(slices.Clip(c.dependents), d...)
 	return &c
 }
 
-// WithPurge returns a copy of s whose Delete starts, once the deletion has committed, the
-// erasure of everything else the bot owns (job purge.Job, docs/purge.md) on j: a first pass
-// at once and a second one purge.SweepDelay later when j can delay a start. With a nil j (a
-// process that runs no jobs) the deletion is logged as not purged. log receives what could
-// not be started.
-func (s *Service) WithPurge(j jobs.Starter, log *slog.Logger) *Service {
+// WithPurge returns a copy of s whose Delete starts the erasure of everything else the bot
+// owns (job purge.Job, docs/purge.md): a first pass at once and a second one
+// purge.SweepDelay later, whose start messages are staged in o within the deletion's own
+// transaction, so that a deletion never commits without them. With a nil o (a tool that
+// runs no jobs) the deletion is logged to log as not purged.
+func (s *Service) WithPurge(o Outbox, log *slog.Logger) *Service {
 	c := *s
-	c.jobs, c.log = j, log
+	c.outbox, c.log = o, log
 	return &c
 }
 
@@ -216,8 +225,9 @@ func (s *Service) conflict(ctx context.Context, account, id string) error {
 }
 
 // Delete removes a bot and, in the same transaction, every API token of it and its
-// dependents (WithDependents). With expected set, the bot is deleted only at that revision.
-// Once it has committed, the purge of the rest of the bot's data starts (WithPurge).
+// dependents (WithDependents), and stages the start of the purge of the rest of the bot's
+// data (WithPurge), which is sent once it has committed. With expected set, the bot is
+// deleted only at that revision.
 func (s *Service) Delete(ctx context.Context, account, id string, expected *int64) error {
 	cond := store.MustExist
 	if expected != nil {
@@ -232,6 +242,11 @@ func (s *Service) Delete(ctx context.Context, account, id string, expected *int6
 			return err
 		}
 		writes := append([]store.Write{store.DeleteOp(botKey(account, id), cond)}, tokenWrites...)
+		purgeWrites, startPurge, err := s.stagePurge(account, id)
+		if err != nil {
+			return fmt.Errorf("delete bot: %w", err)
+		}
+		writes = append(writes, purgeWrites...)
 		var after []func(context.Context)
 		for _, d := range s.dependents {
 			ws, committed, err := d(ctx, id)
@@ -254,7 +269,7 @@ func (s *Service) Delete(ctx context.Context, account, id string, expected *int6
 			return fmt.Errorf("delete bot: %w", err)
 		}
 		forget()
-		s.startPurge(ctx, account, id)
+		startPurge(ctx)
 		for _, f := range after {
 			f(ctx)
 		}
@@ -263,41 +278,31 @@ func (s *Service) Delete(ctx context.Context, account, id string, expected *int6
 	return fmt.Errorf("delete bot: its tokens or dependents keep changing: %w", store.ErrUnavailable)
 }
 
-// delayedStarter is a jobs.Starter that can also delay a job's start (jobs.QueueRunner).
-type delayedStarter interface {
-	StartAfter(ctx context.Context, delay time.Duration, kind string, payload any) error
-}
-
-// startPurge starts the erasure of a deleted bot's data. The deletion has committed and is
-// the client's answer whatever happens here: a purge that cannot start is logged as an
-// error (with what an operator needs to start it by hand, docs/purge.md), not returned.
-func (s *Service) startPurge(ctx context.Context, account, bot string) {
-	// A client that hangs up now must not cancel what its deletion owes.
-	ctx = context.WithoutCancel(ctx)
+// stagePurge returns the writes that stage the start of the deleted bot's purge in the
+// deletion's transaction, and the function that sends it once that transaction committed
+// (which the outbox's sweep does in its stead if the process dies first or the queue
+// refuses). Without an outbox the deletion is logged as not purged, with what an operator
+// needs to start the purge by hand (docs/purge.md).
+func (s *Service) stagePurge(account, bot string) ([]store.Write, func(context.Context), error) {
 	p := purge.Payload{AccountID: account, BotID: bot}
-	if s.jobs == nil {
-		s.logError(ctx, "deleted bot's data not purged: this process runs no jobs", p, nil)
-		return
+	if s.outbox == nil {
+		return nil, func(ctx context.Context) {
+			s.logError(ctx, "deleted bot's data not purged: this process runs no jobs", p)
+		}, nil
 	}
-	if err := s.jobs.Start(ctx, purge.Job, p); err != nil {
-		s.logError(ctx, "deleted bot's purge not started", p, err)
+	msgs, err := purge.StartMessages(p)
+	if err != nil {
+		return nil, nil, err
 	}
-	if d, ok := s.jobs.(delayedStarter); ok {
-		if err := d.StartAfter(ctx, purge.SweepDelay, purge.Job, p); err != nil {
-			s.logError(ctx, "deleted bot's second purge pass not scheduled", p, err)
-		}
-	}
+	return s.outbox.Stage(msgs...)
 }
 
-func (s *Service) logError(ctx context.Context, msg string, p purge.Payload, err error) {
+func (s *Service) logError(ctx context.Context, msg string, p purge.Payload) {
 	if s.log == nil {
 		return
 	}
-	args := []any{"job", purge.Job, "account_id", p.AccountID, "bot_id", p.BotID, "request_id", httpapi.RequestID(ctx)}
-	if err != nil {
-		args = append(args, "error", err)
-	}
-	s.log.ErrorContext(ctx, msg, args...)
+	s.log.ErrorContext(ctx, msg, "job", purge.Job, "account_id", p.AccountID, "bot_id", p.BotID,
+		"request_id", httpapi.RequestID(ctx))
 }
 
 // deleteAttempts bounds Delete's retries when tokens are issued or revoked concurrently.

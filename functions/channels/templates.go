@@ -278,10 +278,15 @@ func (s *Service) Templates(ctx context.Context, bot, channelID string, f Templa
 
 // allTemplates reads the channel's whole catalog.
 func (s *Service) allTemplates(ctx context.Context, bot, ch string) ([]store.Item, error) {
+	return catalogItems(ctx, s.store, bot, ch)
+}
+
+// catalogItems reads a channel's whole catalog from st.
+func catalogItems(ctx context.Context, st store.Store, bot, ch string) ([]store.Item, error) {
 	var items []store.Item
 	q := store.Query{PK: templatesPartition(bot), Prefix: templatePrefix(ch)}
 	for {
-		page, err := s.store.Query(ctx, q)
+		page, err := st.Query(ctx, q)
 		if err != nil {
 			return nil, err
 		}

@@ -127,6 +127,38 @@ func (a *app) sweep(ctx context.Context) {
 	}
 }
 
+// relayEvery is how often the local process sweeps the outbox (the jobs Lambda's schedule
+// does it every minute on AWS). Items younger than the outbox's grace (30 s) wait for the
+// next sweep, so a message a request could not send goes out within 45 s.
+const relayEvery = 15 * time.Second
+
+// relay sweeps the outbox now and every relayEvery until ctx ends: it sends the messages a
+// request staged with its change but could not send after the commit, this run or a run of
+// the process that ended between the two (docs/outbox.md).
+func (a *app) relay(ctx context.Context) {
+	t := time.NewTicker(relayEvery)
+	defer t.Stop()
+	for {
+		for {
+			res, err := a.Outbox.Sweep(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					a.Log.Error("outbox sweep left messages unsent; it tries again", "error", err)
+				}
+				break
+			}
+			if !res.More {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // ctxOrTimeout bounds one admin command.
 func ctxOrTimeout(parent context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(parent, 30*time.Second)

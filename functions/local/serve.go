@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/botplatform/api/functions/platform"
@@ -99,9 +100,14 @@ func realServe(ctx context.Context, addr, dataDir string, cfg appConfig, log *sl
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
-	sweepCtx, stopSweep := context.WithCancel(ctx)
-	defer stopSweep()
-	go a.sweep(sweepCtx)
+	// The background loops: expired items, and the outbox's relay of what a request could
+	// not send after its commit (or a previous run of the process staged and never sent).
+	// They end before the store closes.
+	background, stopBackground := context.WithCancel(ctx)
+	var loops sync.WaitGroup
+	loops.Go(func() { a.sweep(background) })
+	loops.Go(func() { a.relay(background) })
+	defer func() { stopBackground(); loops.Wait() }()
 	stopJobs, err := a.runJobs()
 	if err != nil {
 		srv.Close()

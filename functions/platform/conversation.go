@@ -14,7 +14,9 @@ import (
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/channel/whatsapp"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/store"
 )
 
 // The conversation families, webhooks and runtime, meet the channels, subscribers and
@@ -118,38 +120,31 @@ func (c webhookChannels) ResolveKey(ctx context.Context, k channel.Kind, key str
 func (c webhookChannels) Adapter(k channel.Kind) (channel.Adapter, bool) { return c.svc.Adapter(k) }
 
 // labelTriggers is the subscribers family's LabelHook: labels added over the API start their
-// label_added reactions, as labels a run adds do. It sends one runtime.trigger message per
-// label on the work queue, the body the runtime's own label events have, caused by the
-// subscriber's revision that added the label, so the runtime runs each addition once however
-// often it is sent. nil without a queue (nothing could run the reactions).
-func labelTriggers(env *Env) subscribers.LabelHook {
-	if env.Queue == nil {
-		return nil
-	}
-	return labelTrigger{env.Queue}
-}
+// label_added reactions, as labels a run adds do. It stages one runtime.trigger message per
+// label in the outbox, within the change's own transaction, with the body the runtime's own
+// label events have, caused by the subscriber's revision that added the label, so the
+// runtime runs each addition once however often it is delivered (the outbox delivers at
+// least once).
+func labelTriggers(env *Env) subscribers.LabelHook { return labelTrigger{env.Outbox} }
 
-type labelTrigger struct{ q queue.Sender }
+type labelTrigger struct{ outbox *outbox.Outbox }
 
-func (l labelTrigger) LabelsAdded(ctx context.Context, bot string, a subscribers.LabelAddition) error {
+func (l labelTrigger) LabelsAdded(_ context.Context, bot string, a subscribers.LabelAddition) ([]store.Write, func(context.Context), error) {
 	msgs := make([]queue.Message, 0, len(a.LabelIDs))
 	for _, label := range a.LabelIDs {
 		m, err := runtime.LabelAddedMessage(bot, a.SubscriberID, channel.Kind(a.Channel), label, a.Revision)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		msgs = append(msgs, m)
 	}
-	return l.q.Send(ctx, msgs...)
+	return l.outbox.Stage(msgs...)
 }
 
 // subscriberRoutes registers the subscribers family's routes, whose label additions start
 // label_added reactions.
 func subscriberRoutes(mux *httpapi.Mux, env *Env) {
-	svc := subscribers.NewService(env.Store, env.Now, env.Jobs)
-	if h := labelTriggers(env); h != nil {
-		svc = svc.WithLabelHook(h, env.Log)
-	}
+	svc := subscribers.NewService(env.Store, env.Now, env.Jobs).WithLabelHook(labelTriggers(env))
 	subscribers.Routes(mux, svc, env.Cursors)
 }
 

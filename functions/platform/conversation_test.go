@@ -133,18 +133,22 @@ func (s *sentMessages) Send(_ context.Context, msgs ...queue.Message) error {
 }
 
 // Labels added over the API reach the runtime as its own label events: one runtime.trigger
-// message per label, caused by the subscriber's revision that added it. Without a queue no
-// hook is installed.
+// message per label, caused by the subscriber's revision that added it, staged in the
+// outbox (one write of the change's transaction for every label) and sent once the change
+// has committed.
 func TestLabelTriggers(t *testing.T) {
 	t.Parallel()
 	env := testEnv(t)
-	assert.Nil(t, labelTriggers(env))
 	q := &sentMessages{}
-	env.Queue = q
+	env.RunJobsOn(q)
 	hook := labelTriggers(env)
-	require.NotNil(t, hook)
-	require.NoError(t, hook.LabelsAdded(t.Context(), "bot_1", subscribers.LabelAddition{
-		SubscriberID: "sub_1", Channel: "vk", LabelIDs: []string{"lbl_a", "lbl_b"}, Revision: 3}))
+	writes, committed, err := hook.LabelsAdded(t.Context(), "bot_1", subscribers.LabelAddition{
+		SubscriberID: "sub_1", Channel: "vk", LabelIDs: []string{"lbl_a", "lbl_b"}, Revision: 3})
+	require.NoError(t, err)
+	require.Len(t, writes, 1, "one outbox item")
+	assert.Empty(t, q.msgs, "nothing is sent before the commit")
+	require.NoError(t, env.Store.Transact(t.Context(), writes))
+	committed(t.Context())
 	require.Len(t, q.msgs, 2)
 	for i, label := range []string{"lbl_a", "lbl_b"} {
 		m := q.msgs[i]

@@ -13,19 +13,37 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/queue/sqs"
 )
 
-// JobsHandler is the jobs Lambda's handler. The function has two callers: the SQS event
-// source (a batch of queued job steps, answered with the records that failed) and the
-// Step Functions state machine (one State in, the State after one step out).
-func JobsHandler(consumer *sqs.Consumer, reg *jobs.Registry) func(context.Context, json.RawMessage) (any, error) {
+// Sweeper relays what the outbox could not deliver after its commit (*outbox.Outbox).
+type Sweeper interface {
+	Sweep(ctx context.Context) (outbox.Result, error)
+}
+
+// JobsHandler is the jobs Lambda's handler. The function has three callers: the SQS event
+// source (a batch of queued job steps, answered with the records that failed), the Step
+// Functions state machine (one State in, the State after one step out) and the schedule
+// that sweeps the outbox every minute (OutboxSweepEvent in, the sweep's outbox.Result out;
+// an error when items stay undelivered, which the Lambda's error alarm reports).
+func JobsHandler(consumer *sqs.Consumer, reg *jobs.Registry, sweeper Sweeper) func(context.Context, json.RawMessage) (any, error) {
 	return func(ctx context.Context, raw json.RawMessage) (any, error) {
 		var probe struct {
 			Records []json.RawMessage `json:"Records"`
+			Outbox  *string           `json:"outbox"`
 		}
 		if err := json.Unmarshal(raw, &probe); err != nil {
 			return nil, fmt.Errorf("jobs: unreadable event: %w", err)
+		}
+		if probe.Outbox != nil {
+			var ev struct {
+				Outbox string `json:"outbox"`
+			}
+			if err := strictUnmarshal(raw, &ev); err != nil || ev.Outbox != "sweep" {
+				return nil, fmt.Errorf("jobs: unknown outbox event; the schedule sends %s", OutboxSweepEvent)
+			}
+			return sweeper.Sweep(ctx)
 		}
 		if probe.Records != nil {
 			var ev events.SQSEvent
@@ -52,7 +70,8 @@ func strictUnmarshal(b []byte, v any) error {
 }
 
 // JobsLambda builds the jobs Lambda's handler from the environment contract: the store, the
-// jobs queue (continuations are sent to it), and every family's job kinds.
+// jobs queue (continuations are sent to it, and the outbox relays to it), and every family's
+// job kinds.
 func JobsLambda(ctx context.Context, log *slog.Logger, now func() time.Time) (func(context.Context, json.RawMessage) (any, error), error) {
 	a, err := LoadAWS(ctx, AWSConfigFromEnv(), log)
 	if err != nil {
@@ -92,5 +111,5 @@ func JobsLambda(ctx context.Context, log *slog.Logger, now func() time.Time) (fu
 	if err != nil {
 		return nil, err
 	}
-	return JobsHandler(consumer, runner.Registry()), nil
+	return JobsHandler(consumer, runner.Registry(), env.Outbox), nil
 }

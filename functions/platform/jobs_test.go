@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/queue/sqs"
 )
@@ -51,7 +52,8 @@ func TestJobsHandler(t *testing.T) {
 		n, _ := strconv.Atoi(cursor)
 		return strconv.Itoa(n + 1), n+1 >= p.To, nil
 	})
-	h := JobsHandler(consumer, reg)
+	sweeps := &sweeps{res: outbox.Result{Delivered: 3}}
+	h := JobsHandler(consumer, reg, sweeps)
 
 	out, err := h(context.Background(), readSample(t, "sqs-work-messages.json"))
 	require.NoError(t, err)
@@ -74,14 +76,43 @@ func TestJobsHandler(t *testing.T) {
 		require.NoError(t, err)
 	}
 
+	out, err = h(context.Background(), readSample(t, "scheduler-outbox-sweep.json"))
+	require.NoError(t, err)
+	assert.Equal(t, outbox.Result{Delivered: 3}, out, "the schedule's sweep")
+	assert.Equal(t, 1, sweeps.n)
+	sweeps.err = errors.New("2 item(s) not delivered")
+	_, err = h(context.Background(), json.RawMessage(OutboxSweepEvent))
+	assert.ErrorContains(t, err, "not delivered", "a sweep that leaves items is a failed invocation (alarmed)")
+
 	for name, raw := range map[string]string{
-		"not JSON":       `nope`,
-		"unknown field":  `{"kind":"count","payload":{},"colour":"red"}`,
-		"no kind":        `{"payload":{}}`,
-		"unknown kind":   `{"kind":"nope","payload":{}}`,
-		"failing sample": string(readSample(t, "sfn-job-step.json")),
+		"another outbox event": `{"outbox":"drain"}`,
+		"outbox and more":      `{"outbox":"sweep","kind":"count"}`,
+		"not JSON":             `nope`,
+		"unknown field":        `{"kind":"count","payload":{},"colour":"red"}`,
+		"no kind":              `{"payload":{}}`,
+		"unknown kind":         `{"kind":"nope","payload":{}}`,
+		"failing sample":       string(readSample(t, "sfn-job-step.json")),
 	} {
 		_, err := h(context.Background(), json.RawMessage(raw))
 		assert.Error(t, err, name)
 	}
+	assert.Equal(t, 2, sweeps.n, "no other event sweeps")
+}
+
+// sweeps counts the sweeps it is asked for.
+type sweeps struct {
+	n   int
+	res outbox.Result
+	err error
+}
+
+func (s *sweeps) Sweep(context.Context) (outbox.Result, error) {
+	s.n++
+	return s.res, s.err
+}
+
+// The schedule's payload is the sample the tests use, byte for byte but the newline.
+func TestOutboxSweepEventSample(t *testing.T) {
+	t.Parallel()
+	assert.JSONEq(t, OutboxSweepEvent, string(readSample(t, "scheduler-outbox-sweep.json")))
 }

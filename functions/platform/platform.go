@@ -30,6 +30,7 @@ import (
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/reqlog"
@@ -57,6 +58,10 @@ type Env struct {
 	Channels *channels.Service
 	// Queue sends work-queue messages (the local queue, SQS on AWS); nil where none.
 	Queue queue.Sender
+	// Outbox stages queue messages in the transactions of the changes they follow and
+	// delivers them to Queue once those have committed (docs/outbox.md); without a Queue it
+	// stages only, for the sweep of a process that has one. RunJobsOn sets it to deliver.
+	Outbox *outbox.Outbox
 	// Jobs starts background jobs; nil where the process runs none. Set it with RunJobsOn
 	// once the environment exists (job steps may use the environment).
 	Jobs jobs.Starter
@@ -69,8 +74,22 @@ type Env struct {
 func (e *Env) RunJobsOn(q queue.Sender) *jobs.QueueRunner {
 	r := jobs.NewQueueRunner(q, JobRegistry(e))
 	e.Jobs, e.Queue = r, q
+	e.Outbox = newOutbox(e.Store, q, e.Now, e.Log)
 	return r
 }
+
+// newOutbox is the environment's outbox: the defaults of shared/outbox are the platform's.
+func newOutbox(st store.Store, q queue.Sender, now func() time.Time, log *slog.Logger) *outbox.Outbox {
+	o, err := outbox.New(st, q, outbox.Config{Now: now, Log: log})
+	if err != nil {
+		panic(err) // the store is never nil here (NewEnv refuses without one), and the defaults are valid
+	}
+	return o
+}
+
+// OutboxSweepEvent is the payload of the schedule that invokes the jobs Lambda every minute
+// to relay what the outbox could not deliver after its commit (JobsHandler, infra/stack).
+const OutboxSweepEvent = `{"outbox":"sweep"}`
 
 // Deps are what the composition root supplies; the rest of Env is derived from them.
 type Deps struct {
@@ -133,6 +152,7 @@ func NewEnv(d Deps) (*Env, error) {
 	botService := bots.NewService(d.Store, a, d.Now).WithDependents(channels.BotDeletes(d.Store, chans))
 	return &Env{
 		Channels:   chans,
+		Outbox:     newOutbox(d.Store, nil, d.Now, d.Log),
 		Store:      d.Store,
 		Now:        d.Now,
 		Log:        d.Log,
@@ -198,7 +218,7 @@ func Families() []Family {
 		{Name: "public", Register: func(mux *httpapi.Mux, env *Env) { public.Routes(mux) }},
 		{Name: "pats", Register: func(mux *httpapi.Mux, env *Env) { pats.Routes(mux, env.Auth, env.Cursors, env.Now) }},
 		{Name: "bots", Register: func(mux *httpapi.Mux, env *Env) {
-			bots.Routes(mux, env.Bots.WithPurge(env.Jobs, env.Log), env.Auth, env.Cursors)
+			bots.Routes(mux, env.Bots.WithPurge(env.Outbox, env.Log), env.Auth, env.Cursors)
 		}},
 		{Name: "auditlog", Register: func(mux *httpapi.Mux, env *Env) { auditlog.Routes(mux, env.Trail, env.Cursors) }},
 		{Name: "requestlogs", Register: func(mux *httpapi.Mux, env *Env) { requestlogs.Routes(mux, env.RequestLog, env.Cursors) },
@@ -212,7 +232,7 @@ func Families() []Family {
 			},
 			Purge: func(env *Env) jobs.Step { return collections.PurgeBotStep(env.Store) }},
 		{Name: "reactions", Register: func(mux *httpapi.Mux, env *Env) {
-			reactions.Routes(mux, reactions.NewService(env.Store, reactionVocabulary(env), env.Now, env.Log), env.Cursors)
+			reactions.Routes(mux, reactionService(env), env.Cursors)
 		},
 			Purge: func(env *Env) jobs.Step { return reactions.PurgeStep(env.Store) }},
 		{Name: "stats", Register: func(mux *httpapi.Mux, env *Env) { stats.Routes(mux, env.Store) },

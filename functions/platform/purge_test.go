@@ -104,12 +104,13 @@ func TestDeletedBotIsPurged(t *testing.T) {
 	before, err := st.Mentioning(ctx, kept)
 	require.NoError(t, err)
 
-	svc := env.Bots.WithPurge(env.Jobs, env.Log)
+	svc := env.Bots.WithPurge(env.Outbox, env.Log)
 	require.NoError(t, svc.Delete(ctx, acct.ID, deleted, nil))
 	started := q.take()
 	require.Len(t, started, 2)
 	assert.Zero(t, started[0].Delay)
-	assert.Equal(t, purge.SweepDelay, started[1].Delay, "the second pass")
+	assert.InDelta(t, float64(purge.SweepDelay), float64(started[1].Delay), float64(time.Second),
+		"the second pass (its delay counted from the deletion's commit)")
 
 	for _, first := range started {
 		pending := []queue.Message{first}

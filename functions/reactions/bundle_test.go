@@ -79,6 +79,7 @@ func seed(t *testing.T, f *fixture) []Reaction {
 		{"id":"img","type":"send_media","media_type":"image","url":"https://example.com/a.png"},
 		{"id":"tag","type":"add_label","label_id":%[1]q},
 		{"id":"set","type":"set_field","field_id":%[3]q,"value":"free"},
+		{"id":"tpl","type":"send_template","template_name":"welcome_back","template_language":"en","params":[{"field_id":%[3]q,"default":"free"},{"text":"today"}],"fallback_text":"Welcome back!"},
 		{"id":"if","type":"condition","conditions":[{"field_id":%[4]q,"op":"gt","value":10},{"label_id":%[2]q,"op":"has"}],"then":"menu","else":"end"},
 		{"id":"menu","type":"goto","reaction_id":%[5]q},
 		{"id":"end","type":"end"}]}`, vip, lead, plan, score, menu.ID))

@@ -52,6 +52,10 @@ type ImportReport struct {
 	Fields    []ImportedField    `json:"fields"`
 	// Conflicts are what refuses the import in the modes each names; empty when applied.
 	Conflicts []ImportConflict `json:"conflicts"`
+	// Warnings are what the import does not refuse but that will not work in this bot as
+	// things stand: send_template steps of published content whose template the bot's
+	// WhatsApp catalog lacks or has not approved (checkTemplates), with their paths.
+	Warnings []httpapi.FieldError `json:"warnings"`
 }
 
 // ImportedReaction is the fate of one bundle reaction.
@@ -139,11 +143,27 @@ func (s *Service) Import(ctx context.Context, bot string, mode ImportMode, b Bun
 	if err != nil {
 		return ImportReport{}, err
 	}
+	// Only published content runs: its templates are checked, as a publish would, but
+	// without refusing. A bundle is portable, and the catalog of the bot it lands in is
+	// often synced after the import.
+	var published []templateUse
+	for _, u := range uses {
+		published = append(published, u.published.templates...)
+	}
+	var none report
+	warnings, err := s.checkTemplates(ctx, bot, published, &none, false)
+	if err != nil {
+		return ImportReport{}, err
+	}
+	if warnings == nil {
+		warnings = []httpapi.FieldError{}
+	}
 	for range writeAttempts {
 		p, err := s.plan(ctx, bot, mode, b)
 		if err != nil {
 			return ImportReport{}, err
 		}
+		p.report.Warnings = warnings
 		if mode == ImportDryRun {
 			return p.report, nil
 		}
@@ -424,6 +444,12 @@ func (m mapping) content(c Content) Content {
 			s.ReactionID = m.reactions[s.ReactionID]
 		}
 		s.Buttons = slices.Clone(s.Buttons)
+		s.Params = slices.Clone(s.Params)
+		for k, p := range s.Params {
+			if p.FieldID != "" {
+				s.Params[k].FieldID = m.fields[p.FieldID]
+			}
+		}
 		s.Conditions = slices.Clone(s.Conditions)
 		for k, cond := range s.Conditions {
 			if cond.LabelID != "" {

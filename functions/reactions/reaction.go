@@ -124,6 +124,11 @@ const (
 	// MaxStringValueLen bounds a string value a step sets or compares: the subscribers
 	// family's bound on a string field's value.
 	MaxStringValueLen = 2000
+	// MaxTemplateParams bounds a send_template step's body parameters.
+	MaxTemplateParams = 20
+	// MaxTemplateParamLen bounds one template parameter's text (and a default): WhatsApp's
+	// bound on a template's body.
+	MaxTemplateParamLen = 1024
 	// MaxStepIDLen bounds a step id.
 	MaxStepIDLen = 64
 )

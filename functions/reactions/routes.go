@@ -152,11 +152,18 @@ func (h *Handlers) publish(w http.ResponseWriter, r *http.Request) error {
 	if err := httpapi.Decode(w, r, &req); err != nil {
 		return err
 	}
-	rx, err := h.svc.Publish(r.Context(), r.PathValue("botID"), r.PathValue("reactionID"), *req.ExpectedRevision)
+	rx, warnings, err := h.svc.PublishWithWarnings(r.Context(), r.PathValue("botID"), r.PathValue("reactionID"), *req.ExpectedRevision)
 	if err != nil {
 		return err
 	}
-	return httpapi.WriteJSON(w, http.StatusOK, rx)
+	return httpapi.WriteJSON(w, http.StatusOK, publication{Reaction: rx, Warnings: warnings})
+}
+
+// publication is the answer of a publish: the reaction, and what publishing did not refuse
+// but will not work as things stand (a template not approved yet), each with its path.
+type publication struct {
+	Reaction
+	Warnings []httpapi.FieldError `json:"warnings"`
 }
 
 func (h *Handlers) versions(w http.ResponseWriter, r *http.Request) error {

@@ -21,6 +21,8 @@ type Service struct {
 	vocab Vocabulary
 	now   func() time.Time
 	log   *slog.Logger
+	// templates is the bot's template catalog (WithTemplates); nil checks no template.
+	templates Templates
 	// cache keeps what the conversation runtime reads on every message (Published,
 	// PublishedVersion) in this process.
 	cache *publishedCache
@@ -105,23 +107,30 @@ func (s *Service) world(ctx context.Context, bot string, u uses) (world, error) 
 // validate normalizes c and checks it for the bot: its shape (400), then its flow against the
 // bot's labels, fields and reactions (422). self is c's reaction id, "" before it has one.
 func (s *Service) validate(ctx context.Context, bot string, c *Content, self string) (uses, error) {
+	var r report
+	u, err := s.check(ctx, bot, c, self, &r)
+	if err != nil {
+		return u, err
+	}
+	return u, r.err()
+}
+
+// check is validate without the verdict: it adds c's problems to r and returns an error
+// only when the bot's vocabulary or reactions could not be read.
+func (s *Service) check(ctx context.Context, bot string, c *Content, self string, r *report) (uses, error) {
 	c.normalize()
 	if c.Steps == nil {
 		c.Steps = []Step{}
 	}
-	var r report
-	u := c.check(&r, "", self)
+	u := c.check(r, "", self)
 	if len(r.shape) > 0 {
-		return u, r.err()
+		return u, nil
 	}
 	w, err := s.world(ctx, bot, u)
 	if err != nil {
 		return u, err
 	}
-	if err := u.resolve(&r, w); err != nil {
-		return u, err
-	}
-	return u, r.err()
+	return u, u.resolve(r, w)
 }
 
 // outgoing returns the sorted, distinct reactions u goes to, without self.
@@ -386,32 +395,64 @@ func (s *Service) conflict(ctx context.Context, bot, id string) error {
 	return httpapi.StaleRevision(rec.Revision)
 }
 
-// Publish freezes the draft at revision expected as the reaction's next version, after
-// validating it again against the bot as it is now. Publishing a draft that is already the
-// newest version changes nothing.
+// Publish is PublishWithWarnings for callers that show no warnings.
 func (s *Service) Publish(ctx context.Context, bot, id string, expected int64) (Reaction, error) {
+	rx, _, err := s.PublishWithWarnings(ctx, bot, id, expected)
+	return rx, err
+}
+
+// PublishWithWarnings freezes the draft at revision expected as the reaction's next version,
+// after validating it again against the bot as it is now, send_template steps against the
+// bot's template catalog included (checkTemplates). Publishing a draft that is already the
+// newest version changes nothing. The warnings are what publishing does not refuse but that
+// will fail at run time as things stand (a template not approved yet).
+func (s *Service) PublishWithWarnings(ctx context.Context, bot, id string, expected int64) (Reaction, []httpapi.FieldError, error) {
+	rx, warnings, err := s.publish(ctx, bot, id, expected)
+	if warnings == nil {
+		warnings = []httpapi.FieldError{}
+	}
+	return rx, warnings, err
+}
+
+func (s *Service) publish(ctx context.Context, bot, id string, expected int64) (Reaction, []httpapi.FieldError, error) {
 	for range writeAttempts {
 		reg, err := s.loadRegistry(ctx, bot)
 		if err != nil {
-			return Reaction{}, err
+			return Reaction{}, nil, err
 		}
 		rec, err := s.get(ctx, bot, id)
 		if err != nil {
-			return Reaction{}, err
+			return Reaction{}, nil, err
 		}
 		if rec.Revision != expected {
-			return Reaction{}, httpapi.StaleRevision(rec.Revision)
+			return Reaction{}, nil, httpapi.StaleRevision(rec.Revision)
 		}
 		if rec.PublishedVersion != nil && rec.PublishedRevision == rec.Revision {
-			return rec.view(), nil
+			// Nothing to publish; the warnings still say how the published templates stand.
+			var r report
+			warnings, err := s.checkTemplates(ctx, bot, contentUses(rec.Content, id).templates, &r, false)
+			if err != nil {
+				return Reaction{}, nil, err
+			}
+			return rec.view(), warnings, nil
 		}
 		c := rec.Content
-		u, err := s.validate(ctx, bot, &c, id)
+		var r report
+		u, err := s.check(ctx, bot, &c, id, &r)
 		if err != nil {
-			return Reaction{}, err
+			return Reaction{}, nil, err
+		}
+		var warnings []httpapi.FieldError
+		if len(r.shape) == 0 {
+			if warnings, err = s.checkTemplates(ctx, bot, u.templates, &r, true); err != nil {
+				return Reaction{}, nil, err
+			}
+		}
+		if err := r.err(); err != nil {
+			return Reaction{}, nil, err
 		}
 		if len(c.Steps) == 0 {
-			return Reaction{}, invalidSteps(httpapi.Problems{{Field: "steps", Message: "a reaction needs at least one step to be published"}})
+			return Reaction{}, nil, invalidSteps(httpapi.Problems{{Field: "steps", Message: "a reaction needs at least one step to be published"}})
 		}
 		n := int64(1)
 		if rec.PublishedVersion != nil {
@@ -431,17 +472,17 @@ func (s *Service) Publish(ctx context.Context, bot, id string, expected int64) (
 		rec.UpdatedAt = now
 		it, err := rec.item(bot)
 		if err != nil {
-			return Reaction{}, err
+			return Reaction{}, nil, err
 		}
 		vit, err := versionItem(bot, Version{ReactionID: id, Version: n, Content: c, DraftRevision: expected, PublishedAt: now})
 		if err != nil {
-			return Reaction{}, err
+			return Reaction{}, nil, err
 		}
 		writes := []store.Write{store.PutOp(it, store.RevisionIs(expected)), store.PutOp(vit, store.MustNotExist)}
 		if regChanged {
 			w, err := reg.write(bot)
 			if err != nil {
-				return Reaction{}, err
+				return Reaction{}, nil, err
 			}
 			writes = append(writes, w)
 		}
@@ -450,15 +491,15 @@ func (s *Service) Publish(ctx context.Context, bot, id string, expected int64) (
 		err = s.store.Transact(ctx, writes)
 		switch {
 		case conditionAt(err, 0), conditionAt(err, 1):
-			return Reaction{}, s.conflict(ctx, bot, id)
+			return Reaction{}, nil, s.conflict(ctx, bot, id)
 		case conditionAt(err, 2):
 			continue
 		case err != nil:
-			return Reaction{}, fmt.Errorf("publish reaction: %w", err)
+			return Reaction{}, nil, fmt.Errorf("publish reaction: %w", err)
 		}
-		return rec.view(), nil
+		return rec.view(), warnings, nil
 	}
-	return Reaction{}, busy()
+	return Reaction{}, nil, busy()
 }
 
 // maxReferrersShown bounds the referenced_by list of a refused delete.

@@ -7,29 +7,33 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/botplatform/api/shared/channel/whatsapp"
 )
 
 // StepType names what a step does; docs/reactions.md gives each one's exact semantics.
 type StepType string
 
-// The step types.
+// The step types. send_template sends a WhatsApp message template, the only message
+// WhatsApp delivers outside its 24-hour window.
 const (
-	StepSendText    StepType = "send_text"
-	StepSendMedia   StepType = "send_media"
-	StepButtons     StepType = "buttons"
-	StepSetField    StepType = "set_field"
-	StepClearField  StepType = "clear_field"
-	StepAddLabel    StepType = "add_label"
-	StepRemoveLabel StepType = "remove_label"
-	StepCondition   StepType = "condition"
-	StepWait        StepType = "wait"
-	StepGoto        StepType = "goto"
-	StepEnd         StepType = "end"
+	StepSendText     StepType = "send_text"
+	StepSendMedia    StepType = "send_media"
+	StepSendTemplate StepType = "send_template"
+	StepButtons      StepType = "buttons"
+	StepSetField     StepType = "set_field"
+	StepClearField   StepType = "clear_field"
+	StepAddLabel     StepType = "add_label"
+	StepRemoveLabel  StepType = "remove_label"
+	StepCondition    StepType = "condition"
+	StepWait         StepType = "wait"
+	StepGoto         StepType = "goto"
+	StepEnd          StepType = "end"
 )
 
 // StepTypes lists every step type, in documentation order.
 func StepTypes() []StepType {
-	return []StepType{StepSendText, StepSendMedia, StepButtons, StepSetField, StepClearField,
+	return []StepType{StepSendText, StepSendMedia, StepSendTemplate, StepButtons, StepSetField, StepClearField,
 		StepAddLabel, StepRemoveLabel, StepCondition, StepWait, StepGoto, StepEnd}
 }
 
@@ -58,6 +62,15 @@ type Step struct {
 	MediaType string `json:"media_type,omitempty"`
 	URL       string `json:"url,omitempty"`
 	Caption   string `json:"caption,omitempty"`
+
+	// TemplateName and TemplateLanguage (send_template) name a WhatsApp message template the
+	// way WhatsApp does (order_update, en_US), so a bundle carries them between bots as they
+	// are; Params are its body parameters {{1}}..{{n}} in order; FallbackText is sent instead
+	// on a channel without templates (Telegram, VK), where the step is skipped without it.
+	TemplateName     string          `json:"template_name,omitempty"`
+	TemplateLanguage string          `json:"template_language,omitempty"`
+	Params           []TemplateParam `json:"params,omitempty"`
+	FallbackText     string          `json:"fallback_text,omitempty"`
 
 	// Style (buttons) is inline (attached to the message) or quick_replies (a one-time
 	// keyboard); Buttons are 1 to MaxButtons.
@@ -97,6 +110,15 @@ type Button struct {
 	URL string `json:"url,omitempty"`
 	// StepID continues the run at that step of this reaction.
 	StepID string `json:"step_id,omitempty"`
+}
+
+// TemplateParam is one body parameter of a send_template step: exactly one of Text (literal,
+// written by the bot's author) and FieldID (the subscriber's value of that custom field, read
+// when the step runs; Default when the subscriber has none).
+type TemplateParam struct {
+	Text    string `json:"text,omitempty"`
+	FieldID string `json:"field_id,omitempty"`
+	Default string `json:"default,omitempty"`
 }
 
 // Condition is one test of a condition step: on a custom field (FieldID, Op, Value) or on a
@@ -218,6 +240,9 @@ func (s Step) check(r *report, path string) {
 		if utf8.RuneCountInString(s.Caption) > MaxCaptionLen {
 			r.shape.Add(path+".caption", "must be at most %d characters", MaxCaptionLen)
 		}
+	case StepSendTemplate:
+		allowed = []string{"template_name", "template_language", "params", "fallback_text"}
+		s.checkTemplate(r, path)
 	case StepButtons:
 		allowed = []string{"text", "style", "buttons"}
 		s.checkButtons(r, path)
@@ -254,7 +279,9 @@ func (s Step) check(r *report, path string) {
 		set  bool
 	}{
 		{"text", s.Text != ""}, {"media_type", s.MediaType != ""}, {"url", s.URL != ""},
-		{"caption", s.Caption != ""}, {"style", s.Style != ""}, {"buttons", s.Buttons != nil},
+		{"caption", s.Caption != ""}, {"template_name", s.TemplateName != ""},
+		{"template_language", s.TemplateLanguage != ""}, {"params", s.Params != nil},
+		{"fallback_text", s.FallbackText != ""}, {"style", s.Style != ""}, {"buttons", s.Buttons != nil},
 		{"field_id", s.FieldID != ""}, {"value", s.Value != nil}, {"label_id", s.LabelID != ""},
 		{"match", s.Match != ""}, {"conditions", s.Conditions != nil}, {"then", s.Then != ""},
 		{"else", s.Else != ""}, {"seconds", s.Seconds != 0}, {"step_id", s.StepID != ""},
@@ -263,6 +290,58 @@ func (s Step) check(r *report, path string) {
 		if f.set && !contains(allowed, f.name) {
 			r.shape.Add(path+"."+f.name, "is not a field of %s steps", s.Type)
 		}
+	}
+}
+
+// checkTemplate checks a send_template step's shape: the template's name and language as
+// WhatsApp writes them, and parameters that WhatsApp accepts as body text. Whether the bot's
+// WhatsApp channel has the template is checked at publish (Service.PublishWithWarnings).
+func (s Step) checkTemplate(r *report, path string) {
+	switch {
+	case s.TemplateName == "":
+		r.shape.Add(path+".template_name", "is required: the template's name in WhatsApp")
+	case !whatsapp.ValidName(s.TemplateName):
+		r.shape.Add(path+".template_name", "must be 1 to %d characters of a-z 0-9 _, as WhatsApp names templates", whatsapp.MaxTemplateName)
+	}
+	switch {
+	case s.TemplateLanguage == "":
+		r.shape.Add(path+".template_language", "is required: the template's language code in WhatsApp, such as en or en_US")
+	case !whatsapp.ValidLanguage(s.TemplateLanguage):
+		r.shape.Add(path+".template_language", "must be a WhatsApp language code such as en, en_US or pt_BR")
+	}
+	if len(s.Params) > MaxTemplateParams {
+		r.shape.Add(path+".params", "must have at most %d parameters", MaxTemplateParams)
+	}
+	for i, p := range s.Params {
+		pp := path + ".params[" + itoa(i) + "]"
+		switch {
+		case (p.Text == "") == (p.FieldID == ""):
+			r.shape.Add(pp, "a parameter takes exactly one of text and field_id")
+		case p.Text != "":
+			checkParamText(r, pp+".text", p.Text)
+			if p.Default != "" {
+				r.shape.Add(pp+".default", "only a field_id parameter takes a default")
+			}
+		case p.Default != "":
+			checkParamText(r, pp+".default", p.Default)
+		}
+	}
+	if s.FallbackText != "" {
+		checkText(r, path+".fallback_text", s.FallbackText, MaxTextLen)
+	}
+}
+
+// checkParamText applies WhatsApp's rules for a template parameter's text: not blank, at
+// most MaxTemplateParamLen characters, and no new line, tab or more than four spaces in a
+// row (the Cloud API refuses those, error 132018).
+func checkParamText(r *report, path, text string) {
+	switch {
+	case strings.TrimSpace(text) == "":
+		r.shape.Add(path, "must not be blank")
+	case utf8.RuneCountInString(text) > MaxTemplateParamLen:
+		r.shape.Add(path, "must be at most %d characters", MaxTemplateParamLen)
+	case strings.ContainsAny(text, "\n\r\t") || strings.Contains(text, "     "):
+		r.shape.Add(path, "must be one line: WhatsApp refuses parameters with a new line, a tab or more than 4 spaces in a row")
 	}
 }
 

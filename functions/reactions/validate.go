@@ -66,10 +66,18 @@ type use struct {
 // fieldUse is a reference to a custom field and what is done with it.
 type fieldUse struct {
 	use
-	// op is "set", "clear" or a condition operator.
+	// op is "set", "clear", "param" (a template parameter reads it: any type will do) or a
+	// condition operator.
 	op        string
 	value     json.RawMessage
 	valuePath string
+}
+
+// templateUse is a send_template step's template, checked against the bot's catalog at
+// publish; path is the step's.
+type templateUse struct {
+	path, name, language string
+	params               int
 }
 
 // uses are what one content refers to outside itself.
@@ -77,6 +85,7 @@ type uses struct {
 	labels    []use
 	fields    []fieldUse
 	reactions []use
+	templates []templateUse
 }
 
 // reactionIDs returns the distinct reactions referred to, in order of first use.
@@ -156,7 +165,7 @@ func (c Content) check(r *report, prefix, self string) uses {
 	for i, s := range c.Steps {
 		sp := join(prefix, "steps["+itoa(i)+"]")
 		switch s.Type {
-		case StepSendText, StepSendMedia, StepSetField, StepClearField, StepAddLabel, StepRemoveLabel:
+		case StepSendText, StepSendMedia, StepSendTemplate, StepSetField, StepClearField, StepAddLabel, StepRemoveLabel:
 			if i+1 < len(c.Steps) {
 				g.edge(i, i+1, sp)
 			}
@@ -192,6 +201,13 @@ func (c Content) check(r *report, prefix, self string) uses {
 			u.fields = append(u.fields, fieldUse{use: use{sp + ".field_id", s.FieldID}, op: "clear"})
 		case StepAddLabel, StepRemoveLabel:
 			u.labels = append(u.labels, use{sp + ".label_id", s.LabelID})
+		case StepSendTemplate:
+			u.templates = append(u.templates, templateUse{path: sp, name: s.TemplateName, language: s.TemplateLanguage, params: len(s.Params)})
+			for k, p := range s.Params {
+				if p.FieldID != "" {
+					u.fields = append(u.fields, fieldUse{use: use{sp + ".params[" + itoa(k) + "].field_id", p.FieldID}, op: "param"})
+				}
+			}
 		case StepCondition:
 			for k, cond := range s.Conditions {
 				cp := sp + ".conditions[" + itoa(k) + "]"
@@ -239,7 +255,7 @@ func (u uses) resolve(r *report, w world) error {
 			r.flaws.Add(f.path, "no custom field %q %s", f.id, w.fieldWhere)
 			continue
 		}
-		if f.op != "set" && f.op != "clear" && !opAllows(f.op, t) {
+		if f.op != "set" && f.op != "clear" && f.op != "param" && !opAllows(f.op, t) {
 			r.flaws.Add(strings.TrimSuffix(f.path, "field_id")+"op", "%s does not apply to a field of type %s", f.op, t)
 			continue
 		}

@@ -63,19 +63,9 @@ func (d *driver) test(ctx context.Context, c Condition) (bool, error) {
 		}
 		return has == (c.Op == "has"), nil
 	}
-	if d.fields == nil {
-		list, err := d.r.subs.Fields(ctx, d.rec.BotID)
-		if err != nil {
-			return false, err
-		}
-		d.fields = make(map[string]Field, len(list))
-		for _, f := range list {
-			d.fields[f.ID] = f
-		}
-	}
-	f, ok := d.fields[c.FieldID]
-	if !ok {
-		return false, nil
+	f, ok, err := d.field(ctx, c.FieldID)
+	if err != nil || !ok {
+		return false, err
 	}
 	v, set := d.sub.Fields[f.Name]
 	set = set && v != nil
@@ -165,4 +155,21 @@ func instant(v any) (time.Time, bool) {
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	return t, err == nil
+}
+
+// field returns the bot's custom field of that id, ok false when the bot no longer has it;
+// the bot's fields are read once per handler.
+func (d *driver) field(ctx context.Context, id string) (Field, bool, error) {
+	if d.fields == nil {
+		list, err := d.r.subs.Fields(ctx, d.rec.BotID)
+		if err != nil {
+			return Field{}, false, err
+		}
+		d.fields = make(map[string]Field, len(list))
+		for _, f := range list {
+			d.fields[f.ID] = f
+		}
+	}
+	f, ok := d.fields[id]
+	return f, ok, nil
 }

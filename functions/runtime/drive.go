@@ -268,6 +268,8 @@ func (d *driver) exec(ctx context.Context, s Step, e *Entry) ([]store.Write, err
 			e.Input["caption"] = clip(s.Caption)
 		}
 		return d.deliver(ctx, e, channel.Message{Media: &channel.Media{Type: channel.MediaType(s.MediaType), URL: s.URL, Caption: s.Caption}}, next)
+	case StepSendTemplate:
+		return d.sendTemplate(ctx, s, e, next)
 	case StepButtons:
 		return d.buttons(ctx, s, e)
 	case StepSetField, StepClearField:
@@ -456,7 +458,7 @@ func (d *driver) sendMessage(ctx context.Context, e *Entry, m channel.Message) (
 		return "", err
 	}
 	if !ok {
-		d.fail(e, StepError{Kind: "channel_missing", Message: fmt.Sprintf("the bot has no %s channel connected", d.rec.Channel)})
+		d.channelMissing(e)
 		return "", nil
 	}
 	if m.QuickReplies && !d.adapter.Capabilities().Sends(channel.MessageKindQuickReplies) {
@@ -496,6 +498,11 @@ func (d *driver) sendMessage(ctx context.Context, e *Entry, m channel.Message) (
 		"kind", se.Kind, "provider_code", se.ProviderCode, "error", err)
 	d.fail(e, se)
 	return "", nil
+}
+
+// channelMissing fails the run at the step of e: the bot has no channel of the run's type.
+func (d *driver) channelMissing(e *Entry) {
+	d.fail(e, StepError{Kind: "channel_missing", Message: fmt.Sprintf("the bot has no %s channel connected", d.rec.Channel)})
 }
 
 // sendKey is the idempotency key (channel.Message.Key) of the message one step execution

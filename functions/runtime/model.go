@@ -40,39 +40,44 @@ const (
 // Step is one step of a flow (docs/reactions.md, "Steps"): one flat object whose fields
 // depend on Type.
 type Step struct {
-	ID         string          `json:"id"`
-	Type       string          `json:"type"`
-	Text       string          `json:"text,omitempty"`
-	MediaType  string          `json:"media_type,omitempty"`
-	URL        string          `json:"url,omitempty"`
-	Caption    string          `json:"caption,omitempty"`
-	Style      string          `json:"style,omitempty"`
-	Buttons    []Button        `json:"buttons,omitempty"`
-	FieldID    string          `json:"field_id,omitempty"`
-	Value      json.RawMessage `json:"value,omitempty"`
-	LabelID    string          `json:"label_id,omitempty"`
-	Match      string          `json:"match,omitempty"`
-	Conditions []Condition     `json:"conditions,omitempty"`
-	Then       string          `json:"then,omitempty"`
-	Else       string          `json:"else,omitempty"`
-	Seconds    int64           `json:"seconds,omitempty"`
-	StepID     string          `json:"step_id,omitempty"`
-	ReactionID string          `json:"reaction_id,omitempty"`
+	ID               string          `json:"id"`
+	Type             string          `json:"type"`
+	Text             string          `json:"text,omitempty"`
+	MediaType        string          `json:"media_type,omitempty"`
+	URL              string          `json:"url,omitempty"`
+	Caption          string          `json:"caption,omitempty"`
+	TemplateName     string          `json:"template_name,omitempty"`
+	TemplateLanguage string          `json:"template_language,omitempty"`
+	Params           []TemplateParam `json:"params,omitempty"`
+	FallbackText     string          `json:"fallback_text,omitempty"`
+	Style            string          `json:"style,omitempty"`
+	Buttons          []Button        `json:"buttons,omitempty"`
+	FieldID          string          `json:"field_id,omitempty"`
+	Value            json.RawMessage `json:"value,omitempty"`
+	LabelID          string          `json:"label_id,omitempty"`
+	Match            string          `json:"match,omitempty"`
+	Conditions       []Condition     `json:"conditions,omitempty"`
+	Then             string          `json:"then,omitempty"`
+	Else             string          `json:"else,omitempty"`
+	Seconds          int64           `json:"seconds,omitempty"`
+	StepID           string          `json:"step_id,omitempty"`
+	ReactionID       string          `json:"reaction_id,omitempty"`
 }
 
 // The step types.
 const (
-	StepSendText    = "send_text"
-	StepSendMedia   = "send_media"
-	StepButtons     = "buttons"
-	StepSetField    = "set_field"
-	StepClearField  = "clear_field"
-	StepAddLabel    = "add_label"
-	StepRemoveLabel = "remove_label"
-	StepCondition   = "condition"
-	StepWait        = "wait"
-	StepGoto        = "goto"
-	StepEnd         = "end"
+	StepSendText     = "send_text"
+	StepSendMedia    = "send_media"
+	StepSendTemplate = "send_template"
+	StepButtons      = "buttons"
+	StepSetField     = "set_field"
+	StepClearField   = "clear_field"
+	StepAddLabel     = "add_label"
+	StepRemoveLabel  = "remove_label"
+	StepCondition    = "condition"
+	StepWait         = "wait"
+	StepGoto         = "goto"
+	StepEnd          = "end"
 )
 
 // The styles of a buttons step.
@@ -87,6 +92,14 @@ type Button struct {
 	Payload string `json:"payload,omitempty"`
 	URL     string `json:"url,omitempty"`
 	StepID  string `json:"step_id,omitempty"`
+}
+
+// TemplateParam is one body parameter of a send_template step: literal Text, or the
+// subscriber's value of the custom field FieldID (Default when they have none).
+type TemplateParam struct {
+	Text    string `json:"text,omitempty"`
+	FieldID string `json:"field_id,omitempty"`
+	Default string `json:"default,omitempty"`
 }
 
 // Condition is one test of a condition step, on a label or on a custom field.

@@ -17,8 +17,9 @@ type Handlers struct {
 // Routes registers every route of the family with its scope and rights. Subscribers are
 // people's data: every subscriber route needs the Dialogs right, and so does reading the
 // label and field definitions a subscriber is described with. Defining labels and fields is
-// bot configuration, like the flows that use them: the Reactions right. Labels these routes
-// add to subscribers are reported to the Service's LabelHook (WithLabelHook).
+// bot configuration, like the flows that use them: the Reactions right. A change these routes
+// make that adds labels to a subscriber carries the writes of the Service's LabelHook
+// (WithLabelHook) in its transaction.
 func Routes(mux *httpapi.Mux, svc *Service, cursors *httpapi.Cursors) {
 	h := &Handlers{svc: svc, cursors: cursors}
 	const read, write = "subscribers:read", "subscribers:write"

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -26,9 +25,8 @@ type Service struct {
 	now   func() time.Time
 	// jobs runs the removal of deleted labels and fields from subscribers; nil runs it inline.
 	jobs jobs.Starter
-	// hook is told of labels the routes add (nil: nobody); log records its failures.
+	// hook writes what follows a label the routes add (nil: nothing).
 	hook LabelHook
-	log  *slog.Logger
 }
 
 // NewService returns a Service. starter runs the background removal that follows a label or
@@ -37,60 +35,60 @@ func NewService(st store.Store, now func() time.Time, starter jobs.Starter) *Ser
 	return &Service{store: st, now: now, jobs: starter}
 }
 
-// LabelHook is told of the labels added to a subscriber through this family's routes (the
-// label route, and the labels of the create-or-update route), once the change is stored: the
-// platform starts their label_added reactions (the conversation runtime). The Service's own
-// methods never call it: the runtime adds labels with AddLabel too, and a run starts the
-// label_added reactions of the labels it adds itself, within its chain of runs.
+// LabelHook is consulted about the labels added to a subscriber through this family's routes
+// (the label route, and the labels of the create-or-update route): the platform starts their
+// label_added reactions (the conversation runtime). What it returns is written in the
+// change's own transaction (an outbox item holding the reactions' start messages), so the
+// labels are never added without their reactions being started: the change and its
+// consequences commit together. The Service's own methods never consult it: the runtime
+// adds labels with AddLabel too, and a run starts the label_added reactions of the labels it
+// adds itself, within its chain of runs.
 type LabelHook interface {
-	// LabelsAdded reports one stored change that added labels. An error means the news was
-	// not passed on; the change stays stored.
-	LabelsAdded(ctx context.Context, bot string, a LabelAddition) error
+	// LabelsAdded returns what the change that adds labels a must also write, in its
+	// transaction, and a function to call once that transaction has committed (nil: none).
+	// An error fails the change: nothing is stored.
+	LabelsAdded(ctx context.Context, bot string, a LabelAddition) (writes []store.Write, committed func(context.Context), err error)
 }
 
-// LabelAddition is the labels one stored change added to a subscriber.
+// LabelAddition is the labels one change adds to a subscriber.
 type LabelAddition struct {
 	SubscriberID string
 	// Channel is the subscriber's channel type, which their reactions answer on.
 	Channel string
-	// LabelIDs are the labels the change added: not those the subscriber had already.
+	// LabelIDs are the labels the change adds: not those the subscriber has already.
 	LabelIDs []string
-	// Revision is the subscriber's revision the change made. With the subscriber and a
+	// Revision is the subscriber's revision the change makes. With the subscriber and a
 	// label it names one addition, the same however often it is reported, so whatever the
 	// hook starts can be made to happen once.
 	Revision int64
 }
 
-// WithLabelHook returns a copy of the Service whose routes tell h of the labels they add,
-// logging its failures to log.
-func (s *Service) WithLabelHook(h LabelHook, log *slog.Logger) *Service {
+// WithLabelHook returns a copy of the Service whose routes have h add its writes to every
+// change that adds labels.
+func (s *Service) WithLabelHook(h LabelHook) *Service {
 	c := *s
-	c.hook, c.log = h, log
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
-	}
+	c.hook = h
 	return &c
 }
 
-// hookTimeout bounds telling the hook, which happens after the change is stored and so must
-// not depend on the client still waiting.
-const hookTimeout = 10 * time.Second
-
-// labelsAdded tells the hook that a route's stored change added labels. A failure is logged
-// at error level, not returned: the change is stored and is answered as such; what is lost
-// is the start of those labels' label_added reactions (at most once: docs/subscribers.md).
-func (s *Service) labelsAdded(ctx context.Context, bot string, sub Subscriber, added []string) {
-	if s.hook == nil || len(added) == 0 {
-		return
+// hookWrites adds to pl what the hook writes for a change that adds labels, when the change
+// comes from a route (hooked), and returns what to call once pl has committed.
+func (s *Service) hookWrites(ctx context.Context, bot string, pl *plan, hooked bool, a LabelAddition) (func(context.Context), error) {
+	none := func(context.Context) {}
+	if !hooked || s.hook == nil || len(a.LabelIDs) == 0 {
+		return none, nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hookTimeout)
-	defer cancel()
-	a := LabelAddition{SubscriberID: sub.ID, Channel: sub.Channel, LabelIDs: added, Revision: sub.Revision}
-	if err := s.hook.LabelsAdded(ctx, bot, a); err != nil {
-		s.log.ErrorContext(ctx, "subscribers: labels added, but their label_added reactions could not be started",
-			"bot_id", bot, "subscriber_id", sub.ID, "label_ids", added, "revision", sub.Revision,
-			"request_id", httpapi.RequestID(ctx), "error", err)
+	writes, committed, err := s.hook.LabelsAdded(ctx, bot, a)
+	if err != nil {
+		return nil, fmt.Errorf("subscribers: label_added reactions of %s: %w", a.SubscriberID, err)
 	}
+	for _, w := range writes {
+		pl.add(w, guardNone, "")
+	}
+	if committed == nil {
+		return none, nil
+	}
+	return committed, nil
 }
 
 // Errors a caller of the Service can test with errors.Is. Each arrives inside an

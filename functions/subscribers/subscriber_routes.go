@@ -139,11 +139,10 @@ func (h *Handlers) upsert(w http.ResponseWriter, r *http.Request) error {
 	if err := httpapi.Decode(w, r, &req); err != nil {
 		return err
 	}
-	sub, created, added, err := h.svc.upsert(r.Context(), bot(r), req.Channel, req.ExternalID, req.changes)
+	sub, created, err := h.svc.upsert(r.Context(), bot(r), req.Channel, req.ExternalID, req.changes, true)
 	if err != nil {
 		return err
 	}
-	h.svc.labelsAdded(r.Context(), bot(r), sub, added)
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
@@ -226,11 +225,10 @@ func (h *Handlers) addLabel(w http.ResponseWriter, r *http.Request) error {
 	if err := httpapi.Decode(w, r, &req); err != nil {
 		return err
 	}
-	sub, added, err := h.svc.addLabel(r.Context(), bot(r), r.PathValue("subscriberID"), req.LabelID)
+	sub, err := h.svc.addLabel(r.Context(), bot(r), r.PathValue("subscriberID"), req.LabelID, true)
 	if err != nil {
 		return err
 	}
-	h.svc.labelsAdded(r.Context(), bot(r), sub, added)
 	return httpapi.WriteJSON(w, http.StatusOK, sub)
 }
 

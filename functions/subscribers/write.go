@@ -16,74 +16,70 @@ import (
 // revision. This is the import route's operation and the conversation runtime's first step
 // for every incoming message.
 func (s *Service) Upsert(ctx context.Context, bot, channel, externalID string, c Changes) (sub Subscriber, created bool, err error) {
-	sub, created, _, err = s.upsert(ctx, bot, channel, externalID, c)
-	return sub, created, err
+	return s.upsert(ctx, bot, channel, externalID, c, false)
 }
 
-// upsert is Upsert that also returns the labels the stored change added.
-func (s *Service) upsert(ctx context.Context, bot, channel, externalID string, c Changes) (sub Subscriber, created bool, added []string, err error) {
+// upsert is Upsert; hooked (the route's) adds the LabelHook's writes to a change that adds
+// labels.
+func (s *Service) upsert(ctx context.Context, bot, channel, externalID string, c Changes, hooked bool) (sub Subscriber, created bool, err error) {
 	var p httpapi.Problems
 	checkIdentity(&p, channel, externalID)
 	values, err := s.prepare(ctx, bot, c, &p, labelsPath)
 	if err != nil {
-		return Subscriber{}, false, nil, err
+		return Subscriber{}, false, err
 	}
 	if err := p.Err(); err != nil {
-		return Subscriber{}, false, nil, err
+		return Subscriber{}, false, err
 	}
 	for try := range attempts {
 		if err := pause(ctx, try); err != nil {
-			return Subscriber{}, false, nil, err
+			return Subscriber{}, false, err
 		}
 		id, err := s.nameHolder(ctx, identityKey(bot, channel, externalID))
 		if errors.Is(err, store.ErrNotFound) {
-			sub, err := s.create(ctx, bot, channel, externalID, c, values)
+			sub, err := s.create(ctx, bot, channel, externalID, c, values, hooked)
 			if errors.Is(err, errRetry) {
 				continue // created by someone else meanwhile: update theirs
 			}
 			if err != nil {
-				return Subscriber{}, false, nil, err
+				return Subscriber{}, false, err
 			}
-			return sub, true, slices.Clone(sub.Labels), nil
+			return sub, true, nil
 		}
 		if err != nil {
-			return Subscriber{}, false, nil, err
+			return Subscriber{}, false, err
 		}
 		rec, err := s.load(ctx, bot, id)
 		if isNotFound(err) {
 			continue // erased between the two reads
 		}
 		if err != nil {
-			return Subscriber{}, false, nil, err
+			return Subscriber{}, false, err
 		}
-		sub, err := s.change(ctx, bot, rec, c, values)
+		sub, err := s.change(ctx, bot, rec, c, values, hooked)
 		if errors.Is(err, errRetry) {
 			continue
 		}
 		if err != nil {
-			return Subscriber{}, false, nil, err
+			return Subscriber{}, false, err
 		}
-		return sub, false, addedBy(rec, sub), nil
+		return sub, false, nil
 	}
-	return Subscriber{}, false, nil, busy("subscriber " + channel + " " + externalID)
+	return Subscriber{}, false, busy("subscriber " + channel + " " + externalID)
 }
 
-// addedBy returns the labels sub has that rec, the subscriber before the change that made
-// sub, did not: the labels the change added (none when nothing changed).
-func addedBy(rec record, sub Subscriber) []string {
-	if sub.Revision == rec.revision {
-		return nil
-	}
+// addedLabels returns the labels after has that before has not.
+func addedLabels(before, after []string) []string {
 	var out []string
-	for _, l := range sub.Labels {
-		if !slices.Contains(rec.Labels, l) {
+	for _, l := range after {
+		if !slices.Contains(before, l) {
 			out = append(out, l)
 		}
 	}
 	return out
 }
 
-func (s *Service) create(ctx context.Context, bot, channel, externalID string, c Changes, values map[string]any) (Subscriber, error) {
+func (s *Service) create(ctx context.Context, bot, channel, externalID string, c Changes, values map[string]any, hooked bool) (Subscriber, error) {
 	now := s.now()
 	rec := record{ID: ids.At("sub", now), Channel: channel, ExternalID: externalID, CreatedAt: stamp(now), UpdatedAt: stamp(now)}
 	c.apply(&rec, values)
@@ -91,15 +87,22 @@ func (s *Service) create(ctx context.Context, bot, channel, externalID string, c
 	if err != nil {
 		return Subscriber{}, err
 	}
+	committed, err := s.hookWrites(ctx, bot, &pl, hooked,
+		LabelAddition{SubscriberID: rec.ID, Channel: channel, LabelIDs: slices.Clone(rec.Labels), Revision: 1})
+	if err != nil {
+		return Subscriber{}, err
+	}
 	if err := pl.explain(s.store.Transact(ctx, pl.writes)); err != nil {
 		return Subscriber{}, err
 	}
+	committed(ctx)
 	rec.revision = 1
 	return s.renderOne(ctx, bot, rec)
 }
 
-// change applies c to rec in one conditional transaction; errRetry when rec moved on.
-func (s *Service) change(ctx context.Context, bot string, rec record, c Changes, values map[string]any) (Subscriber, error) {
+// change applies c to rec in one conditional transaction; errRetry when rec moved on. With
+// hooked, a change that adds labels carries the LabelHook's writes.
+func (s *Service) change(ctx context.Context, bot string, rec record, c Changes, values map[string]any, hooked bool) (Subscriber, error) {
 	after := rec.clone()
 	c.apply(&after, values)
 	if len(after.Labels) > MaxLabelsPerSubscriber && len(after.Labels) > len(rec.Labels) {
@@ -114,43 +117,47 @@ func (s *Service) change(ctx context.Context, bot string, rec record, c Changes,
 	if err != nil {
 		return Subscriber{}, err
 	}
+	committed, err := s.hookWrites(ctx, bot, &pl, hooked, LabelAddition{SubscriberID: rec.ID, Channel: rec.Channel,
+		LabelIDs: addedLabels(rec.Labels, after.Labels), Revision: rec.revision + 1})
+	if err != nil {
+		return Subscriber{}, err
+	}
 	if err := pl.explain(s.store.Transact(ctx, pl.writes)); err != nil {
 		return Subscriber{}, err
 	}
+	committed(ctx)
 	after.revision = rec.revision + 1
 	return s.renderOne(ctx, bot, after)
 }
 
 // Update applies the changes to a subscriber if its revision is still expected.
 func (s *Service) Update(ctx context.Context, bot, id string, expected int64, c Changes) (Subscriber, error) {
-	sub, _, err := s.modify(ctx, bot, id, &expected, c, labelsPath)
-	return sub, err
+	return s.modify(ctx, bot, id, &expected, c, labelsPath, false)
 }
 
 // SetFields sets custom field values (keyed by field name or id; nil clears) at whatever
 // revision the subscriber has: the conversation runtime's "set field" step.
 func (s *Service) SetFields(ctx context.Context, bot, id string, values map[string]any) (Subscriber, error) {
-	sub, _, err := s.modify(ctx, bot, id, nil, Changes{Fields: values}, labelsPath)
-	return sub, err
+	return s.modify(ctx, bot, id, nil, Changes{Fields: values}, labelsPath, false)
 }
 
 // AddLabel gives a subscriber a label. Adding a label it has already changes nothing.
 func (s *Service) AddLabel(ctx context.Context, bot, id, label string) (Subscriber, error) {
-	sub, _, err := s.addLabel(ctx, bot, id, label)
-	return sub, err
+	return s.addLabel(ctx, bot, id, label, false)
 }
 
-// addLabel is AddLabel that also tells whether the label was added (it was not there).
-func (s *Service) addLabel(ctx context.Context, bot, id, label string) (Subscriber, []string, error) {
+// addLabel is AddLabel; hooked (the route's) adds the LabelHook's writes when the label is
+// new to the subscriber.
+func (s *Service) addLabel(ctx context.Context, bot, id, label string, hooked bool) (Subscriber, error) {
 	if !ids.Valid("lbl", label) {
 		var p httpapi.Problems
 		p.Add("label_id", "must be a label id such as lbl_...")
 		if _, err := s.load(ctx, bot, id); err != nil {
-			return Subscriber{}, nil, err // a missing subscriber is the first thing to report
+			return Subscriber{}, err // a missing subscriber is the first thing to report
 		}
-		return Subscriber{}, nil, p.Err()
+		return Subscriber{}, p.Err()
 	}
-	return s.modify(ctx, bot, id, nil, Changes{AddLabels: []string{label}}, func(int) string { return "label_id" })
+	return s.modify(ctx, bot, id, nil, Changes{AddLabels: []string{label}}, func(int) string { return "label_id" }, hooked)
 }
 
 // RemoveLabel takes a label from a subscriber. Removing a label it does not have changes
@@ -159,45 +166,44 @@ func (s *Service) RemoveLabel(ctx context.Context, bot, id, label string) (Subsc
 	if !ids.Valid("lbl", label) {
 		return Subscriber{}, labelNotFound()
 	}
-	sub, _, err := s.modify(ctx, bot, id, nil, Changes{RemoveLabels: []string{label}}, labelsPath)
-	return sub, err
+	return s.modify(ctx, bot, id, nil, Changes{RemoveLabels: []string{label}}, labelsPath, false)
 }
 
 // modify is a read-modify-write of one subscriber: at revision expected when given, else at
 // whatever revision it has (retrying when another writer is first). It returns the
-// subscriber after the change and the labels the change added.
-func (s *Service) modify(ctx context.Context, bot, id string, expected *int64, c Changes, labelPath func(int) string) (Subscriber, []string, error) {
+// subscriber after the change; hooked is change's.
+func (s *Service) modify(ctx context.Context, bot, id string, expected *int64, c Changes, labelPath func(int) string, hooked bool) (Subscriber, error) {
 	rec, err := s.load(ctx, bot, id)
 	if err != nil {
-		return Subscriber{}, nil, err
+		return Subscriber{}, err
 	}
 	var p httpapi.Problems
 	values, err := s.prepare(ctx, bot, c, &p, labelPath)
 	if err != nil {
-		return Subscriber{}, nil, err
+		return Subscriber{}, err
 	}
 	if err := p.Err(); err != nil {
-		return Subscriber{}, nil, err
+		return Subscriber{}, err
 	}
 	for try := range attempts {
 		if err := pause(ctx, try); err != nil {
-			return Subscriber{}, nil, err
+			return Subscriber{}, err
 		}
 		if expected != nil && rec.revision != *expected {
-			return Subscriber{}, nil, httpapi.StaleRevision(rec.revision)
+			return Subscriber{}, httpapi.StaleRevision(rec.revision)
 		}
-		sub, err := s.change(ctx, bot, rec, c, values)
+		sub, err := s.change(ctx, bot, rec, c, values, hooked)
 		if err == nil {
-			return sub, addedBy(rec, sub), nil
+			return sub, nil
 		}
 		if !errors.Is(err, errRetry) {
-			return Subscriber{}, nil, err
+			return Subscriber{}, err
 		}
 		if rec, err = s.load(ctx, bot, id); err != nil {
-			return Subscriber{}, nil, err
+			return Subscriber{}, err
 		}
 	}
-	return Subscriber{}, nil, busy("subscriber " + id)
+	return Subscriber{}, busy("subscriber " + id)
 }
 
 func labelsPath(i int) string { return fmt.Sprintf("labels[%d]", i) }

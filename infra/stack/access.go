@@ -69,6 +69,13 @@ type Grant struct {
 // StateMachineRole is the Access key of the jobs state machine's role.
 const StateMachineRole = "jobs state machine"
 
+// OutboxScheduleRole is the Access key of the role EventBridge Scheduler assumes to invoke
+// the jobs Lambda with platform.OutboxSweepEvent every minute (the outbox's relay).
+const OutboxScheduleRole = "outbox sweep schedule"
+
+// ServiceRoles are the Access rows of roles that AWS services assume, not Lambdas.
+func ServiceRoles() []string { return []string{StateMachineRole, OutboxScheduleRole} }
+
 // Access is the one table of every permission the stack grants: Lambda (or role) -> grants.
 // Nothing else in the stack adds an action to a Lambda's role, a Lambda's environment names
 // only the resources it has a grant on (see EnvNames), and the tests hold the synthesized
@@ -185,9 +192,11 @@ func Access() map[string][]Grant {
 		},
 		"jobs": {logs,
 			// Query (table and indexes) and DeleteItem: among others, the purge of deleted
-			// bots' data (docs/purge.md), which the bots Lambda queues.
+			// bots' data (docs/purge.md), which the bots Lambda queues, and the outbox's
+			// sweep (docs/outbox.md): Query on its shards, DeleteItem of what it sent.
 			{Table, tableReadWrite},
-			// SendMessage: continuations (SendMessageBatch is authorized by it).
+			// SendMessage: continuations and the outbox's sweep (SendMessageBatch is
+			// authorized by it).
 			// ChangeMessageVisibility: the SQS consumer's backoff and queue.ExtendVisibility.
 			// Receive/Delete/GetQueueAttributes: the event source mapping polls with the
 			// function's role (the actions of AWSLambdaSQSQueueExecutionRole).
@@ -198,6 +207,10 @@ func Access() map[string][]Grant {
 			// The conversation runtime runs here: it opens channel credentials to send
 			// (Decrypt; it seals nothing).
 			{SecretsKey, []string{"kms:Decrypt"}},
+		},
+		// The schedule of the outbox's sweep invokes the jobs Lambda, and nothing else.
+		OutboxScheduleRole: {
+			{JobsFunction, []string{"lambda:InvokeFunction"}},
 		},
 		// CDK adds these itself when it wires the task and the execution logging; they are
 		// listed so the test holds the role to them. The log-delivery APIs take no resource.

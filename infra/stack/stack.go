@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -179,6 +180,7 @@ func New(scope constructs.Construct, id string, cfg Config) (*Stack, error) {
 		b.defineFunction(n)
 	}
 	b.defineJobs()
+	b.defineOutboxSweep()
 	b.defineAudit()
 	if err := b.applyAccess(names); err != nil {
 		return nil, err
@@ -201,7 +203,8 @@ func checkAccess(names []string) error {
 		}
 	}
 	for role, grants := range access {
-		if role != StateMachineRole && !slices.Contains(names, role) {
+		service := slices.Contains(ServiceRoles(), role)
+		if !service && !slices.Contains(names, role) {
 			problems = append(problems, fmt.Errorf("access: row %q is no Lambda of the stack", role))
 		}
 		for _, g := range grants {
@@ -210,8 +213,11 @@ func checkAccess(names []string) error {
 					problems = append(problems, fmt.Errorf("access: %s: action %q is not one explicit action", role, a))
 				}
 			}
-			if role != StateMachineRole && (g.On == NoResource || g.On == JobsFunction) {
+			if !service && (g.On == NoResource || g.On == JobsFunction) {
 				problems = append(problems, fmt.Errorf("access: %s: a Lambda's grants must be on one of its resources", role))
+			}
+			if role == OutboxScheduleRole && g.On != JobsFunction {
+				problems = append(problems, fmt.Errorf("access: %s: the schedule invokes the jobs Lambda and may do nothing else", role))
 			}
 			if g.On == ParameterKey && !slices.ContainsFunc(grants, func(g Grant) bool { return slices.Contains(parameters, g.On) }) {
 				problems = append(problems, fmt.Errorf("access: %s: a grant on ParameterKey needs one on a parameter (its encryption context)", role))
@@ -480,6 +486,49 @@ func (b *builder) defineJobs() {
 			IncludeExecutionData: jsii.Bool(false),
 		},
 	})
+}
+
+// OutboxSweepRate is how often the schedule sweeps the outbox. A message a request staged but
+// could not send goes out within this plus the outbox's grace (30 s).
+const OutboxSweepRate = time.Minute
+
+// defineOutboxSweep declares the EventBridge Scheduler schedule that invokes the jobs Lambda
+// with platform.OutboxSweepEvent every minute, and the role it assumes: its one grant is the
+// row OutboxScheduleRole of Access (lambda:InvokeFunction on the jobs Lambda), and only
+// Scheduler acting for this account may assume it. A failed invocation is not retried by
+// Scheduler: the next minute's sweep is the retry, and the sweep is idempotent.
+func (b *builder) defineOutboxSweep() {
+	role := awsiam.NewRole(b.st, jsii.String("OutboxSweepRole"), &awsiam.RoleProps{
+		AssumedBy: awsiam.NewServicePrincipal(jsii.String("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
+			Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": b.st.Account()}},
+		}),
+		Description: jsii.String("EventBridge Scheduler: the outbox sweep of " + FunctionName(b.cfg.Stage, Jobs) + `; its policy is stack.Access()["` + OutboxScheduleRole + `"]`),
+	})
+	jobs := b.fns[Jobs].fn
+	for _, g := range Access()[OutboxScheduleRole] { // on JobsFunction only: checkAccess
+		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings(g.Actions...),
+			Resources: &[]*string{jobs.FunctionArn()},
+		}))
+	}
+	schedule := awsscheduler.NewCfnSchedule(b.st, jsii.String("OutboxSweep"), &awsscheduler.CfnScheduleProps{
+		Name:               jsii.String(FunctionName(b.cfg.Stage, "outbox-sweep")),
+		Description:        jsii.String("Relays the outbox items a request could not send (docs/outbox.md)"),
+		ScheduleExpression: jsii.String(fmt.Sprintf("rate(%d minute)", int(OutboxSweepRate/time.Minute))),
+		FlexibleTimeWindow: &awsscheduler.CfnSchedule_FlexibleTimeWindowProperty{Mode: jsii.String("OFF")},
+		State:              jsii.String("ENABLED"),
+		Target: &awsscheduler.CfnSchedule_TargetProperty{
+			Arn:     jobs.FunctionArn(),
+			RoleArn: role.RoleArn(),
+			Input:   jsii.String(platform.OutboxSweepEvent),
+			RetryPolicy: &awsscheduler.CfnSchedule_RetryPolicyProperty{
+				MaximumRetryAttempts:     jsii.Number(0),
+				MaximumEventAgeInSeconds: jsii.Number(OutboxSweepRate.Seconds()),
+			},
+		},
+	})
+	// Scheduler checks at creation that it may assume the role and invoke the target.
+	schedule.Node().AddDependency(role)
 }
 
 // defineAudit declares the bus, the rule that delivers audit events to the sink, and the

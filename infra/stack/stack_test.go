@@ -879,6 +879,8 @@ func checkRoles(t *testing.T, s *synthesized) {
 	}
 	_, sm := s.only(t, "AWS::StepFunctions::StateMachine", nil)
 	roleOf[ref(t, sm.Properties["RoleArn"])] = stack.StateMachineRole
+	_, sweep := s.only(t, "AWS::Scheduler::Schedule", nil)
+	roleOf[ref(t, sweep.Properties["Target"].(map[string]any)["RoleArn"])] = stack.OutboxScheduleRole
 
 	keys := map[string]string{}
 	for id, k := range s.ofType("AWS::KMS::Key") {

@@ -121,20 +121,44 @@ func (q *QueueRunner) StartAfter(ctx context.Context, delay time.Duration, kind 
 	if _, ok := q.reg.steps[kind]; !ok {
 		return fmt.Errorf("%w %q", ErrUnknownKind, kind)
 	}
-	b, err := json.Marshal(payload)
-	if err != nil {
-		return fmt.Errorf("jobs: encode %s payload: %w", kind, err)
-	}
-	return q.send(ctx, State{Kind: kind, Payload: b}, delay)
-}
-
-func (q *QueueRunner) send(ctx context.Context, st State, delay time.Duration) error {
-	m, err := queue.New(stepMessage, st)
+	m, err := StartMessage(delay, kind, payload)
 	if err != nil {
 		return err
 	}
+	return q.queue.Send(ctx, m)
+}
+
+// StartMessage returns the queue message that starts a job of kind with payload no sooner
+// than delay from now: what StartAfter sends, for a caller that sends it itself, as part of
+// a transaction of its own through the outbox (shared/outbox). A QueueRunner over the queue
+// it reaches runs it; nothing here checks that the kind is registered, so the caller names
+// a kind the runner's registry has (the platform registers them all at start-up).
+func StartMessage(delay time.Duration, kind string, payload any) (queue.Message, error) {
+	if kind == "" {
+		return queue.Message{}, errors.New("jobs: a job needs a kind")
+	}
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return queue.Message{}, fmt.Errorf("jobs: encode %s payload: %w", kind, err)
+	}
+	return stepMessageOf(State{Kind: kind, Payload: b}, delay)
+}
+
+func stepMessageOf(st State, delay time.Duration) (queue.Message, error) {
+	m, err := queue.New(stepMessage, st)
+	if err != nil {
+		return queue.Message{}, err
+	}
 	m.Delay = delay
 	if err := m.Validate(); err != nil {
+		return queue.Message{}, err
+	}
+	return m, nil
+}
+
+func (q *QueueRunner) send(ctx context.Context, st State, delay time.Duration) error {
+	m, err := stepMessageOf(st, delay)
+	if err != nil {
 		return err
 	}
 	return q.queue.Send(ctx, m)

@@ -127,3 +127,30 @@ func TestStartAfterDelaysOnlyTheFirstStep(t *testing.T) {
 	assert.ErrorIs(t, r.StartAfter(context.Background(), time.Minute, "nope", nil), ErrUnknownKind)
 	assert.Error(t, r.StartAfter(context.Background(), queue.MaxDelay+time.Second, "count", nil), "beyond what SQS can delay")
 }
+
+// StartMessage is the message StartAfter sends, for a caller that sends it through the
+// outbox: the runner runs it like one it sent.
+func TestStartMessageIsWhatStartAfterSends(t *testing.T) {
+	t.Parallel()
+	var seen []int
+	reg := NewRegistry()
+	reg.Register("count", countTo(&seen))
+	q := &memQueue{}
+	r := NewQueueRunner(q, reg)
+	require.NoError(t, r.StartAfter(context.Background(), time.Minute, "count", map[string]int{"To": 0}))
+	m, err := StartMessage(time.Minute, "count", map[string]int{"To": 0})
+	require.NoError(t, err)
+	assert.Equal(t, q.msgs[0], m)
+
+	mux := queue.NewMux()
+	r.Register(mux)
+	require.NoError(t, mux.HandleMessage(context.Background(), m))
+	assert.Equal(t, []int{0}, seen)
+
+	_, err = StartMessage(0, "", nil)
+	assert.Error(t, err)
+	_, err = StartMessage(queue.MaxDelay+time.Second, "count", nil)
+	assert.Error(t, err)
+	_, err = StartMessage(0, "count", func() {})
+	assert.Error(t, err, "a payload that is no JSON")
+}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -34,6 +35,24 @@ const Job = "bots.purge"
 // request (60 s locally, 30 s behind API Gateway) and a batch upsert's deadline (60 s) many
 // times over, and stays within what SQS can delay a message (15 minutes).
 const SweepDelay = 10 * time.Minute
+
+// StartMessages returns the queue messages that start the purge of the deleted bot p: the
+// job Job at once, and again SweepDelay later. The bots family stages them in the bot's
+// deletion transaction (shared/outbox), so a deletion that commits always starts them.
+func StartMessages(p Payload) ([]queue.Message, error) {
+	if p.BotID == "" || p.AccountID == "" {
+		return nil, errors.New("purge: payload needs account_id and bot_id")
+	}
+	var out []queue.Message
+	for _, delay := range []time.Duration{0, SweepDelay} {
+		m, err := jobs.StartMessage(delay, Job, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
 
 // MaxDeletes bounds the items one step deletes: a few transactions, well inside one Lambda
 // invocation even at DynamoDB's latency.

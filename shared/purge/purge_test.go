@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -179,4 +180,21 @@ func TestStepRefusesBadInput(t *testing.T) {
 	_, _, err = step(t.Context(), payload, `{"pk":"x"}`)
 	assert.NoError(t, err)
 	assert.True(t, strings.HasPrefix(Job, "bots."))
+}
+
+// A deletion starts the job twice: at once, and SweepDelay later, each as the runner's own
+// start message.
+func TestStartMessages(t *testing.T) {
+	t.Parallel()
+	p := Payload{AccountID: "acct_1", BotID: "bot_1"}
+	msgs, err := StartMessages(p)
+	require.NoError(t, err)
+	require.Len(t, msgs, 2)
+	for i, delay := range []time.Duration{0, SweepDelay} {
+		want, err := jobs.StartMessage(delay, Job, p)
+		require.NoError(t, err)
+		assert.Equal(t, want, msgs[i])
+	}
+	_, err = StartMessages(Payload{BotID: "bot_1"})
+	assert.Error(t, err)
 }

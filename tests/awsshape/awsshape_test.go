@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +43,8 @@ import (
 	"github.com/botplatform/api/shared/awsfake"
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/channel/whatsapp"
+	"github.com/botplatform/api/shared/outbox"
+	"github.com/botplatform/api/shared/queue"
 	kmssealer "github.com/botplatform/api/shared/secrets/kms"
 	"github.com/botplatform/api/shared/store/dynamo"
 	whatsappfake "github.com/botplatform/api/tests/fakes/whatsapp"
@@ -281,6 +284,67 @@ func TestJobsLambdaBoots(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, res.Error, "Step Functions sees a failed task: %s", res.Payload)
 	assert.Contains(t, string(res.Payload), "unknown job kind")
+}
+
+// The jobs Lambda relays the outbox when its schedule invokes it (the scheduler's payload,
+// events/samples/scheduler-outbox-sweep.json): an item staged on DynamoDB more than the
+// grace ago, whose request could not send it, is sent to SQS and cleared; while SQS refuses,
+// the invocation fails (the Lambda's error alarm) and the item stays.
+func TestJobsLambdaSweepsTheOutbox(t *testing.T) {
+	w := setup(t)
+	ctx := context.Background()
+	var down atomic.Bool
+	down.Store(true)
+	q := awsfake.New(t, awsfake.SQS)
+	q.Handle("SendMessageBatch", func(body json.RawMessage) (any, *awsfake.Error) {
+		if down.Load() {
+			return nil, &awsfake.Error{Status: 400, Type: "AWS.SimpleQueueService.NonExistentQueue", Message: "queue down"}
+		}
+		var in struct {
+			Entries []struct{ Id, MessageBody string }
+		}
+		json.Unmarshal(body, &in)
+		type ok struct{ Id, MessageId, MD5OfMessageBody string }
+		out := struct {
+			Successful []ok
+			Failed     []any
+		}{Failed: []any{}}
+		for _, e := range in.Entries {
+			sum := md5.Sum([]byte(e.MessageBody))
+			out.Successful = append(out.Successful, ok{e.Id, "m-" + e.Id, hex.EncodeToString(sum[:])})
+		}
+		return out, nil
+	})
+
+	// A request staged it a minute ago, with its change, and died before sending it.
+	box, err := outbox.New(w.store, nil, outbox.Config{Now: func() time.Time { return time.Now().Add(-time.Minute) }})
+	require.NoError(t, err)
+	m, err := queue.New("boot.job", map[string]string{"bot_id": w.bot.ID})
+	require.NoError(t, err)
+	writes, _, err := box.Stage(m)
+	require.NoError(t, err)
+	require.NoError(t, w.store.Transact(ctx, writes))
+
+	w.env = append(w.env, "AWS_ENDPOINT_URL_SQS="+q.URL, "JOBS_QUEUE_URL=https://sqs.us-east-1.amazonaws.com/123456789012/boot-jobs")
+	rt, _ := w.boot("jobs")
+	sweep := sample(t, "scheduler-outbox-sweep.json", nil)
+	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := rt.Invoke(ictx, sweep)
+	require.NoError(t, err)
+	assert.True(t, res.Error, "a sweep that leaves items fails the invocation: %s", res.Payload)
+	assert.Contains(t, string(res.Payload), "1 item(s) not delivered")
+
+	down.Store(false)
+	var out outbox.Result
+	w.invoke(rt, sweep, &out)
+	assert.Equal(t, outbox.Result{Delivered: 1}, out)
+	batches := q.Calls("SendMessageBatch")
+	require.NotEmpty(t, batches)
+	assert.Contains(t, string(batches[len(batches)-1]), w.bot.ID)
+	assert.Contains(t, string(batches[len(batches)-1]), "boot.job")
+	w.invoke(rt, sweep, &out)
+	assert.Equal(t, outbox.Result{}, out, "cleared: sent once")
 }
 
 // dataKeys makes the fake KMS issue and open data keys, as KMS does for the envelope

@@ -470,3 +470,73 @@ func (a *Adapter) UploadMedia(ctx context.Context, conn channel.Connection, up U
 	}
 	return out.H, nil
 }
+
+// SendParameters is what a message of a template must supply besides its name and language.
+type SendParameters struct {
+	// Body is how many body parameters it takes: its body's variables {{1}}..{{n}}.
+	Body int
+	// Other names the first part of the template that needs a parameter of another kind
+	// (a header's variable or media, a URL button's variable, a copy code, named body
+	// variables), "" when the body's are all.
+	Other string
+}
+
+// ParametersOf reads the parameters a message of a template takes from its components in
+// the Graph API's format (as created, or as a sync reports them). Component and button kinds
+// it does not know are taken to need none.
+func ParametersOf(components json.RawMessage) (SendParameters, error) {
+	var comps []struct {
+		Type    string `json:"type"`
+		Format  string `json:"format"`
+		Text    string `json:"text"`
+		Buttons []struct {
+			Type string `json:"type"`
+			URL  string `json:"url"`
+		} `json:"buttons"`
+	}
+	if err := json.Unmarshal(components, &comps); err != nil {
+		return SendParameters{}, fmt.Errorf("whatsapp: template components: %w", err)
+	}
+	var p SendParameters
+	other := func(what string) {
+		if p.Other == "" {
+			p.Other = what
+		}
+	}
+	for _, c := range comps {
+		switch strings.ToUpper(c.Type) {
+		case "BODY":
+			for _, v := range variable.FindAllStringSubmatch(c.Text, -1) {
+				n, err := strconv.Atoi(v[1])
+				if err != nil {
+					other("named body variables ({{" + v[1] + "}})")
+					continue
+				}
+				p.Body = max(p.Body, n)
+			}
+		case "HEADER":
+			switch f := strings.ToUpper(c.Format); f {
+			case "TEXT", "":
+				if variable.MatchString(c.Text) {
+					other("the header's variable")
+				}
+			default:
+				other("the " + strings.ToLower(f) + " header")
+			}
+		case "BUTTONS":
+			for _, b := range c.Buttons {
+				switch t := strings.ToUpper(b.Type); t {
+				case "URL":
+					if variable.MatchString(b.URL) {
+						other("a URL button's variable")
+					}
+				case "COPY_CODE", "OTP", "CATALOG", "MPM":
+					other("a " + strings.ToLower(t) + " button")
+				}
+			}
+		case "CAROUSEL", "LIMITED_TIME_OFFER":
+			other("its " + strings.ToLower(c.Type) + " component")
+		}
+	}
+	return p, nil
+}

@@ -184,3 +184,35 @@ func TestValidateComponents(t *testing.T) {
 	assert.True(t, whatsapp.ValidLanguage("fil"))
 	assert.False(t, whatsapp.ValidLanguage("english"))
 }
+
+// ParametersOf tells what a message of a template must give: the body's parameters, and
+// the first part that needs another kind of parameter.
+func TestParametersOf(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, components string
+		want             whatsapp.SendParameters
+	}{
+		{"body only", `[{"type":"BODY","text":"Hi {{1}}, order {{2}} ships {{2}}."},{"type":"FOOTER","text":"Shop"}]`, whatsapp.SendParameters{Body: 2}},
+		{"no variables", `[{"type":"HEADER","format":"TEXT","text":"News"},{"type":"BODY","text":"Hello"},
+			{"type":"BUTTONS","buttons":[{"type":"QUICK_REPLY","text":"Stop"},{"type":"URL","text":"Shop","url":"https://x.example/"},{"type":"PHONE_NUMBER","text":"Call","phone_number":"+15550100"}]}]`,
+			whatsapp.SendParameters{}},
+		{"lower case, as some syncs report", `[{"type":"body","text":"{{1}}"}]`, whatsapp.SendParameters{Body: 1}},
+		{"header variable", `[{"type":"HEADER","format":"TEXT","text":"Hi {{1}}"},{"type":"BODY","text":"{{1}}"}]`, whatsapp.SendParameters{Body: 1, Other: "the header's variable"}},
+		{"media header", `[{"type":"HEADER","format":"IMAGE"},{"type":"BODY","text":"Sale"}]`, whatsapp.SendParameters{Other: "the image header"}},
+		{"URL variable", `[{"type":"BODY","text":"x"},{"type":"BUTTONS","buttons":[{"type":"URL","text":"Track","url":"https://x.example/{{1}}"}]}]`,
+			whatsapp.SendParameters{Other: "a URL button's variable"}},
+		{"copy code", `[{"type":"BODY","text":"x"},{"type":"BUTTONS","buttons":[{"type":"COPY_CODE","example":["SAVE10"]}]}]`, whatsapp.SendParameters{Other: "a copy_code button"}},
+		{"named variables", `[{"type":"BODY","text":"Hi {{first_name}}"}]`, whatsapp.SendParameters{Other: "named body variables ({{first_name}})"}},
+		{"carousel", `[{"type":"BODY","text":"x"},{"type":"CAROUSEL","cards":[]}]`, whatsapp.SendParameters{Other: "its carousel component"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := whatsapp.ParametersOf(json.RawMessage(tc.components))
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+	_, err := whatsapp.ParametersOf(json.RawMessage(`{}`))
+	assert.Error(t, err)
+}

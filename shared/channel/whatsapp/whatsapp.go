@@ -493,7 +493,10 @@ func buildMessage(to string, m channel.Message) (*outMessage, error) {
 		out.Template.Language.Code = t.Language
 		if len(t.Params) > 0 {
 			p := templateParameters{Type: "body"}
-			for _, v := range t.Params {
+			for i, v := range t.Params {
+				if msg := paramProblem(v); msg != "" {
+					return nil, rejected("template parameter %d %s", i+1, msg)
+				}
 				p.Parameters = append(p.Parameters, textParameter{Type: "text", Text: v})
 			}
 			out.Template.Components = []templateParameters{p}
@@ -544,6 +547,18 @@ func buildMessage(to string, m channel.Message) (*outMessage, error) {
 		out.Type, out.Text = "text", &outText{Body: m.Text}
 	}
 	return out, nil
+}
+
+// paramProblem says why the Cloud API would refuse v as a template's text parameter (empty;
+// a new line, a tab or more than four spaces in a row: error 132018), or "".
+func paramProblem(v string) string {
+	switch {
+	case strings.TrimSpace(v) == "":
+		return "is empty"
+	case strings.ContainsAny(v, "\n\r\t") || strings.Contains(v, "     "):
+		return "has a new line, a tab or more than 4 spaces in a row"
+	}
+	return ""
 }
 
 // buildInteractive picks the interactive kind that can carry the buttons: up to three reply

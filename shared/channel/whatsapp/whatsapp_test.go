@@ -188,6 +188,9 @@ func TestSendRefusedBeforeTheProvider(t *testing.T) {
 		"media not a URL":    {Media: &channel.Media{Type: channel.Image, URL: "file:///etc/passwd"}},
 		"sticker":            {Media: &channel.Media{Type: "sticker", URL: "https://x/a.webp"}},
 		"template no lang":   {Template: &channel.Template{Name: "x"}},
+		"template empty":     {Template: &channel.Template{Name: "x", Language: "en", Params: []string{"a", " "}}},
+		"template new line":  {Template: &channel.Template{Name: "x", Language: "en", Params: []string{"a\nb"}}},
+		"template spaces":    {Template: &channel.Template{Name: "x", Language: "en", Params: []string{"a     b"}}},
 	} {
 		_, err := a.Send(ctx, c, "4915112345678", m)
 		assert.ErrorIs(t, err, channel.ErrRejected, name)

@@ -858,6 +858,16 @@ func (s *Server) checkTemplateMessage(waba string, t *templateRef) *apiError {
 	for _, c := range t.Components {
 		if strings.EqualFold(c.Type, "body") {
 			got = len(c.Parameters)
+			for _, p := range c.Parameters {
+				switch {
+				case p.Type != "text" || strings.TrimSpace(p.Text) == "":
+					return &apiError{status: 400, code: 131008, message: "(#131008) Required parameter is missing",
+						title: "Required parameter is missing", userMsg: "a body parameter needs type text and a non-empty text"}
+				case strings.ContainsAny(p.Text, "\n\t") || strings.Contains(p.Text, "     "):
+					return &apiError{status: 400, code: 132018, message: "(#132018) There was an issue with the parameters in your template.",
+						title: "Template Parameter Issue", userMsg: "Param text cannot have new-line/tab characters or more than 4 consecutive spaces"}
+				}
+			}
 		}
 	}
 	if got != want {

@@ -112,4 +112,19 @@ func TestFakeChecks(t *testing.T) {
 	if got := s.Messages(); len(got) != 1 || got[0].To != "4915112345678" {
 		t.Errorf("recorded: %v", got)
 	}
+
+	// Template parameters: present, one line.
+	s.AddTemplate("order_update", "en_US", "UTILITY", "APPROVED", `[{"type":"BODY","text":"Hi {{1}}"}]`)
+	tpl := func(param string) string {
+		return `{"messaging_product":"whatsapp","to":"4915112345678","type":"template","template":{"name":"order_update","language":{"code":"en_US"},` +
+			`"components":[{"type":"body","parameters":[{"type":"text","text":` + param + `}]}]}}`
+	}
+	for param, code := range map[string]float64{`""`: 131008, `"a\nb"`: 132018, `"a\tb"`: 132018, `"a     b"`: 132018} {
+		if st, m := send(tpl(param)); st != 400 || errCode(m) != code {
+			t.Errorf("template parameter %s: %d %v", param, st, m)
+		}
+	}
+	if st, m := send(tpl(`"Ann"`)); st != 200 {
+		t.Errorf("template: %d %v", st, m)
+	}
 }
