@@ -29,17 +29,11 @@ func (h *Handlers) list(w http.ResponseWriter, r *http.Request) error {
 	if p.Role != auth.RoleOwner {
 		return httpapi.E(httpapi.KindForbidden, "owner_required", "only account owners can read the audit trail")
 	}
-	page, err := h.cursors.Page(r)
-	if err != nil {
-		return err
-	}
 	bot := r.URL.Query().Get("bot_id")
 	if bot != "" && !ids.Valid("bot", bot) {
 		return httpapi.InvalidParam("bot_id", "bot_id must be a bot id such as bot_...")
 	}
-	events, next, err := h.log.List(r.Context(), p.AccountID, bot, page.Limit, page.Cursor)
-	if err != nil {
-		return err
-	}
-	return httpapi.WriteJSON(w, http.StatusOK, httpapi.List[audit.Event]{Data: events, NextCursor: h.cursors.Next(page, next)})
+	return httpapi.ServeList(w, r, h.cursors, func(limit int, cursor string) ([]audit.Event, string, error) {
+		return h.log.List(r.Context(), p.AccountID, bot, limit, cursor)
+	})
 }

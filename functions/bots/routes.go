@@ -32,15 +32,9 @@ func Routes(mux *httpapi.Mux, svc *Service, a *auth.Service, cursors *httpapi.Cu
 }
 
 func (h *Handlers) list(w http.ResponseWriter, r *http.Request) error {
-	page, err := h.cursors.Page(r)
-	if err != nil {
-		return err
-	}
-	bots, next, err := h.svc.List(r.Context(), httpapi.Caller(r).AccountID, page.Limit, page.Cursor)
-	if err != nil {
-		return err
-	}
-	return httpapi.WriteJSON(w, http.StatusOK, httpapi.List[Bot]{Data: bots, NextCursor: h.cursors.Next(page, next)})
+	return httpapi.ServeList(w, r, h.cursors, func(limit int, cursor string) ([]Bot, string, error) {
+		return h.svc.List(r.Context(), httpapi.Caller(r).AccountID, limit, cursor)
+	})
 }
 
 type createRequest struct {
@@ -117,15 +111,9 @@ func (h *Handlers) delete(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handlers) listTokens(w http.ResponseWriter, r *http.Request) error {
-	page, err := h.cursors.Page(r)
-	if err != nil {
-		return err
-	}
-	toks, next, err := h.auth.ListBotTokens(r.Context(), httpapi.Caller(r).AccountID, r.PathValue("botID"), page.Limit, page.Cursor)
-	if err != nil {
-		return err
-	}
-	return httpapi.WriteJSON(w, http.StatusOK, httpapi.List[auth.BotToken]{Data: toks, NextCursor: h.cursors.Next(page, next)})
+	return httpapi.ServeList(w, r, h.cursors, func(limit int, cursor string) ([]auth.BotToken, string, error) {
+		return h.auth.ListBotTokens(r.Context(), httpapi.Caller(r).AccountID, r.PathValue("botID"), limit, cursor)
+	})
 }
 
 type createTokenRequest struct {

@@ -67,15 +67,9 @@ func (h *Handlers) capabilities(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handlers) list(w http.ResponseWriter, r *http.Request) error {
-	page, err := h.cursors.Page(r)
-	if err != nil {
-		return err
-	}
-	list, next, err := h.svc.List(r.Context(), r.PathValue("botID"), page.Limit, page.Cursor)
-	if err != nil {
-		return err
-	}
-	return httpapi.WriteJSON(w, http.StatusOK, httpapi.List[Channel]{Data: list, NextCursor: h.cursors.Next(page, next)})
+	return httpapi.ServeList(w, r, h.cursors, func(limit int, cursor string) ([]Channel, string, error) {
+		return h.svc.List(r.Context(), r.PathValue("botID"), limit, cursor)
+	})
 }
 
 // connectRequest keeps the credentials raw: their shape depends on the type.

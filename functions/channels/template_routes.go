@@ -94,15 +94,9 @@ func (h *Handlers) listTemplates(w http.ResponseWriter, r *http.Request) error {
 	if q.Has("language") && !whatsapp.ValidLanguage(f.Language) {
 		return httpapi.InvalidParam("language", "language must be a WhatsApp language code such as en, en_US or pt_BR")
 	}
-	page, err := h.cursors.Page(r)
-	if err != nil {
-		return err
-	}
-	list, next, err := h.svc.Templates(r.Context(), r.PathValue("botID"), r.PathValue("channelID"), f, page.Limit, page.Cursor)
-	if err != nil {
-		return err
-	}
-	return httpapi.WriteJSON(w, http.StatusOK, httpapi.List[Template]{Data: list, NextCursor: h.cursors.Next(page, next)})
+	return httpapi.ServeList(w, r, h.cursors, func(limit int, cursor string) ([]Template, string, error) {
+		return h.svc.Templates(r.Context(), r.PathValue("botID"), r.PathValue("channelID"), f, limit, cursor)
+	})
 }
 
 func (h *Handlers) createTemplate(w http.ResponseWriter, r *http.Request) error {

@@ -46,15 +46,9 @@ func Routes(mux *httpapi.Mux, svc *Service, cursors *httpapi.Cursors) {
 }
 
 func (h *Handlers) listCollections(w http.ResponseWriter, r *http.Request) error {
-	page, err := h.cursors.Page(r)
-	if err != nil {
-		return err
-	}
-	cs, next, err := h.svc.ListCollections(r.Context(), r.PathValue("botID"), page.Limit, page.Cursor)
-	if err != nil {
-		return err
-	}
-	return httpapi.WriteJSON(w, http.StatusOK, httpapi.List[Collection]{Data: cs, NextCursor: h.cursors.Next(page, next)})
+	return httpapi.ServeList(w, r, h.cursors, func(limit int, cursor string) ([]Collection, string, error) {
+		return h.svc.ListCollections(r.Context(), r.PathValue("botID"), limit, cursor)
+	})
 }
 
 type createCollectionRequest struct {
@@ -174,19 +168,13 @@ func parseFilters(q url.Values) ([]Filter, error) {
 }
 
 func (h *Handlers) listRecords(w http.ResponseWriter, r *http.Request) error {
-	page, err := h.cursors.Page(r)
-	if err != nil {
-		return err
-	}
 	filters, err := parseFilters(r.URL.Query())
 	if err != nil {
 		return err
 	}
-	recs, next, err := h.svc.ListRecords(r.Context(), r.PathValue("botID"), r.PathValue("collectionID"), filters, page.Limit, page.Cursor)
-	if err != nil {
-		return err
-	}
-	return httpapi.WriteJSON(w, http.StatusOK, httpapi.List[Record]{Data: recs, NextCursor: h.cursors.Next(page, next)})
+	return httpapi.ServeList(w, r, h.cursors, func(limit int, cursor string) ([]Record, string, error) {
+		return h.svc.ListRecords(r.Context(), r.PathValue("botID"), r.PathValue("collectionID"), filters, limit, cursor)
+	})
 }
 
 type createRecordRequest struct {

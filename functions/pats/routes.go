@@ -27,16 +27,10 @@ func Routes(mux *httpapi.Mux, a *auth.Service, cursors *httpapi.Cursors, now fun
 }
 
 func (h *Handlers) list(w http.ResponseWriter, r *http.Request) error {
-	page, err := h.cursors.Page(r)
-	if err != nil {
-		return err
-	}
 	p := httpapi.Caller(r)
-	toks, next, err := h.auth.ListPATs(r.Context(), p.AccountID, p.UserID, page.Limit, page.Cursor)
-	if err != nil {
-		return err
-	}
-	return httpapi.WriteJSON(w, http.StatusOK, httpapi.List[auth.PAT]{Data: toks, NextCursor: h.cursors.Next(page, next)})
+	return httpapi.ServeList(w, r, h.cursors, func(limit int, cursor string) ([]auth.PAT, string, error) {
+		return h.auth.ListPATs(r.Context(), p.AccountID, p.UserID, limit, cursor)
+	})
 }
 
 // createRequest takes the expiry as an RFC 3339 time or, for scripts and examples that must

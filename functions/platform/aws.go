@@ -155,6 +155,36 @@ func (a *AWS) StateMachine(known func(string) bool) (jobs.Starter, error) {
 	return jobsfn.NewStarter(awssfn.NewFromConfig(a.aws), a.cfg.JobsStateMachineARN, known), nil
 }
 
+// loadStore loads the SDK configuration and the store over TABLE_NAME: what every Lambda but
+// the public one needs.
+func loadStore(ctx context.Context, log *slog.Logger) (*AWS, *dynamo.Store, error) {
+	a, err := LoadAWS(ctx, AWSConfigFromEnv(), log)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := a.Store()
+	if err != nil {
+		return nil, nil, err
+	}
+	return a, st, nil
+}
+
+// deps are the dependencies shared by the Lambdas that build an environment: the store, and
+// what talks to providers (the secrets sealer, the adapters with their configuration and
+// secrets, the public URL). Callers add the rest (audit, cursor key, request log).
+func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now func() time.Time) (Deps, error) {
+	sealer, err := a.Secrets()
+	if err != nil {
+		return Deps{}, err
+	}
+	providers, err := a.Providers(ctx)
+	if err != nil {
+		return Deps{}, err
+	}
+	return Deps{Store: st, Log: log, Now: now, Secrets: sealer, Adapters: providers.Adapters(),
+		PublicURL: a.cfg.PublicURL, WhatsAppVerifyToken: providers.WhatsAppVerifyToken}, nil
+}
+
 // FamilyHandler builds, once per container, the Lambda handler of one HTTP family: its
 // environment on DynamoDB, EventBridge and KMS (and the provider secrets from SSM where the
 // environment names their parameters), and a router that trusts only the authorizer's
@@ -164,32 +194,22 @@ func FamilyHandler(ctx context.Context, name string, log *slog.Logger) (func(con
 	if err != nil {
 		return nil, err
 	}
-	a, err := LoadAWS(ctx, AWSConfigFromEnv(), log)
+	a, st, err := loadStore(ctx, log)
 	if err != nil {
 		return nil, err
 	}
-	st, err := a.Store()
+	deps, err := a.deps(ctx, st, log, time.Now)
 	if err != nil {
 		return nil, err
 	}
-	pub, err := a.Audit()
-	if err != nil {
+	if deps.Audit, err = a.Audit(); err != nil {
 		return nil, err
 	}
-	key, err := a.CursorKey(ctx)
-	if err != nil {
+	if deps.CursorKey, err = a.CursorKey(ctx); err != nil {
 		return nil, err
 	}
-	sealer, err := a.Secrets()
-	if err != nil {
-		return nil, err
-	}
-	providers, err := a.Providers(ctx)
-	if err != nil {
-		return nil, err
-	}
-	env, err := NewEnv(Deps{Store: st, Audit: pub, CursorKey: key, Log: log, Now: time.Now, Requests: reqlog.NewLog(st), Secrets: sealer,
-		Adapters: providers.Adapters(), PublicURL: a.cfg.PublicURL, WhatsAppVerifyToken: providers.WhatsAppVerifyToken})
+	deps.Requests = reqlog.NewLog(st)
+	env, err := NewEnv(deps)
 	if err != nil {
 		return nil, err
 	}

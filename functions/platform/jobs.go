@@ -73,11 +73,7 @@ func strictUnmarshal(b []byte, v any) error {
 // jobs queue (continuations are sent to it, and the outbox relays to it), and every family's
 // job kinds.
 func JobsLambda(ctx context.Context, log *slog.Logger, now func() time.Time) (func(context.Context, json.RawMessage) (any, error), error) {
-	a, err := LoadAWS(ctx, AWSConfigFromEnv(), log)
-	if err != nil {
-		return nil, err
-	}
-	st, err := a.Store()
+	a, st, err := loadStore(ctx, log)
 	if err != nil {
 		return nil, err
 	}
@@ -85,24 +81,20 @@ func JobsLambda(ctx context.Context, log *slog.Logger, now func() time.Time) (fu
 	if err != nil {
 		return nil, err
 	}
-	// Jobs never serve lists, so the cursor key is a throwaway; nor do they answer HTTP, so
-	// audit events are not theirs to publish.
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, err
-	}
 	// The conversation runtime runs here: it opens channel credentials (SECRETS_KEY_ID) and
 	// sends through the providers' adapters.
-	sealer, err := a.Secrets()
+	deps, err := a.deps(ctx, st, log, now)
 	if err != nil {
 		return nil, err
 	}
-	providers, err := a.Providers(ctx)
-	if err != nil {
+	// Jobs answer no HTTP, so audit events are not theirs to publish, and serve no list, so
+	// the cursor key is a throwaway the environment requires.
+	deps.Audit = noAudit{}
+	deps.CursorKey = make([]byte, 32)
+	if _, err := rand.Read(deps.CursorKey); err != nil {
 		return nil, err
 	}
-	env, err := NewEnv(Deps{Store: st, Audit: noAudit{}, CursorKey: key, Log: log, Now: now,
-		Secrets: sealer, Adapters: providers.Adapters(), PublicURL: a.cfg.PublicURL})
+	env, err := NewEnv(deps)
 	if err != nil {
 		return nil, err
 	}

@@ -17,11 +17,7 @@ import (
 // principal cache: API Gateway caches its answers already, and a second cache would stretch
 // how long a revoked token keeps working.
 func AuthorizerLambda(ctx context.Context, log *slog.Logger) (func(context.Context, events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error), error) {
-	a, err := LoadAWS(ctx, AWSConfigFromEnv(), log)
-	if err != nil {
-		return nil, err
-	}
-	st, err := a.Store()
+	_, st, err := loadStore(ctx, log)
 	if err != nil {
 		return nil, err
 	}
@@ -30,11 +26,7 @@ func AuthorizerLambda(ctx context.Context, log *slog.Logger) (func(context.Conte
 
 // AuditSinkLambda builds the handler that stores the audit events the bus's rule delivers.
 func AuditSinkLambda(ctx context.Context, log *slog.Logger) (func(context.Context, events.EventBridgeEvent) error, error) {
-	a, err := LoadAWS(ctx, AWSConfigFromEnv(), log)
-	if err != nil {
-		return nil, err
-	}
-	st, err := a.Store()
+	_, st, err := loadStore(ctx, log)
 	if err != nil {
 		return nil, err
 	}

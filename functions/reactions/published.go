@@ -106,36 +106,26 @@ func (s *Service) publishedGen(ctx context.Context, bot string) (int64, error) {
 // readPublished reads the bot's reactions. A reaction without unpublished changes has its
 // published trigger in its draft; only the others cost a read of their version.
 func (s *Service) readPublished(ctx context.Context, bot string) ([]Published, error) {
+	all, err := s.all(ctx, bot)
+	if err != nil {
+		return nil, err
+	}
 	out := []Published{}
-	q := store.Query{PK: reactionsPK(bot), Prefix: "rct_"}
-	for {
-		page, err := s.store.Query(ctx, q)
-		if err != nil {
-			return nil, err
+	for _, rec := range all {
+		if rec.PublishedVersion == nil {
+			continue
 		}
-		for _, it := range page.Items {
-			rec, err := store.Decode[record](it)
+		p := Published{ReactionID: rec.ID, Version: *rec.PublishedVersion, Trigger: rec.Trigger}
+		if rec.PublishedRevision != rec.Revision {
+			v, err := s.cachedVersion(ctx, bot, rec.ID, p.Version)
 			if err != nil {
 				return nil, err
 			}
-			if rec.PublishedVersion == nil {
-				continue
-			}
-			p := Published{ReactionID: rec.ID, Version: *rec.PublishedVersion, Trigger: rec.Trigger}
-			if rec.PublishedRevision != rec.Revision {
-				v, err := s.cachedVersion(ctx, bot, rec.ID, p.Version)
-				if err != nil {
-					return nil, err
-				}
-				p.Trigger = v.Trigger
-			}
-			out = append(out, p)
+			p.Trigger = v.Trigger
 		}
-		if page.Next == "" {
-			return out, nil
-		}
-		q.Cursor = page.Next
+		out = append(out, p)
 	}
+	return out, nil
 }
 
 // PublishedVersion returns version n of a reaction for running it: like Version (not found

@@ -36,10 +36,6 @@ func Routes(mux *httpapi.Mux, svc *Service, cursors *httpapi.Cursors) {
 }
 
 func (h *Handlers) list(w http.ResponseWriter, r *http.Request) error {
-	page, err := h.cursors.Page(r)
-	if err != nil {
-		return err
-	}
 	var f Filter
 	q := r.URL.Query()
 	if v := q.Get("trigger_type"); v != "" || q.Has("trigger_type") {
@@ -55,11 +51,9 @@ func (h *Handlers) list(w http.ResponseWriter, r *http.Request) error {
 		}
 		f.Published = &b
 	}
-	list, next, err := h.svc.List(r.Context(), r.PathValue("botID"), f, page.Limit, page.Cursor)
-	if err != nil {
-		return err
-	}
-	return httpapi.WriteJSON(w, http.StatusOK, httpapi.List[Summary]{Data: list, NextCursor: h.cursors.Next(page, next)})
+	return httpapi.ServeList(w, r, h.cursors, func(limit int, cursor string) ([]Summary, string, error) {
+		return h.svc.List(r.Context(), r.PathValue("botID"), f, limit, cursor)
+	})
 }
 
 type createRequest struct {
@@ -167,15 +161,9 @@ type publication struct {
 }
 
 func (h *Handlers) versions(w http.ResponseWriter, r *http.Request) error {
-	page, err := h.cursors.Page(r)
-	if err != nil {
-		return err
-	}
-	list, next, err := h.svc.Versions(r.Context(), r.PathValue("botID"), r.PathValue("reactionID"), page.Limit, page.Cursor)
-	if err != nil {
-		return err
-	}
-	return httpapi.WriteJSON(w, http.StatusOK, httpapi.List[VersionSummary]{Data: list, NextCursor: h.cursors.Next(page, next)})
+	return httpapi.ServeList(w, r, h.cursors, func(limit int, cursor string) ([]VersionSummary, string, error) {
+		return h.svc.Versions(r.Context(), r.PathValue("botID"), r.PathValue("reactionID"), limit, cursor)
+	})
 }
 
 func (h *Handlers) version(w http.ResponseWriter, r *http.Request) error {

@@ -567,29 +567,19 @@ func (s *Service) Delete(ctx context.Context, bot, id string, expected *int64) e
 
 // referrers lists (some of) the reactions that go to id.
 func (s *Service) referrers(ctx context.Context, bot, id string) ([]string, error) {
-	out := []string{}
-	q := store.Query{PK: reactionsPK(bot), Prefix: "rct_", Limit: 100}
-	for {
-		page, err := s.store.Query(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		for _, it := range page.Items {
-			rec, err := store.Decode[record](it)
-			if err != nil {
-				return nil, err
-			}
-			if slices.Contains(rec.Refs, id) {
-				if out = append(out, rec.ID); len(out) == maxReferrersShown {
-					return out, nil
-				}
-			}
-		}
-		if page.Next == "" {
-			return out, nil
-		}
-		q.Cursor = page.Next
+	all, err := s.all(ctx, bot)
+	if err != nil {
+		return nil, err
 	}
+	out := []string{}
+	for _, rec := range all {
+		if slices.Contains(rec.Refs, id) {
+			if out = append(out, rec.ID); len(out) == maxReferrersShown {
+				break
+			}
+		}
+	}
+	return out, nil
 }
 
 // deleteVersions removes a deleted reaction's versions, then its tombstone. It runs after the

@@ -30,10 +30,6 @@ var (
 )
 
 func (h *Handlers) list(w http.ResponseWriter, r *http.Request) error {
-	page, err := h.cursors.Page(r)
-	if err != nil {
-		return err
-	}
 	q := r.URL.Query()
 	f := reqlog.Filter{StatusClass: q.Get("status"), Route: q.Get("route")}
 	if q.Has("status") && !classRe.MatchString(f.StatusClass) {
@@ -42,9 +38,7 @@ func (h *Handlers) list(w http.ResponseWriter, r *http.Request) error {
 	if q.Has("route") && !routeRe.MatchString(f.Route) {
 		return httpapi.InvalidParam("route", `route must be a route template such as "GET /api/bots/{botID}"`)
 	}
-	entries, next, err := h.log.List(r.Context(), r.PathValue("botID"), f, page.Limit, page.Cursor)
-	if err != nil {
-		return err
-	}
-	return httpapi.WriteJSON(w, http.StatusOK, httpapi.List[reqlog.Entry]{Data: entries, NextCursor: h.cursors.Next(page, next)})
+	return httpapi.ServeList(w, r, h.cursors, func(limit int, cursor string) ([]reqlog.Entry, string, error) {
+		return h.log.List(r.Context(), r.PathValue("botID"), f, limit, cursor)
+	})
 }

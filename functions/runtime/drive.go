@@ -252,6 +252,27 @@ func (d *driver) fail(e *Entry, se StepError) {
 	d.rec.finish(StatusFailed, "", d.r.now())
 }
 
+// failed reports whether the step failed the run.
+func (d *driver) failed(e *Entry) bool { return e.Error != nil }
+
+// changed settles a subscriber change a step asked for: the updated subscriber (true), a
+// label or field the bot no longer has (the step is skipped as missing), or an erased
+// subscriber (the run fails). Any other error is the caller's to return.
+func (d *driver) changed(e *Entry, sub Subscriber, err error, missing string) (bool, error) {
+	switch {
+	case errors.Is(err, ErrInvalid):
+		e.Outcome = map[string]any{"skipped": missing}
+		return false, nil
+	case errors.Is(err, ErrNotFound):
+		d.fail(e, StepError{Kind: "subscriber_gone", Message: "the subscriber was erased"})
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	d.sub = sub
+	return true, nil
+}
+
 // exec performs step s, filling e and moving the run on; it returns the writes that go
 // with the step's outcome. A returned error leaves the run where it was: a *retryable for
 // a provider failure worth retrying, anything else for an infrastructure failure.
@@ -283,16 +304,9 @@ func (d *driver) exec(ctx context.Context, s Step, e *Entry) ([]store.Write, err
 			e.Input = map[string]any{"field_id": s.FieldID}
 		}
 		sub, err := d.r.subs.SetField(ctx, rec.BotID, rec.SubscriberID, s.FieldID, v)
-		switch {
-		case errors.Is(err, ErrInvalid):
-			e.Outcome = map[string]any{"skipped": "field_missing"}
-		case errors.Is(err, ErrNotFound):
-			d.fail(e, StepError{Kind: "subscriber_gone", Message: "the subscriber was erased"})
-			return nil, nil
-		case err != nil:
+		if changed, err := d.changed(e, sub, err, "field_missing"); err != nil || d.failed(e) {
 			return nil, err
-		default:
-			d.sub = sub
+		} else if changed {
 			e.Outcome = map[string]any{"done": true}
 		}
 	case StepAddLabel, StepRemoveLabel:
@@ -305,16 +319,9 @@ func (d *driver) exec(ctx context.Context, s Step, e *Entry) ([]store.Write, err
 		} else {
 			sub, err = d.r.subs.RemoveLabel(ctx, rec.BotID, rec.SubscriberID, s.LabelID)
 		}
-		switch {
-		case errors.Is(err, ErrInvalid):
-			e.Outcome = map[string]any{"skipped": "label_missing"}
-		case errors.Is(err, ErrNotFound):
-			d.fail(e, StepError{Kind: "subscriber_gone", Message: "the subscriber was erased"})
-			return nil, nil
-		case err != nil:
+		if changed, err := d.changed(e, sub, err, "label_missing"); err != nil || d.failed(e) {
 			return nil, err
-		default:
-			d.sub = sub
+		} else if changed {
 			if s.Type == StepAddLabel {
 				e.Outcome = map[string]any{"added": !had}
 				if !had && !slices.Contains(rec.Added, s.LabelID) {

@@ -109,15 +109,9 @@ type handlers struct {
 }
 
 func (h *handlers) list(w http.ResponseWriter, r *http.Request) error {
-	page, err := h.cursors.Page(r)
-	if err != nil {
-		return err
-	}
-	list, next, err := h.t.List(r.Context(), r.PathValue("botID"), r.PathValue("subscriberID"), page.Limit, page.Cursor)
-	if err != nil {
-		return err
-	}
-	return httpapi.WriteJSON(w, http.StatusOK, httpapi.List[Execution]{Data: list, NextCursor: h.cursors.Next(page, next)})
+	return httpapi.ServeList(w, r, h.cursors, func(limit int, cursor string) ([]Execution, string, error) {
+		return h.t.List(r.Context(), r.PathValue("botID"), r.PathValue("subscriberID"), limit, cursor)
+	})
 }
 
 func (h *handlers) get(w http.ResponseWriter, r *http.Request) error {

@@ -7,15 +7,9 @@ import (
 )
 
 func (h *Handlers) listFields(w http.ResponseWriter, r *http.Request) error {
-	page, err := h.cursors.Page(r)
-	if err != nil {
-		return err
-	}
-	fields, next, err := h.svc.ListFields(r.Context(), bot(r), page.Limit, page.Cursor)
-	if err != nil {
-		return err
-	}
-	return httpapi.WriteJSON(w, http.StatusOK, httpapi.List[Field]{Data: fields, NextCursor: h.cursors.Next(page, next)})
+	return httpapi.ServeList(w, r, h.cursors, func(limit int, cursor string) ([]Field, string, error) {
+		return h.svc.ListFields(r.Context(), bot(r), limit, cursor)
+	})
 }
 
 // createFieldRequest is a FieldSpec; its own type keeps the body's schema in this file.

@@ -7,15 +7,9 @@ import (
 )
 
 func (h *Handlers) listLabels(w http.ResponseWriter, r *http.Request) error {
-	page, err := h.cursors.Page(r)
-	if err != nil {
-		return err
-	}
-	labels, next, err := h.svc.ListLabels(r.Context(), bot(r), page.Limit, page.Cursor)
-	if err != nil {
-		return err
-	}
-	return httpapi.WriteJSON(w, http.StatusOK, httpapi.List[Label]{Data: labels, NextCursor: h.cursors.Next(page, next)})
+	return httpapi.ServeList(w, r, h.cursors, func(limit int, cursor string) ([]Label, string, error) {
+		return h.svc.ListLabels(r.Context(), bot(r), limit, cursor)
+	})
 }
 
 type createLabelRequest struct {

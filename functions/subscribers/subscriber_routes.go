@@ -11,19 +11,13 @@ import (
 )
 
 func (h *Handlers) list(w http.ResponseWriter, r *http.Request) error {
-	page, err := h.cursors.Page(r)
-	if err != nil {
-		return err
-	}
 	f, err := parseFilter(r)
 	if err != nil {
 		return err
 	}
-	subs, next, err := h.svc.List(r.Context(), bot(r), f, page.Limit, page.Cursor)
-	if err != nil {
-		return err
-	}
-	return httpapi.WriteJSON(w, http.StatusOK, httpapi.List[Subscriber]{Data: subs, NextCursor: h.cursors.Next(page, next)})
+	return httpapi.ServeList(w, r, h.cursors, func(limit int, cursor string) ([]Subscriber, string, error) {
+		return h.svc.List(r.Context(), bot(r), f, limit, cursor)
+	})
 }
 
 // The creation range filter takes times from this window: outside it is a typo, not a

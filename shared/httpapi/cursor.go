@@ -133,6 +133,20 @@ func binding(r *http.Request, q url.Values) string {
 	return b.String()
 }
 
+// ServeList answers a list route: it parses limit and cursor (400 when bad), asks fetch for
+// that page, and writes it with its sealed next cursor.
+func ServeList[T any](w http.ResponseWriter, r *http.Request, c *Cursors, fetch func(limit int, cursor string) ([]T, string, error)) error {
+	page, err := c.Page(r)
+	if err != nil {
+		return err
+	}
+	items, next, err := fetch(page.Limit, page.Cursor)
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, List[T]{Data: items, NextCursor: c.Next(page, next)})
+}
+
 // List is the response shape of every list route.
 type List[T any] struct {
 	Data       []T     `json:"data"`

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
 	"time"
 )
 
@@ -187,6 +188,17 @@ func RetryDelay(err error) time.Duration {
 		return r.d
 	}
 	return 0
+}
+
+// Call runs h on m, turning a panic into an error: one bad message must fail alone, not take
+// down the process (local workers) or the whole batch (a Lambda would redeliver every record).
+func Call(ctx context.Context, h Handler, m Message) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return h.HandleMessage(ctx, m)
 }
 
 // Extender keeps the message being handled invisible to other consumers for longer.

@@ -10,6 +10,8 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -317,6 +319,22 @@ func (q Query) Validate() error {
 		return fmt.Errorf("store: query limit must be 0..%d", MaxQueryLimit)
 	}
 	return nil
+}
+
+// Shape fingerprints everything a cursor's position is relative to, so that a store can
+// refuse a cursor made for another partition, index, bound or direction instead of silently
+// skipping or repeating items. Limit is left out: changing the page size between pages is
+// legitimate. version separates the stores' cursor formats.
+func (q Query) Shape(version string) string {
+	h := sha256.New()
+	dir := "f"
+	if q.Reverse {
+		dir = "r"
+	}
+	for _, part := range []string{version, string(q.Index), q.PK, q.Prefix, q.From, q.To, dir} {
+		fmt.Fprintf(h, "%d:%s", len(part), part)
+	}
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:9])
 }
 
 // PageLimit returns the effective limit.

@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -378,7 +377,7 @@ func (q *Queue) lease(ctx context.Context) (*lease, error) {
 // run calls the handler and settles the message by its outcome.
 func (q *Queue) run(ctx context.Context, h queue.Handler, l *lease) {
 	msg := queue.Message{ID: l.rec.ID, Type: l.rec.Type, Body: l.rec.Body, Attempt: l.rec.Attempts}
-	herr := call(queue.WithExtender(ctx, l), h, msg)
+	herr := queue.Call(queue.WithExtender(ctx, l), h, msg)
 
 	// Settle even when the handlers' context is cancelled: the outcome is known, and
 	// recording it spares a redelivery.
@@ -401,17 +400,6 @@ func (q *Queue) run(ctx context.Context, h queue.Handler, l *lease) {
 		q.cfg.Log.Warn("queue: handler failed", "queue", q.cfg.Name, "message_id", msg.ID,
 			"type", msg.Type, "attempt", msg.Attempt, "error", herr)
 	}
-}
-
-// call runs the handler, turning a panic into an error so that one bad message cannot take
-// the whole local process down.
-func call(ctx context.Context, h queue.Handler, m queue.Message) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panic: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return h.HandleMessage(ctx, m)
 }
 
 // lease is a worker's claim on one message: the item as it last wrote it.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -126,7 +125,7 @@ func (c *Consumer) process(ctx context.Context, r events.SQSMessage) error {
 	m, err := message(r)
 	if err == nil {
 		v := &visibility{c: c, arn: r.EventSourceARN, receipt: r.ReceiptHandle}
-		err = call(queue.WithExtender(ctx, v), c.cfg.Handler, m)
+		err = queue.Call(queue.WithExtender(ctx, v), c.cfg.Handler, m)
 	}
 	if err == nil {
 		return nil
@@ -162,17 +161,6 @@ func message(r events.SQSMessage) (queue.Message, error) {
 		return m, fmt.Errorf("queue: message %s body is not JSON", r.MessageId)
 	}
 	return m, nil
-}
-
-// call runs the handler, turning a panic into a failed record: aws-lambda-go would
-// otherwise fail (and redeliver) the whole batch.
-func call(ctx context.Context, h queue.Handler, m queue.Message) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panic: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return h.HandleMessage(ctx, m)
 }
 
 // visibility is the queue.Extender of one record.

@@ -1,7 +1,6 @@
 package dynamo
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -125,22 +124,8 @@ func inRange(q store.Query, sk string) bool {
 	return true
 }
 
-// queryShape fingerprints everything a cursor's position is relative to, so that a cursor
-// made for another partition, index, bound or direction is refused instead of silently
-// skipping or repeating items. Limit is left out: changing the page size between pages is
-// legitimate. The version prefix keeps cursors of the SQLite store, which has its own
-// format, from ever matching.
-func queryShape(q store.Query) string {
-	h := sha256.New()
-	dir := "f"
-	if q.Reverse {
-		dir = "r"
-	}
-	for _, part := range []string{"dynamo/v1", string(q.Index), q.PK, q.Prefix, q.From, q.To, dir} {
-		fmt.Fprintf(h, "%d:%s", len(part), part)
-	}
-	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:9])
-}
+// queryShape is the query's cursor fingerprint in this store's cursor format.
+func queryShape(q store.Query) string { return q.Shape("dynamo/v1") }
 
 // position is where a page ended: the last returned item's place in the query's order.
 // It holds raw keys, never the combined encoding, so that the cursor format does not

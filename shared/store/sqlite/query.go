@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
@@ -188,21 +187,8 @@ func position(idx store.Index, it store.Item) []string {
 	}
 }
 
-// queryShape fingerprints everything a cursor's position is relative to. A cursor carries
-// it so that one made for another partition, index, bound or direction is refused rather
-// than silently skipping or repeating items. Limit is left out: changing the page size
-// between pages is legitimate.
-func queryShape(q store.Query) string {
-	h := sha256.New()
-	dir := "f"
-	if q.Reverse {
-		dir = "r"
-	}
-	for _, part := range []string{"v1", string(q.Index), q.PK, q.Prefix, q.From, q.To, dir} {
-		fmt.Fprintf(h, "%d:%s", len(part), part)
-	}
-	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:9])
-}
+// queryShape is the query's cursor fingerprint in this store's cursor format.
+func queryShape(q store.Query) string { return q.Shape("v1") }
 
 // encodeCursor makes the opaque cursor: base64url of the JSON array [shape, position...].
 func encodeCursor(shape string, pos []string) string {
