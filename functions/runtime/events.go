@@ -198,14 +198,16 @@ func (r *Runtime) claim(ctx context.Context, ev *event) (*claim, error) {
 		// The channel (or its whole bot) may be gone since the webhook accepted the update.
 		// Then nothing of it may be written back, least of all a subscriber of a deleted bot
 		// whose data the purge is erasing: the update is settled as done.
-		if _, _, err := r.channels.Open(ctx, d.BotID, d.Kind); errors.Is(err, ErrNotFound) {
+		a, conn, err := r.channels.Open(ctx, d.BotID, d.Kind)
+		if errors.Is(err, ErrNotFound) {
 			r.log.InfoContext(ctx, "runtime: update for a channel that is gone ignored", "channel_id", d.ChannelID)
 			cl.Done = true
 			break
-		} else if err != nil {
+		}
+		if err != nil {
 			return nil, err
 		}
-		r.answerCallback(ctx, d)
+		r.answerCallback(ctx, d, a, conn)
 		sub, first, ok, err := r.upsert(ctx, d, ev.attempt)
 		if err != nil {
 			return nil, err
@@ -248,13 +250,8 @@ func (r *Runtime) claim(ctx context.Context, ev *event) (*claim, error) {
 
 // answerCallback acknowledges a button press to providers that want it (Telegram shows a
 // spinner until then). It is cosmetic: a failure is logged, never retried.
-func (r *Runtime) answerCallback(ctx context.Context, d *Delivery) {
+func (r *Runtime) answerCallback(ctx context.Context, d *Delivery, a channel.Adapter, conn channel.Connection) {
 	if d.Inbound.CallbackID == "" {
-		return
-	}
-	a, conn, err := r.channels.Open(ctx, d.BotID, d.Kind)
-	if err != nil {
-		r.log.WarnContext(ctx, "runtime: cannot answer a button press", "channel_id", d.ChannelID, "error", err)
 		return
 	}
 	if ca, ok := a.(channel.CallbackAnswerer); ok {
