@@ -20,14 +20,11 @@ import (
 	awseventbridge "github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
-	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/botplatform/api/shared/apigw"
 	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/audit/eventbridge"
-	"github.com/botplatform/api/shared/jobs"
-	jobsfn "github.com/botplatform/api/shared/jobs/sfn"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/queue/sqs"
 	"github.com/botplatform/api/shared/store/dynamo"
@@ -146,14 +143,6 @@ func (a *AWS) JobsSender() (queue.Sender, error) {
 
 // SQS is the SQS client, for the jobs consumer's visibility changes.
 func (a *AWS) SQS() *awssqs.Client { return awssqs.NewFromConfig(a.aws) }
-
-// StateMachine starts long jobs on JOBS_STATE_MACHINE_ARN.
-func (a *AWS) StateMachine(known func(string) bool) (jobs.Starter, error) {
-	if a.cfg.JobsStateMachineARN == "" {
-		return nil, errors.New("platform: JOBS_STATE_MACHINE_ARN is not set")
-	}
-	return jobsfn.NewStarter(awssfn.NewFromConfig(a.aws), a.cfg.JobsStateMachineARN, known), nil
-}
 
 // loadStore loads the SDK configuration and the store over TABLE_NAME: what every Lambda but
 // the public one needs.

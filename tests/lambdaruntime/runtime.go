@@ -66,9 +66,6 @@ func Start() (*Runtime, error) {
 	return rt, nil
 }
 
-// Addr is the value for AWS_LAMBDA_RUNTIME_API.
-func (rt *Runtime) Addr() string { return rt.addr }
-
 // Close stops the server.
 func (rt *Runtime) Close() error { return rt.srv.Close() }
 

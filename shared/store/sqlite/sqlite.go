@@ -58,7 +58,6 @@ type Option func(*options)
 type options struct {
 	now         func() time.Time
 	busyTimeout time.Duration
-	readConns   int
 }
 
 // WithClock sets the clock that decides expiry; tests pass a fake one. The default is
@@ -74,19 +73,12 @@ func WithBusyTimeout(d time.Duration) Option {
 	return func(o *options) { o.busyTimeout = d }
 }
 
-// WithReadConns sets the size of the read pool. The default is the number of CPUs, at least
-// 2 and at most 8: reads of a local file are CPU-bound, so more readers mostly add memory.
-func WithReadConns(n int) Option {
-	return func(o *options) { o.readConns = n }
-}
-
 // Open opens (creating if needed) the store file at path and migrates its schema. The
 // directory is created with mode 0700 when missing, since the file holds account data.
 func Open(path string, opts ...Option) (*Store, error) {
 	o := options{
 		now:         time.Now,
 		busyTimeout: 5 * time.Second,
-		readConns:   min(max(runtime.NumCPU(), 2), 8),
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -96,8 +88,6 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return nil, errors.New("sqlite: WithClock needs a clock")
 	case o.busyTimeout < 0:
 		return nil, errors.New("sqlite: busy timeout must not be negative")
-	case o.readConns < 1:
-		return nil, errors.New("sqlite: the read pool needs at least one connection")
 	}
 	// A DSN carries its parameters after '?', and a "file:" name or ":memory:" would change
 	// how SQLite reads it; a private in-memory database also could not be shared by the
@@ -122,8 +112,10 @@ func Open(path string, opts ...Option) (*Store, error) {
 		write.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	read.SetMaxOpenConns(o.readConns)
-	read.SetMaxIdleConns(o.readConns)
+	// Reads of a local file are CPU-bound: more readers than CPUs mostly add memory.
+	readConns := min(max(runtime.NumCPU(), 2), 8)
+	read.SetMaxOpenConns(readConns)
+	read.SetMaxIdleConns(readConns)
 	read.SetConnMaxLifetime(0)
 	read.SetConnMaxIdleTime(0)
 	if err := openFile(context.Background(), write, read, o.busyTimeout); err != nil {
