@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 // brokenStore fails every read, as DynamoDB does when it is unreachable.
@@ -31,9 +31,7 @@ func TestHandler(t *testing.T) {
 	t.Parallel()
 	clock := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	now := func() time.Time { return clock }
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(now))
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, sqlite.WithClock(now))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := auth.NewService(st, now, log, auth.WithCacheTTL(0))
 	ctx := context.Background()

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/shared/auth"
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/queue"
@@ -73,7 +74,7 @@ func TestDeleteStartsThePurge(t *testing.T) {
 	b := f.bot(t, "a")
 
 	err := svc.Delete(ctx, f.acct, b.ID, ptr(int64(7)))
-	assert.Equal(t, 409, problem(t, err).Status())
+	assert.Equal(t, 409, httpapitest.AsError(t, err).Status())
 	f.clock.Advance(time.Hour)
 	res, err := box.Sweep(ctx)
 	require.NoError(t, err)
@@ -117,7 +118,7 @@ func TestDeletePurgeSurvivesAFailedSend(t *testing.T) {
 			b := f.bot(t, "a")
 			require.NoError(t, svc.Delete(ctx, f.acct, b.ID, nil), "the bot is deleted all the same")
 			_, err := f.svc.Get(ctx, f.acct, b.ID)
-			assert.Equal(t, 404, problem(t, err).Status())
+			assert.Equal(t, 404, httpapitest.AsError(t, err).Status())
 			assert.NotContains(t, logs.String(), "level=ERROR", "nothing is lost, so nothing for an operator to do")
 
 			// A restarted process, or the next scheduled sweep, with a queue that works.
@@ -149,7 +150,7 @@ func TestDeleteWithoutAnOutboxIsLogged(t *testing.T) {
 	b := f.bot(t, "a")
 	require.NoError(t, svc.Delete(ctx, f.acct, b.ID, nil), "the bot is deleted all the same")
 	_, err := f.svc.Get(ctx, f.acct, b.ID)
-	assert.Equal(t, 404, problem(t, err).Status())
+	assert.Equal(t, 404, httpapitest.AsError(t, err).Status())
 	assert.Contains(t, logs.String(), "level=ERROR")
 	assert.Contains(t, logs.String(), "this process runs no jobs")
 	assert.Contains(t, logs.String(), "bot_id="+b.ID, "an operator can start it by hand")

@@ -2,8 +2,6 @@ package bots
 
 import (
 	"context"
-	"errors"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,30 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/shared/auth"
-	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // countingStore counts reads and writes; afterGet runs after each Get.
 type countingStore struct {
@@ -73,18 +55,15 @@ type fixture struct {
 	svc   *Service
 	auth  *auth.Service
 	store *countingStore
-	clock *clock
+	clock *httpapitest.Clock
 	acct  string
 	owner string
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	c := &clock{now: t0}
-	raw, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(c.Now))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = raw.Close() })
-	cs := &countingStore{Store: raw}
+	c := httpapitest.NewClock(t0, 0)
+	cs := &countingStore{Store: sqlitetest.Open(t, sqlite.WithClock(c.Now))}
 	a := auth.NewService(cs, c.Now, nil)
 	acct, owner, err := a.CreateAccount(t.Context(), "Acme")
 	require.NoError(t, err)
@@ -99,26 +78,6 @@ func (f *fixture) bot(t *testing.T, name string) Bot {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// problem returns the *httpapi.Error in err.
-func problem(t *testing.T, err error) *httpapi.Error {
-	t.Helper()
-	var he *httpapi.Error
-	require.True(t, errors.As(err, &he), "want an *httpapi.Error, got %v", err)
-	return he
-}
-
-// fields lists the fields of a validation_failed error.
-func fields(t *testing.T, err error) []string {
-	t.Helper()
-	he := problem(t, err)
-	require.Equal(t, "validation_failed", he.Code)
-	var out []string
-	for _, fe := range he.Extensions["errors"].([]httpapi.FieldError) {
-		out = append(out, fe.Field)
-	}
-	return out
-}
 
 func TestCreateValidation(t *testing.T) {
 	t.Parallel()
@@ -177,8 +136,8 @@ func TestCreateValidation(t *testing.T) {
 			t.Parallel()
 			b, err := f.svc.Create(t.Context(), f.acct, tt.botName, tt.settings)
 			if tt.problems != nil {
-				assert.Equal(t, tt.problems, fields(t, err))
-				assert.Equal(t, 400, problem(t, err).Status())
+				assert.Equal(t, tt.problems, httpapitest.InvalidFields(t, err))
+				assert.Equal(t, 400, httpapitest.AsError(t, err).Status())
 				return
 			}
 			require.NoError(t, err)
@@ -228,13 +187,13 @@ func TestUpdate(t *testing.T) {
 		_, err := f.svc.Update(ctx, f.acct, b.ID, 1, ptr("b"), nil)
 		require.NoError(t, err)
 		_, err = f.svc.Update(ctx, f.acct, b.ID, 1, ptr("c"), nil)
-		he := problem(t, err)
+		he := httpapitest.AsError(t, err)
 		assert.Equal(t, 409, he.Status())
 		assert.Equal(t, "stale_revision", he.Code)
 		assert.Equal(t, int64(2), he.Extensions["current_revision"])
 		// A stale request is refused before its fields are looked at.
 		_, err = f.svc.Update(ctx, f.acct, b.ID, 7, ptr(""), nil)
-		assert.Equal(t, "stale_revision", problem(t, err).Code)
+		assert.Equal(t, "stale_revision", httpapitest.AsError(t, err).Code)
 		got, err := f.svc.Get(ctx, f.acct, b.ID)
 		require.NoError(t, err)
 		assert.Equal(t, "b", got.Name)
@@ -297,7 +256,7 @@ func TestUpdate(t *testing.T) {
 
 		// A supported list without the default is refused, and nothing changes.
 		_, err = f.svc.Update(ctx, f.acct, b.ID, 3, nil, &SettingsPatch{SupportedLocales: &[]string{"fr"}})
-		assert.Equal(t, []string{"settings.supported_locales"}, fields(t, err))
+		assert.Equal(t, []string{"settings.supported_locales"}, httpapitest.InvalidFields(t, err))
 		// Sending both changes both.
 		got, err = f.svc.Update(ctx, f.acct, b.ID, 3, nil, &SettingsPatch{DefaultLocale: ptr("fr"), SupportedLocales: &[]string{"fr"}})
 		require.NoError(t, err)
@@ -309,7 +268,7 @@ func TestUpdate(t *testing.T) {
 		f := newFixture(t)
 		b := f.bot(t, "a")
 		_, err := f.svc.Update(ctx, f.acct, b.ID, 1, ptr(""), &SettingsPatch{Timezone: ptr("Local")})
-		assert.Equal(t, []string{"name", "settings.timezone"}, fields(t, err))
+		assert.Equal(t, []string{"name", "settings.timezone"}, httpapitest.InvalidFields(t, err))
 		got, err := f.svc.Get(ctx, f.acct, b.ID)
 		require.NoError(t, err)
 		assert.Equal(t, b, got)
@@ -325,7 +284,7 @@ func TestUpdate(t *testing.T) {
 			{ids.At("acct", t0), b.ID},
 		} {
 			_, err := f.svc.Update(ctx, c.acct, c.id, 1, ptr("x"), nil)
-			assert.Equal(t, 404, problem(t, err).Status())
+			assert.Equal(t, 404, httpapitest.AsError(t, err).Status())
 		}
 	})
 
@@ -348,7 +307,7 @@ func TestUpdate(t *testing.T) {
 		f.store.afterGet.Store(&hook)
 		_, err := f.svc.Update(ctx, f.acct, b.ID, 1, ptr("mine"), nil)
 		f.store.afterGet.Store(nil)
-		he := problem(t, err)
+		he := httpapitest.AsError(t, err)
 		assert.Equal(t, "stale_revision", he.Code)
 		assert.Equal(t, int64(2), he.Extensions["current_revision"])
 		got, err := f.svc.Get(ctx, f.acct, b.ID)
@@ -370,14 +329,14 @@ func TestGetAndLoadBot(t *testing.T) {
 	for _, id := range []string{"", "nope", "bot_", "bot_tooshort", strings.ToUpper(b.ID), ids.At("btk", t0), b.ID + "x"} {
 		f.store.gets.Store(0)
 		_, err := f.svc.LoadBot(ctx, f.acct, id)
-		assert.Equal(t, 404, problem(t, err).Status(), id)
+		assert.Equal(t, 404, httpapitest.AsError(t, err).Status(), id)
 		assert.Zero(t, f.store.gets.Load(), "%q: refused without a store read", id)
 	}
 
 	_, err = f.svc.LoadBot(ctx, ids.At("acct", t0), b.ID)
-	assert.Equal(t, 404, problem(t, err).Status(), "another account's bot is not found")
+	assert.Equal(t, 404, httpapitest.AsError(t, err).Status(), "another account's bot is not found")
 	_, err = f.svc.LoadBot(ctx, f.acct, ids.At("bot", t0))
-	assert.Equal(t, 404, problem(t, err).Status(), "a well-formed id that does not exist")
+	assert.Equal(t, 404, httpapitest.AsError(t, err).Status(), "a well-formed id that does not exist")
 
 	// A caller may change its copy without touching what the next caller gets.
 	got, err := f.svc.Get(ctx, f.acct, b.ID)
@@ -446,7 +405,7 @@ func TestDelete(t *testing.T) {
 		require.NoError(t, f.svc.Delete(ctx, f.acct, b.ID, nil))
 
 		_, err = f.svc.Get(ctx, f.acct, b.ID)
-		assert.Equal(t, 404, problem(t, err).Status())
+		assert.Equal(t, 404, httpapitest.AsError(t, err).Status())
 		_, err = f.auth.Authenticate(ctx, "Bearer "+tok)
 		assert.ErrorIs(t, err, auth.ErrUnknownToken, "this process stops accepting it at once")
 		fresh := auth.NewService(f.store, f.clock.Now, nil)
@@ -460,7 +419,7 @@ func TestDelete(t *testing.T) {
 		assert.NoError(t, err, "another bot's token is untouched")
 
 		err = f.svc.Delete(ctx, f.acct, b.ID, nil)
-		assert.Equal(t, 404, problem(t, err).Status(), "deleting twice")
+		assert.Equal(t, 404, httpapitest.AsError(t, err).Status(), "deleting twice")
 	})
 
 	t.Run("at a revision", func(t *testing.T) {
@@ -473,7 +432,7 @@ func TestDelete(t *testing.T) {
 		require.NoError(t, err)
 
 		err = f.svc.Delete(ctx, f.acct, b.ID, ptr(int64(1)))
-		he := problem(t, err)
+		he := httpapitest.AsError(t, err)
 		assert.Equal(t, 409, he.Status())
 		assert.Equal(t, "stale_revision", he.Code)
 		assert.Equal(t, int64(2), he.Extensions["current_revision"])
@@ -484,7 +443,7 @@ func TestDelete(t *testing.T) {
 
 		require.NoError(t, f.svc.Delete(ctx, f.acct, b.ID, ptr(int64(2))))
 		_, err = f.svc.Get(ctx, f.acct, b.ID)
-		assert.Equal(t, 404, problem(t, err).Status())
+		assert.Equal(t, 404, httpapitest.AsError(t, err).Status())
 	})
 
 	t.Run("missing or foreign", func(t *testing.T) {
@@ -497,9 +456,9 @@ func TestDelete(t *testing.T) {
 			{ids.At("acct", t0), b.ID},
 		} {
 			err := f.svc.Delete(ctx, c.acct, c.id, nil)
-			assert.Equal(t, 404, problem(t, err).Status(), c)
+			assert.Equal(t, 404, httpapitest.AsError(t, err).Status(), c)
 			err = f.svc.Delete(ctx, c.acct, c.id, ptr(int64(1)))
-			assert.Equal(t, 404, problem(t, err).Status(), c)
+			assert.Equal(t, 404, httpapitest.AsError(t, err).Status(), c)
 		}
 		_, err := f.svc.Get(ctx, f.acct, b.ID)
 		require.NoError(t, err, "another account cannot delete it")
@@ -532,7 +491,7 @@ func TestDelete(t *testing.T) {
 		require.NotEmpty(t, late)
 
 		_, err = f.svc.Get(ctx, f.acct, b.ID)
-		assert.Equal(t, 404, problem(t, err).Status())
+		assert.Equal(t, 404, httpapitest.AsError(t, err).Status())
 		_, err = auth.NewService(f.store, f.clock.Now, nil).Authenticate(ctx, "Bearer "+late)
 		assert.ErrorIs(t, err, auth.ErrUnknownToken, "no token of a deleted bot survives")
 		toks, _, err := f.auth.ListBotTokens(ctx, f.acct, b.ID, 50, "")

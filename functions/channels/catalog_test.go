@@ -15,7 +15,7 @@ func TestCatalogReadsTheStoredTemplates(t *testing.T) {
 	t.Parallel()
 	s := newTServer(t, true)
 	ctx := t.Context()
-	cat := NewCatalog(s.st)
+	cat := NewCatalog(s.Store)
 
 	_, list, ok, err := cat.BotTemplates(ctx, botA)
 	require.NoError(t, err)
@@ -24,12 +24,12 @@ func TestCatalogReadsTheStoredTemplates(t *testing.T) {
 
 	ch := s.connect(t, botA)
 	r := s.do(t, "owner", "POST", templatesPath(botA, ch), orderTemplate("order_update"))
-	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	require.Equal(t, http.StatusCreated, r.Code, "%s", r.Body)
 	require.NoError(t, s.wa.Approve("order_update", "en_US"))
 	r = s.do(t, "owner", "POST", templatesPath(botA, ch), orderTemplate("order_pending"))
-	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	require.Equal(t, http.StatusCreated, r.Code, "%s", r.Body)
 	r = s.do(t, "owner", "POST", templatesPath(botA, ch)+"/sync", nil)
-	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Equal(t, http.StatusOK, r.Code, "%s", r.Body)
 
 	got, list, ok, err := cat.BotTemplates(ctx, botA)
 	require.NoError(t, err)
@@ -45,7 +45,7 @@ func TestCatalogReadsTheStoredTemplates(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok, "another bot's catalog is not this one's")
 
-	require.Equal(t, http.StatusNoContent, s.do(t, "owner", "DELETE", "/api/bots/"+botA+"/channels/"+ch, nil).status)
+	require.Equal(t, http.StatusNoContent, s.do(t, "owner", "DELETE", "/api/bots/"+botA+"/channels/"+ch, nil).Code)
 	_, _, ok, err = cat.BotTemplates(ctx, botA)
 	require.NoError(t, err)
 	assert.False(t, ok)

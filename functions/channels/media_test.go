@@ -35,8 +35,8 @@ func TestMediaUpload(t *testing.T) {
 		typ  string
 	}{{"image/png", png, "image"}, {"image/jpeg", jpeg, "image"}, {"video/mp4", mp4, "video"}, {"application/pdf", pdf, "document"}} {
 		r := s.do(t, "owner", "POST", media, tc.body, "Content-Type", tc.mime, "Content-Disposition", `attachment; filename="header.bin"`)
-		require.Equal(t, http.StatusOK, r.status, "%s: %s", tc.mime, r.body)
-		m := r.json(t)
+		require.Equal(t, http.StatusOK, r.Code, "%s: %s", tc.mime, r.Body)
+		m := r.JSON
 		assert.Equal(t, tc.typ, m["type"], tc.mime)
 		assert.Equal(t, tc.mime, m["mime_type"], tc.mime)
 		assert.EqualValues(t, len(tc.body), m["size"], tc.mime)
@@ -46,38 +46,38 @@ func TestMediaUpload(t *testing.T) {
 	require.Len(t, ups, 4)
 	assert.Equal(t, "header.bin", ups[0].FileName)
 	r := s.do(t, "owner", "POST", media, jpeg, "Content-Type", "image/jpg")
-	require.Equal(t, http.StatusOK, r.status, "image/jpg is image/jpeg")
-	assert.Equal(t, "image/jpeg", r.json(t)["mime_type"])
+	require.Equal(t, http.StatusOK, r.Code, "image/jpg is image/jpeg")
+	assert.Equal(t, "image/jpeg", r.JSON["mime_type"])
 
 	// The handle makes a media header.
-	handle := s.do(t, "owner", "POST", media, png, "Content-Type", "image/png").json(t)["handle"]
+	handle := s.do(t, "owner", "POST", media, png, "Content-Type", "image/png").JSON["handle"]
 	tpl := map[string]any{"name": "with_image", "language": "en", "category": "marketing", "components": []any{
 		map[string]any{"type": "HEADER", "format": "IMAGE", "example": map[string]any{"header_handle": []any{handle}}},
 		map[string]any{"type": "BODY", "text": "New in store"},
 	}}
-	require.Equal(t, http.StatusCreated, s.do(t, "owner", "POST", templatesPath(botA, ch), tpl).status)
+	require.Equal(t, http.StatusCreated, s.do(t, "owner", "POST", templatesPath(botA, ch), tpl).Code)
 
 	uploads := len(s.wa.Uploads())
 	// Too large for its type: refused on Content-Length, before a byte is read or sent.
 	req := httptest.NewRequest("POST", media, bytes.NewReader(png))
-	req.Header.Set("Authorization", "Bearer owner")
+	req.Header.Set("Authorization", "Bearer "+s.tokens["owner"])
 	req.Header.Set("Content-Type", "image/png")
 	req.ContentLength = 5<<20 + 1
 	w := httptest.NewRecorder()
-	s.mux.ServeHTTP(w, req)
+	s.Mux.ServeHTTP(w, req)
 	assert.Equal(t, http.StatusRequestEntityTooLarge, w.Code)
 	assert.Contains(t, w.Body.String(), `"code":"media_too_large"`)
 	assert.Contains(t, w.Body.String(), `"max_bytes":5242880`)
 	// A video may be larger than an image; a chunked body of unknown length is counted.
 	big := append(append([]byte{}, mp4...), make([]byte, 6<<20)...)
 	r = s.do(t, "owner", "POST", media, big, "Content-Type", "video/mp4")
-	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Equal(t, http.StatusOK, r.Code, "%s", r.Body)
 	req = httptest.NewRequest("POST", media, struct{ *bytes.Reader }{bytes.NewReader(append(append([]byte{}, png...), make([]byte, 5<<20)...))})
-	req.Header.Set("Authorization", "Bearer owner")
+	req.Header.Set("Authorization", "Bearer "+s.tokens["owner"])
 	req.Header.Set("Content-Type", "image/png")
 	req.ContentLength = -1
 	w = httptest.NewRecorder()
-	s.mux.ServeHTTP(w, req)
+	s.Mux.ServeHTTP(w, req)
 	assert.Equal(t, http.StatusRequestEntityTooLarge, w.Code, "%s", w.Body)
 
 	for name, tc := range map[string]struct {
@@ -93,8 +93,8 @@ func TestMediaUpload(t *testing.T) {
 		"empty":           {"image/png", []byte{}, 422, "invalid_media"},
 	} {
 		r := s.do(t, "owner", "POST", media, tc.body, "Content-Type", tc.ct)
-		assert.Equal(t, tc.status, r.status, "%s: %s", name, r.body)
-		assert.Equal(t, tc.code, r.code(t), name)
+		assert.Equal(t, tc.status, r.Code, "%s: %s", name, r.Body)
+		assert.Equal(t, tc.code, r.Problem(), name)
 	}
 	assert.Len(t, s.wa.Uploads(), uploads+1, "only the video went through")
 }
@@ -130,15 +130,15 @@ func TestMediaUploadFromURL(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	r := s.do(t, "owner", "POST", media, map[string]any{"url": srv.URL + "/a.pdf"})
-	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-	assert.Equal(t, "document", r.json(t)["type"])
+	require.Equal(t, http.StatusOK, r.Code, "%s", r.Body)
+	assert.Equal(t, "document", r.JSON["type"])
 	r = s.do(t, "owner", "POST", media, map[string]any{"url": srv.URL + "/a.mp4"})
-	require.Equal(t, http.StatusOK, r.status, "chunked: %s", r.body)
-	assert.EqualValues(t, len(mp4), r.json(t)["size"])
+	require.Equal(t, http.StatusOK, r.Code, "chunked: %s", r.Body)
+	assert.EqualValues(t, len(mp4), r.JSON["size"])
 	r = s.do(t, "owner", "POST", media, map[string]any{"url": srv.URL + "/wrong.bin"})
-	assert.Equal(t, "invalid_media", r.code(t))
+	assert.Equal(t, "invalid_media", r.Problem())
 	r = s.do(t, "owner", "POST", media, map[string]any{"url": srv.URL + "/wrong.bin", "mime_type": "image/png"})
-	assert.Equal(t, http.StatusOK, r.status, "mime_type overrides the server's type: %s", r.body)
+	assert.Equal(t, http.StatusOK, r.Code, "mime_type overrides the server's type: %s", r.Body)
 	ups := s.wa.Uploads()
 	assert.Equal(t, "a.pdf", ups[0].FileName)
 	n := len(ups)
@@ -155,8 +155,8 @@ func TestMediaUploadFromURL(t *testing.T) {
 		"unknown field":     {map[string]any{"url": srv.URL + "/a.pdf", "type": "document"}, 400, "unknown_field"},
 	} {
 		r := s.do(t, "owner", "POST", media, tc.body)
-		assert.Equal(t, tc.status, r.status, "%s: %s", name, r.body)
-		assert.Equal(t, tc.code, r.code(t), name)
+		assert.Equal(t, tc.status, r.Code, "%s: %s", name, r.Body)
+		assert.Equal(t, tc.code, r.Problem(), name)
 	}
 	assert.Len(t, s.wa.Uploads(), n, "nothing more uploaded")
 
@@ -175,7 +175,7 @@ func TestMediaUploadNotConfigured(t *testing.T) {
 	noApp := whatsapp.New(whatsapp.Config{BaseURL: s.wa.URL()})
 	s.svc.adapters[channel.WhatsApp] = noApp
 	r := s.do(t, "owner", "POST", templatesPath(botA, ch)+"/media", png, "Content-Type", "image/png")
-	assert.Equal(t, http.StatusServiceUnavailable, r.status)
-	assert.Equal(t, "provider_unavailable", r.code(t))
-	assert.Contains(t, r.json(t)["detail"], "WHATSAPP_APP_ID")
+	assert.Equal(t, http.StatusServiceUnavailable, r.Code)
+	assert.Equal(t, "provider_unavailable", r.Problem())
+	assert.Contains(t, r.JSON["detail"], "WHATSAPP_APP_ID")
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,7 +14,7 @@ import (
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/secrets/keyfile"
-	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 // fakeAdapter is a provider that accepts the key "good" and refuses others.
@@ -57,12 +56,9 @@ func (f *fakeAdapter) Parse([]byte) ([]channel.Inbound, error)                { 
 
 func newService(t *testing.T, publicURL string, adapters ...channel.Adapter) *Service {
 	t.Helper()
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
 	key, err := keyfile.New(make([]byte, 32))
 	require.NoError(t, err)
-	return NewService(st, key, adapters, func() time.Time { return time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC) }, publicURL)
+	return NewService(sqlitetest.Open(t), key, adapters, func() time.Time { return time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC) }, publicURL)
 }
 
 func problemCode(err error) string {

@@ -1,17 +1,9 @@
 package channels
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,10 +15,11 @@ import (
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/channel/whatsapp"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/secrets/keyfile"
 	"github.com/botplatform/api/shared/store"
-	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 	fake "github.com/botplatform/api/tests/fakes/whatsapp"
 )
 
@@ -36,135 +29,67 @@ const (
 )
 
 // tserver is the channels family on a mux, with a WhatsApp adapter on the fake Graph API
-// and a Telegram-like adapter without templates.
+// and a Telegram-like adapter without templates. botA and botB are its account's bots.
 type tserver struct {
+	*httpapitest.Server
 	svc   *Service
-	st    store.Store
-	mux   *httpapi.Mux
 	wa    *fake.Server
 	tg    *fakeAdapter
 	trail *audit.Log
-}
-
-// stepClock advances a second per reading, so ids sort by creation.
-type stepClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(time.Second)
-	return c.t
-}
-
-// loader answers the kernel's tenancy check: botA and botB belong to acct_a.
-type loader struct{}
-
-func (loader) LoadBot(_ context.Context, account, bot string) (any, error) {
-	if account == "acct_a" && (bot == botA || bot == botB) {
-		return bot, nil
-	}
-	return nil, httpapi.NotFound("bot")
-}
-
-// principals by bearer token.
-var principals = map[string]*auth.Principal{
-	"owner":    {AccountID: "acct_a", UserID: "usr_o", TokenID: "pat_o", Kind: auth.KindPAT, Scopes: auth.Scopes{auth.Full}, Role: auth.RoleOwner},
-	"reader":   {AccountID: "acct_a", UserID: "usr_o", TokenID: "pat_r", Kind: auth.KindPAT, Scopes: auth.Scopes{"bots:read"}, Role: auth.RoleOwner},
-	"writer":   {AccountID: "acct_a", UserID: "usr_o", TokenID: "pat_w", Kind: auth.KindPAT, Scopes: auth.Scopes{"bots:write"}, Role: auth.RoleOwner},
-	"member":   {AccountID: "acct_a", UserID: "usr_m", TokenID: "pat_m", Kind: auth.KindPAT, Scopes: auth.Scopes{"bots:*"}, Role: auth.RoleMember},
-	"bottok":   {AccountID: "acct_a", TokenID: "btk_a", Kind: auth.KindBot, BotID: botA, Scopes: auth.Scopes{auth.Full}, Role: auth.RoleMember},
-	"stranger": {AccountID: "acct_z", UserID: "usr_z", TokenID: "pat_z", Kind: auth.KindPAT, Scopes: auth.Scopes{auth.Full}, Role: auth.RoleOwner},
+	// tokens are the callers of the tests by name: the account's owner with every scope
+	// ("owner"), with bots:read ("reader") and with bots:write ("writer"), a member without
+	// rights ("member"), a bot token of botA ("bottok") and another account's owner
+	// ("stranger"). "" is no token.
+	tokens map[string]string
 }
 
 func newTServer(t *testing.T, withService bool) *tserver {
 	t.Helper()
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
+	// The clock advances a second per reading, so ids sort by creation.
+	clock := httpapitest.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC), time.Second)
+	st := sqlitetest.Open(t)
+	trail := audit.NewLog(st)
+	srv := httpapitest.New(t, httpapitest.Config{Now: clock.Now, Store: st, Audit: trail, BotIDs: []string{botA, botB}})
 	key, err := keyfile.New(make([]byte, 32))
 	require.NoError(t, err)
 	wa := fake.New(t)
 	tg := &fakeAdapter{kind: channel.Telegram, lookup: "tg-1"}
-	clock := &stepClock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
 	adapters := []channel.Adapter{whatsapp.New(whatsapp.Config{BaseURL: wa.URL(), AppID: fake.AppID, AppSecret: fake.AppSecret, AllowPrivateDownloads: true}), tg}
-	s := &tserver{st: st, wa: wa, tg: tg, trail: audit.NewLog(st)}
+	s := &tserver{Server: srv, wa: wa, tg: tg, trail: trail}
 	if withService {
 		s.svc = NewService(st, key, adapters, clock.Now, "")
 	}
-	mux, err := httpapi.NewMux(httpapi.Config{
-		Authenticate: func(r *http.Request) (*auth.Principal, error) {
-			tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if p, ok := principals[tok]; ok {
-				return p, nil
-			}
-			return nil, auth.ErrMissingCredentials
-		},
-		Bots: loader{}, Audit: s.trail, Log: slog.New(slog.DiscardHandler), Now: clock.Now,
-	})
+	Routes(s.Mux, s.svc, s.Cursors)
+
+	member, err := s.Auth.CreateUser(t.Context(), s.Account.ID, "Member", 0)
 	require.NoError(t, err)
-	Routes(mux, s.svc, httpapi.NewCursors([]byte("0123456789abcdef0123456789abcdef")))
-	s.mux = mux
+	_, stranger, err := s.Auth.CreateAccount(t.Context(), "Zeta")
+	require.NoError(t, err)
+	s.tokens = map[string]string{
+		"owner":    s.PAT(t, s.Owner),
+		"reader":   s.PAT(t, s.Owner, "bots:read"),
+		"writer":   s.PAT(t, s.Owner, "bots:write"),
+		"member":   s.PAT(t, member, "bots:*"),
+		"bottok":   s.BotToken(t, botA),
+		"stranger": s.PAT(t, stranger),
+	}
 	return s
 }
 
-type treply struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func (r treply) json(t *testing.T) map[string]any {
+// do serves a request as one of s.tokens: see httpapitest.Server.DoAs.
+func (s *tserver) do(t *testing.T, who, method, path string, body any, header ...string) httpapitest.Reply {
 	t.Helper()
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(r.body, &m), "%s", r.body)
-	return m
-}
-
-func (r treply) code(t *testing.T) string {
-	t.Helper()
-	c, _ := r.json(t)["code"].(string)
-	return c
-}
-
-func (s *tserver) do(t *testing.T, token, method, path string, body any, headers ...string) treply {
-	t.Helper()
-	var rd io.Reader
-	ct := ""
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		rd = bytes.NewReader(b)
-	case string:
-		rd, ct = strings.NewReader(b), "application/json"
-	default:
-		j, err := json.Marshal(b)
-		require.NoError(t, err)
-		rd, ct = bytes.NewReader(j), "application/json"
-	}
-	r := httptest.NewRequest(method, path, rd)
-	if ct != "" {
-		r.Header.Set("Content-Type", ct)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		r.Header.Set(headers[i], headers[i+1])
-	}
-	if token != "" {
-		r.Header.Set("Authorization", "Bearer "+token)
-	}
-	w := httptest.NewRecorder()
-	s.mux.ServeHTTP(w, r)
-	return treply{status: w.Code, header: w.Header(), body: w.Body.Bytes()}
+	tok, ok := s.tokens[who]
+	require.True(t, ok || who == "", "no caller %q", who)
+	return s.DoAs(t, tok, method, path, body, header...)
 }
 
 // connect connects the fake's WhatsApp number to bot and returns the channel id.
 func (s *tserver) connect(t *testing.T, bot string) string {
 	t.Helper()
 	r := s.do(t, "owner", "POST", "/api/bots/"+bot+"/channels", map[string]any{"type": "whatsapp", "credentials": s.wa.Credentials()})
-	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
-	return r.json(t)["id"].(string)
+	require.Equal(t, http.StatusCreated, r.Code, "%s", r.Body)
+	return r.JSON["id"].(string)
 }
 
 func templatesPath(bot, ch string) string {
@@ -195,7 +120,7 @@ func TestRoutesAccessTable(t *testing.T) {
 		"DELETE /api/bots/{botID}/channels/{channelID}/templates/{templateID}": w,
 	}
 	got := map[string]httpapi.Access{}
-	for _, rt := range s.mux.Routes() {
+	for _, rt := range s.Mux.Routes() {
 		got[rt.Pattern()] = rt.Access
 	}
 	assert.Equal(t, want, got)
@@ -208,15 +133,15 @@ func TestTemplateLifecycle(t *testing.T) {
 	base := templatesPath(botA, ch)
 
 	r := s.do(t, "bottok", "POST", base, orderTemplate("order_update"))
-	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
-	tpl := r.json(t)
+	require.Equal(t, http.StatusCreated, r.Code, "%s", r.Body)
+	tpl := r.JSON
 	id := tpl["id"].(string)
 	assert.Regexp(t, `^mtpl_`, id)
 	assert.Equal(t, "pending", tpl["status"])
 	assert.Equal(t, "utility", tpl["category"])
 	assert.Nil(t, tpl["rejection_reason"])
 	assert.EqualValues(t, 1, tpl["revision"])
-	assert.Equal(t, base+"/"+id, r.header.Get("Location"))
+	assert.Equal(t, base+"/"+id, r.Header.Get("Location"))
 	onFake, ok := s.wa.Template("order_update", "en_US")
 	require.True(t, ok, "submitted to the provider")
 	assert.Equal(t, "PENDING", onFake.Status)
@@ -225,20 +150,20 @@ func TestTemplateLifecycle(t *testing.T) {
 	// The review approves it; a sync brings the outcome.
 	require.NoError(t, s.wa.Approve("order_update", "en_US"))
 	r = s.do(t, "owner", "POST", base+"/sync", nil)
-	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-	assert.JSONEq(t, `{"created":0,"updated":1,"deleted":0,"unchanged":0}`, string(r.body))
-	list := s.do(t, "reader", "GET", base+"?status=approved", nil).json(t)["data"].([]any)
+	require.Equal(t, http.StatusOK, r.Code, "%s", r.Body)
+	assert.JSONEq(t, `{"created":0,"updated":1,"deleted":0,"unchanged":0}`, r.Body)
+	list := s.do(t, "reader", "GET", base+"?status=approved", nil).JSON["data"].([]any)
 	require.Len(t, list, 1)
 	assert.Equal(t, "approved", list[0].(map[string]any)["status"])
 	assert.EqualValues(t, 2, list[0].(map[string]any)["revision"])
-	assert.Empty(t, s.do(t, "reader", "GET", base+"?status=pending", nil).json(t)["data"])
+	assert.Empty(t, s.do(t, "reader", "GET", base+"?status=pending", nil).JSON["data"])
 
 	// Made in WhatsApp Manager: added; deleted there: removed; nothing new: unchanged.
 	s.wa.AddTemplate("welcome", "de", "MARKETING", "REJECTED", `[{"type":"BODY","text":"Willkommen"}]`)
 	require.NoError(t, s.wa.SetStatus("welcome", "de", "REJECTED", "INVALID_FORMAT"))
 	r = s.do(t, "owner", "POST", base+"/sync", nil)
-	assert.JSONEq(t, `{"created":1,"updated":0,"deleted":0,"unchanged":1}`, string(r.body))
-	welcome := s.do(t, "reader", "GET", base+"?language=de", nil).json(t)["data"].([]any)
+	assert.JSONEq(t, `{"created":1,"updated":0,"deleted":0,"unchanged":1}`, r.Body)
+	welcome := s.do(t, "reader", "GET", base+"?language=de", nil).JSON["data"].([]any)
 	require.Len(t, welcome, 1)
 	w := welcome[0].(map[string]any)
 	assert.Equal(t, "rejected", w["status"])
@@ -247,59 +172,59 @@ func TestTemplateLifecycle(t *testing.T) {
 	assert.JSONEq(t, `[{"type":"BODY","text":"Willkommen"}]`, mustJSON(t, w["components"]))
 	require.True(t, s.wa.RemoveTemplate("welcome", "de"))
 	r = s.do(t, "owner", "POST", base+"/sync", nil)
-	assert.JSONEq(t, `{"created":0,"updated":0,"deleted":1,"unchanged":1}`, string(r.body))
+	assert.JSONEq(t, `{"created":0,"updated":0,"deleted":1,"unchanged":1}`, r.Body)
 	r = s.do(t, "owner", "POST", base+"/sync", nil)
-	assert.JSONEq(t, `{"created":0,"updated":0,"deleted":0,"unchanged":1}`, string(r.body))
+	assert.JSONEq(t, `{"created":0,"updated":0,"deleted":0,"unchanged":1}`, r.Body)
 
 	// Edit: stale revision, then the real one; back to review.
 	edit := map[string]any{"expected_revision": 1, "components": []any{map[string]any{"type": "BODY", "text": "Order {{1}} is on its way.", "example": map[string]any{"body_text": []any{[]any{"#42"}}}}}}
 	r = s.do(t, "owner", "PUT", base+"/"+id, edit)
-	assert.Equal(t, http.StatusConflict, r.status)
-	assert.Equal(t, "stale_revision", r.code(t))
-	assert.EqualValues(t, 2, r.json(t)["current_revision"])
+	assert.Equal(t, http.StatusConflict, r.Code)
+	assert.Equal(t, "stale_revision", r.Problem())
+	assert.EqualValues(t, 2, r.JSON["current_revision"])
 	edit["expected_revision"] = 2
 	edit["category"] = "marketing"
 	r = s.do(t, "owner", "PUT", base+"/"+id, edit)
-	assert.Equal(t, "template_not_editable", r.code(t), "an approved template keeps its category")
+	assert.Equal(t, "template_not_editable", r.Problem(), "an approved template keeps its category")
 	delete(edit, "category")
 	r = s.do(t, "owner", "PUT", base+"/"+id, edit)
-	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-	assert.Equal(t, "pending", r.json(t)["status"])
-	assert.EqualValues(t, 3, r.json(t)["revision"])
+	require.Equal(t, http.StatusOK, r.Code, "%s", r.Body)
+	assert.Equal(t, "pending", r.JSON["status"])
+	assert.EqualValues(t, 3, r.JSON["revision"])
 	onFake, _ = s.wa.Template("order_update", "en_US")
 	assert.Equal(t, "PENDING", onFake.Status)
 	assert.Contains(t, string(onFake.Components), "is on its way")
 	edit["expected_revision"] = 3
 	r = s.do(t, "owner", "PUT", base+"/"+id, edit)
-	assert.Equal(t, "template_not_editable", r.code(t), "a pending template cannot be edited")
+	assert.Equal(t, "template_not_editable", r.Problem(), "a pending template cannot be edited")
 
 	// The review outcome arrives by webhook.
 	require.NoError(t, s.wa.Reject("order_update", "en_US", "TAG_CONTENT_MISMATCH"))
 	require.NoError(t, s.svc.ApplyTemplateStatus(t.Context(), whatsapp.TemplateStatus{BusinessAccountID: fake.BusinessAccountID,
 		ID: onFake.ID, Name: "order_update", Language: "en_US", Status: "REJECTED", Reason: "TAG_CONTENT_MISMATCH"}))
-	got := s.do(t, "reader", "GET", base, nil).json(t)["data"].([]any)[0].(map[string]any)
+	got := s.do(t, "reader", "GET", base, nil).JSON["data"].([]any)[0].(map[string]any)
 	assert.Equal(t, "rejected", got["status"])
 	assert.Equal(t, "TAG_CONTENT_MISMATCH", got["rejection_reason"])
 	assert.EqualValues(t, 4, got["revision"])
 	// Unknown templates and events change nothing.
 	require.NoError(t, s.svc.ApplyTemplateStatus(t.Context(), whatsapp.TemplateStatus{BusinessAccountID: fake.BusinessAccountID, ID: "1", Status: "APPROVED"}))
 	require.NoError(t, s.svc.ApplyTemplateStatus(t.Context(), whatsapp.TemplateStatus{BusinessAccountID: fake.BusinessAccountID, ID: onFake.ID, Status: "FLAGGED"}))
-	assert.Equal(t, "rejected", s.do(t, "reader", "GET", base, nil).json(t)["data"].([]any)[0].(map[string]any)["status"])
+	assert.Equal(t, "rejected", s.do(t, "reader", "GET", base, nil).JSON["data"].([]any)[0].(map[string]any)["status"])
 
 	// Delete: stale, then at the revision; gone at the provider and here.
 	r = s.do(t, "owner", "DELETE", base+"/"+id+"?expected_revision=1", nil)
-	assert.Equal(t, "stale_revision", r.code(t))
+	assert.Equal(t, "stale_revision", r.Problem())
 	r = s.do(t, "owner", "DELETE", base+"/"+id+"?expected_revision=x", nil)
-	assert.Equal(t, "invalid_parameter", r.code(t))
+	assert.Equal(t, "invalid_parameter", r.Problem())
 	r = s.do(t, "owner", "DELETE", base+"/"+id+"?expected_revision=4", nil)
-	require.Equal(t, http.StatusNoContent, r.status, "%s", r.body)
+	require.Equal(t, http.StatusNoContent, r.Code, "%s", r.Body)
 	_, ok = s.wa.Template("order_update", "en_US")
 	assert.False(t, ok)
-	assert.Empty(t, s.do(t, "reader", "GET", base, nil).json(t)["data"])
-	assert.Equal(t, http.StatusNotFound, s.do(t, "owner", "DELETE", base+"/"+id, nil).status)
+	assert.Empty(t, s.do(t, "reader", "GET", base, nil).JSON["data"])
+	assert.Equal(t, http.StatusNotFound, s.do(t, "owner", "DELETE", base+"/"+id, nil).Code)
 
 	// Every mutation was audited, with its route template.
-	events, _, err := s.trail.List(t.Context(), "acct_a", "", 100, "")
+	events, _, err := s.trail.List(t.Context(), s.Account.ID, "", 100, "")
 	require.NoError(t, err)
 	routes := map[string]bool{}
 	for _, e := range events {
@@ -323,21 +248,21 @@ func TestTemplateDeletionPaths(t *testing.T) {
 	s := newTServer(t, true)
 	ch := s.connect(t, botA)
 	base := templatesPath(botA, ch)
-	a := s.do(t, "owner", "POST", base, orderTemplate("one")).json(t)
-	b := s.do(t, "owner", "POST", base, orderTemplate("two")).json(t)
+	a := s.do(t, "owner", "POST", base, orderTemplate("one")).JSON
+	b := s.do(t, "owner", "POST", base, orderTemplate("two")).JSON
 	s.do(t, "owner", "POST", base, orderTemplate("three"))
 
 	require.True(t, s.wa.RemoveTemplate("one", "en_US"))
-	assert.Equal(t, http.StatusNoContent, s.do(t, "owner", "DELETE", base+"/"+a["id"].(string), nil).status)
+	assert.Equal(t, http.StatusNoContent, s.do(t, "owner", "DELETE", base+"/"+a["id"].(string), nil).Code)
 
 	require.NoError(t, s.svc.ApplyTemplateStatus(t.Context(), whatsapp.TemplateStatus{BusinessAccountID: fake.BusinessAccountID,
 		ID: b["provider_template_id"].(string), Status: "DELETED"}))
-	list := s.do(t, "reader", "GET", base, nil).json(t)["data"].([]any)
+	list := s.do(t, "reader", "GET", base, nil).JSON["data"].([]any)
 	require.Len(t, list, 1)
 	assert.Equal(t, "three", list[0].(map[string]any)["name"])
 
-	assert.Equal(t, http.StatusNoContent, s.do(t, "owner", "DELETE", "/api/bots/"+botA+"/channels/"+ch, nil).status)
-	page, err := s.st.Query(t.Context(), store.Query{PK: templatesPartition(botA)})
+	assert.Equal(t, http.StatusNoContent, s.do(t, "owner", "DELETE", "/api/bots/"+botA+"/channels/"+ch, nil).Code)
+	page, err := s.Store.Query(t.Context(), store.Query{PK: templatesPartition(botA)})
 	require.NoError(t, err)
 	assert.Empty(t, page.Items, "the catalog went with the channel")
 }
@@ -355,8 +280,8 @@ func TestTemplateListPaging(t *testing.T) {
 			tpl["language"] = "de"
 		}
 		r := s.do(t, "owner", "POST", base, tpl)
-		require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
-		want = append(want, r.json(t)["name"].(string))
+		require.Equal(t, http.StatusCreated, r.Code, "%s", r.Body)
+		want = append(want, r.JSON["name"].(string))
 	}
 	walk := func(query string, limit int) ([]string, int) {
 		var names []string
@@ -368,9 +293,9 @@ func TestTemplateListPaging(t *testing.T) {
 				path += "&cursor=" + cursor
 			}
 			r := s.do(t, "reader", "GET", path, nil)
-			require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+			require.Equal(t, http.StatusOK, r.Code, "%s", r.Body)
 			pages++
-			m := r.json(t)
+			m := r.JSON
 			for _, it := range m["data"].([]any) {
 				names = append(names, it.(map[string]any)["name"].(string))
 			}
@@ -389,18 +314,18 @@ func TestTemplateListPaging(t *testing.T) {
 	names, _ = walk("&language=en_US&status=pending", 2)
 	assert.Equal(t, []string{"t0", "t2", "t4"}, names)
 
-	first := s.do(t, "reader", "GET", base+"?limit=2", nil).json(t)
+	first := s.do(t, "reader", "GET", base+"?limit=2", nil).JSON
 	cursor := first["next_cursor"].(string)
 	for name, path := range map[string]string{
 		"another filter": base + "?limit=2&language=de&cursor=" + cursor,
 		"altered":        base + "?limit=2&cursor=" + cursor[:len(cursor)-2] + "xy",
 		"empty":          base + "?cursor=",
 	} {
-		assert.Equal(t, "invalid_cursor", s.do(t, "reader", "GET", path, nil).code(t), name)
+		assert.Equal(t, "invalid_cursor", s.do(t, "reader", "GET", path, nil).Problem(), name)
 	}
-	assert.Equal(t, "invalid_parameter", s.do(t, "reader", "GET", base+"?status=approvedish", nil).code(t))
-	assert.Equal(t, "invalid_parameter", s.do(t, "reader", "GET", base+"?language=English", nil).code(t))
-	assert.Equal(t, "invalid_parameter", s.do(t, "reader", "GET", base+"?limit=0", nil).code(t))
+	assert.Equal(t, "invalid_parameter", s.do(t, "reader", "GET", base+"?status=approvedish", nil).Problem())
+	assert.Equal(t, "invalid_parameter", s.do(t, "reader", "GET", base+"?language=English", nil).Problem())
+	assert.Equal(t, "invalid_parameter", s.do(t, "reader", "GET", base+"?limit=0", nil).Problem())
 }
 
 func TestTemplateRequestsRefused(t *testing.T) {
@@ -426,12 +351,12 @@ func TestTemplateRequestsRefused(t *testing.T) {
 	}
 	for _, tc := range cases {
 		r := s.do(t, "owner", "POST", base, tc.body)
-		assert.Equal(t, http.StatusBadRequest, r.status, tc.name)
-		assert.Equal(t, tc.code, r.code(t), tc.name)
+		assert.Equal(t, http.StatusBadRequest, r.Code, tc.name)
+		assert.Equal(t, tc.code, r.Problem(), tc.name)
 		if tc.field == "" {
 			continue
 		}
-		m := r.json(t)
+		m := r.JSON
 		if f, ok := m["field"]; ok {
 			assert.Equal(t, tc.field, f, tc.name)
 		} else {
@@ -443,13 +368,13 @@ func TestTemplateRequestsRefused(t *testing.T) {
 		}
 	}
 	r := s.do(t, "owner", "POST", base, []byte(`{}`), "Content-Type", "text/plain")
-	assert.Equal(t, http.StatusUnsupportedMediaType, r.status)
+	assert.Equal(t, http.StatusUnsupportedMediaType, r.Code)
 	r = s.do(t, "owner", "PUT", base+"/mtpl_1h1km3a8cz8t0b2mq4x7w9y1hd", `{"components":[{"type":"BODY","text":"x"}],"name":"renamed"}`)
-	assert.Equal(t, "unknown_field", r.code(t), "name cannot be edited")
+	assert.Equal(t, "unknown_field", r.Problem(), "name cannot be edited")
 	r = s.do(t, "owner", "PUT", base+"/mtpl_1h1km3a8cz8t0b2mq4x7w9y1hd", `{"components":[{"type":"BODY","text":"x"}]}`)
-	assert.Equal(t, "validation_failed", r.code(t), "expected_revision is required")
+	assert.Equal(t, "validation_failed", r.Problem(), "expected_revision is required")
 	r = s.do(t, "owner", "PUT", base+"/mtpl_1h1km3a8cz8t0b2mq4x7w9y1hd", `{"expected_revision":1,"components":[{"type":"BODY","text":"x"}]}`)
-	assert.Equal(t, http.StatusNotFound, r.status)
+	assert.Equal(t, http.StatusNotFound, r.Code)
 	assert.Len(t, s.wa.Requests(), before, "nothing reached the provider")
 }
 
@@ -461,31 +386,31 @@ func TestTemplateProviderFailures(t *testing.T) {
 
 	s.wa.Fail(1)
 	r := s.do(t, "owner", "POST", base, orderTemplate("a"))
-	assert.Equal(t, http.StatusServiceUnavailable, r.status)
-	assert.Equal(t, "provider_unavailable", r.code(t))
-	assert.Empty(t, s.do(t, "reader", "GET", base, nil).json(t)["data"], "nothing stored")
+	assert.Equal(t, http.StatusServiceUnavailable, r.Code)
+	assert.Equal(t, "provider_unavailable", r.Problem())
+	assert.Empty(t, s.do(t, "reader", "GET", base, nil).JSON["data"], "nothing stored")
 
 	s.wa.FailWith(1, 400, 80007, 0, "(#80007) Rate limit issues", "17")
 	r = s.do(t, "owner", "POST", base+"/sync", nil)
-	assert.Equal(t, "provider_unavailable", r.code(t))
-	assert.Equal(t, "17", r.header.Get("Retry-After"))
+	assert.Equal(t, "provider_unavailable", r.Problem())
+	assert.Equal(t, "17", r.Header.Get("Retry-After"))
 
-	require.Equal(t, http.StatusCreated, s.do(t, "owner", "POST", base, orderTemplate("a")).status)
+	require.Equal(t, http.StatusCreated, s.do(t, "owner", "POST", base, orderTemplate("a")).Code)
 	r = s.do(t, "owner", "POST", base, orderTemplate("a"))
-	assert.Equal(t, http.StatusConflict, r.status)
-	assert.Equal(t, "template_exists", r.code(t))
+	assert.Equal(t, http.StatusConflict, r.Code)
+	assert.Equal(t, "template_exists", r.Problem())
 
 	s.wa.FailWith(1, 400, 100, 2388040, "Invalid parameter", "")
 	r = s.do(t, "owner", "POST", base, orderTemplate("b"))
-	assert.Equal(t, http.StatusUnprocessableEntity, r.status)
-	assert.Equal(t, "template_rejected", r.code(t))
-	assert.Equal(t, "100/2388040", r.json(t)["provider_code"])
+	assert.Equal(t, http.StatusUnprocessableEntity, r.Code)
+	assert.Equal(t, "template_rejected", r.Problem())
+	assert.Equal(t, "100/2388040", r.JSON["provider_code"])
 
 	s.wa.RejectToken(fake.AccessToken)
 	r = s.do(t, "owner", "POST", base+"/sync", nil)
-	assert.Equal(t, http.StatusUnprocessableEntity, r.status)
-	assert.Equal(t, "credentials_rejected", r.code(t))
-	assert.NotContains(t, string(r.body), fake.AccessToken)
+	assert.Equal(t, http.StatusUnprocessableEntity, r.Code)
+	assert.Equal(t, "credentials_rejected", r.Problem())
+	assert.NotContains(t, r.Body, fake.AccessToken)
 }
 
 // Template routes on a channel without templates, of another bot, or that does not exist.
@@ -494,13 +419,13 @@ func TestTemplateRoutesChannelChecks(t *testing.T) {
 	s := newTServer(t, true)
 	wa := s.connect(t, botA)
 	r := s.do(t, "owner", "POST", "/api/bots/"+botB+"/channels", map[string]any{"type": "whatsapp", "credentials": s.wa.Credentials()})
-	assert.Equal(t, "channel_in_use", r.code(t), "one number serves one bot")
-	tg, err := s.svc.Connect(t.Context(), "acct_a", botA, channel.Telegram, "", &fakeCreds{Key: "good"})
+	assert.Equal(t, "channel_in_use", r.Problem(), "one number serves one bot")
+	tg, err := s.svc.Connect(t.Context(), s.Account.ID, botA, channel.Telegram, "", &fakeCreds{Key: "good"})
 	require.NoError(t, err)
 
-	calls := func(ch, bot string) map[string]treply {
+	calls := func(ch, bot string) map[string]httpapitest.Reply {
 		base := templatesPath(bot, ch)
-		return map[string]treply{
+		return map[string]httpapitest.Reply{
 			"list":   s.do(t, "owner", "GET", base, nil),
 			"create": s.do(t, "owner", "POST", base, orderTemplate("x")),
 			"sync":   s.do(t, "owner", "POST", base+"/sync", nil),
@@ -510,83 +435,83 @@ func TestTemplateRoutesChannelChecks(t *testing.T) {
 		}
 	}
 	for name, r := range calls(tg.ID, botA) {
-		assert.Equal(t, http.StatusConflict, r.status, name)
-		assert.Equal(t, "templates_not_supported", r.code(t), name)
+		assert.Equal(t, http.StatusConflict, r.Code, name)
+		assert.Equal(t, "templates_not_supported", r.Problem(), name)
 	}
 	for name, r := range calls(wa, botB) {
-		assert.Equal(t, http.StatusNotFound, r.status, "%s: another bot's channel", name)
+		assert.Equal(t, http.StatusNotFound, r.Code, "%s: another bot's channel", name)
 	}
 	for name, r := range calls("ch_nope", botA) {
-		assert.Equal(t, http.StatusNotFound, r.status, name)
+		assert.Equal(t, http.StatusNotFound, r.Code, name)
 	}
 	// Access: scope, right, tenancy.
 	base := templatesPath(botA, wa)
-	assert.Equal(t, "insufficient_scope", s.do(t, "reader", "POST", base+"/sync", nil).code(t))
-	assert.Equal(t, "insufficient_scope", s.do(t, "writer", "GET", base, nil).code(t), "write does not imply read")
-	assert.Equal(t, "missing_right", s.do(t, "member", "POST", base+"/sync", nil).code(t))
-	assert.Equal(t, http.StatusOK, s.do(t, "member", "GET", base, nil).status, "reading needs no right")
-	assert.Equal(t, http.StatusNotFound, s.do(t, "stranger", "GET", base, nil).status)
-	assert.Equal(t, http.StatusOK, s.do(t, "bottok", "GET", base, nil).status)
-	assert.Equal(t, http.StatusNotFound, s.do(t, "bottok", "GET", templatesPath(botB, wa), nil).status)
-	assert.Equal(t, "insufficient_scope", s.do(t, "bottok", "GET", "/api/channels/capabilities", nil).code(t))
-	assert.Equal(t, http.StatusUnauthorized, s.do(t, "", "GET", base, nil).status)
+	assert.Equal(t, "insufficient_scope", s.do(t, "reader", "POST", base+"/sync", nil).Problem())
+	assert.Equal(t, "insufficient_scope", s.do(t, "writer", "GET", base, nil).Problem(), "write does not imply read")
+	assert.Equal(t, "missing_right", s.do(t, "member", "POST", base+"/sync", nil).Problem())
+	assert.Equal(t, http.StatusOK, s.do(t, "member", "GET", base, nil).Code, "reading needs no right")
+	assert.Equal(t, http.StatusNotFound, s.do(t, "stranger", "GET", base, nil).Code)
+	assert.Equal(t, http.StatusOK, s.do(t, "bottok", "GET", base, nil).Code)
+	assert.Equal(t, http.StatusNotFound, s.do(t, "bottok", "GET", templatesPath(botB, wa), nil).Code)
+	assert.Equal(t, "insufficient_scope", s.do(t, "bottok", "GET", "/api/channels/capabilities", nil).Problem())
+	assert.Equal(t, http.StatusUnauthorized, s.do(t, "", "GET", base, nil).Code)
 }
 
 func TestCapabilitiesAndConnect(t *testing.T) {
 	t.Parallel()
 	s := newTServer(t, true)
 	r := s.do(t, "reader", "GET", "/api/channels/capabilities", nil)
-	require.Equal(t, http.StatusOK, r.status)
+	require.Equal(t, http.StatusOK, r.Code)
 	var m struct {
 		Data []channel.Capabilities `json:"data"`
 	}
-	require.NoError(t, json.Unmarshal(r.body, &m))
+	require.NoError(t, json.Unmarshal([]byte(r.Body), &m))
 	require.Len(t, m.Data, 2)
 	assert.Equal(t, channel.Telegram, m.Data[0].Kind, "in the order of channel.Kinds")
 	assert.Equal(t, whatsapp.New(whatsapp.Config{}).Capabilities(), m.Data[1])
 
 	// Credentials are checked member by member, then with the provider.
 	r = s.do(t, "owner", "POST", "/api/bots/"+botA+"/channels", `{"type":"whatsapp","credentials":{"phone_number_id":"12a"}}`)
-	assert.Equal(t, "validation_failed", r.code(t))
+	assert.Equal(t, "validation_failed", r.Problem())
 	var fields []string
-	for _, e := range r.json(t)["errors"].([]any) {
+	for _, e := range r.JSON["errors"].([]any) {
 		fields = append(fields, e.(map[string]any)["field"].(string))
 	}
 	assert.ElementsMatch(t, []string{"credentials.access_token", "credentials.phone_number_id", "credentials.business_account_id"}, fields)
 	r = s.do(t, "owner", "POST", "/api/bots/"+botA+"/channels", `{"type":"whatsapp","credentials":{"access_token":"x","phone_number_id":"1","business_account_id":"2","app_secret":"s"}}`)
-	assert.Equal(t, "unknown_field", r.code(t))
-	assert.Equal(t, "credentials.app_secret", r.json(t)["field"])
+	assert.Equal(t, "unknown_field", r.Problem())
+	assert.Equal(t, "credentials.app_secret", r.JSON["field"])
 	creds := s.wa.Credentials()
 	creds["access_token"] = "EAAJwrong"
 	r = s.do(t, "owner", "POST", "/api/bots/"+botA+"/channels", map[string]any{"type": "whatsapp", "credentials": creds})
-	assert.Equal(t, http.StatusUnprocessableEntity, r.status)
-	assert.Equal(t, "credentials_rejected", r.code(t))
+	assert.Equal(t, http.StatusUnprocessableEntity, r.Code)
+	assert.Equal(t, "credentials_rejected", r.Problem())
 	r = s.do(t, "owner", "POST", "/api/bots/"+botA+"/channels", map[string]any{"type": "telegram", "credentials": map[string]any{"key": "good"}})
-	assert.Equal(t, "validation_failed", r.code(t), "telegram is connected by an operator")
+	assert.Equal(t, "validation_failed", r.Problem(), "telegram is connected by an operator")
 
 	ch := s.connect(t, botA)
 	r = s.do(t, "reader", "GET", "/api/bots/"+botA+"/channels", nil)
-	require.Equal(t, http.StatusOK, r.status)
-	assert.NotContains(t, string(r.body), fake.AccessToken, "credentials are never shown")
-	got := r.json(t)["data"].([]any)[0].(map[string]any)
+	require.Equal(t, http.StatusOK, r.Code)
+	assert.NotContains(t, r.Body, fake.AccessToken, "credentials are never shown")
+	got := r.JSON["data"].([]any)[0].(map[string]any)
 	assert.Equal(t, ch, got["id"])
 	assert.Equal(t, fake.DisplayPhoneNumber, got["name"])
 	assert.Equal(t, fake.PhoneNumberID, got["settings"].(map[string]any)["phone_number_id"])
 	r = s.do(t, "owner", "POST", "/api/bots/"+botA+"/channels", map[string]any{"type": "whatsapp", "credentials": s.wa.Credentials()})
-	assert.Equal(t, "channel_exists", r.code(t))
+	assert.Equal(t, "channel_exists", r.Problem())
 }
 
 // Without a channels service (no secrets key) the routes exist and answer 503.
 func TestRoutesWithoutService(t *testing.T) {
 	t.Parallel()
 	s := newTServer(t, false)
-	assert.Len(t, s.mux.Routes(), 10)
+	assert.Len(t, s.Mux.Routes(), 10)
 	for _, path := range []string{"/api/channels/capabilities", "/api/bots/" + botA + "/channels", templatesPath(botA, "ch_x")} {
 		r := s.do(t, "owner", "GET", path, nil)
-		assert.Equal(t, http.StatusServiceUnavailable, r.status, path)
-		assert.Equal(t, "channels_unavailable", r.code(t), path)
+		assert.Equal(t, http.StatusServiceUnavailable, r.Code, path)
+		assert.Equal(t, "channels_unavailable", r.Problem(), path)
 	}
-	assert.Equal(t, http.StatusUnauthorized, s.do(t, "", "GET", "/api/channels/capabilities", nil).status, "access checks first")
+	assert.Equal(t, http.StatusUnauthorized, s.do(t, "", "GET", "/api/channels/capabilities", nil).Code, "access checks first")
 }
 
 // A deleted bot's template catalogs are erased by its purge; another bot's stay.
@@ -595,15 +520,15 @@ func TestPurgeStepErasesTemplates(t *testing.T) {
 	s := newTServer(t, true)
 	ch := s.connect(t, botA)
 	for _, name := range []string{"one", "two"} {
-		require.Equal(t, http.StatusCreated, s.do(t, "owner", "POST", templatesPath(botA, ch), orderTemplate(name)).status)
+		require.Equal(t, http.StatusCreated, s.do(t, "owner", "POST", templatesPath(botA, ch), orderTemplate(name)).Code)
 	}
 	keep := store.Item{Key: store.Key{PK: templatesPartition(botB), SK: "CHANNEL#ch_x#TEMPLATE#mtpl_x"}, Data: []byte(`{}`), Revision: 1}
-	require.NoError(t, s.st.Put(t.Context(), keep, store.MustNotExist))
+	require.NoError(t, s.Store.Put(t.Context(), keep, store.MustNotExist))
 
-	require.NoError(t, purge.Run(t.Context(), PurgeStep(s.st), purge.Payload{AccountID: "acct_a", BotID: botA}))
-	page, err := s.st.Query(t.Context(), store.Query{PK: templatesPartition(botA)})
+	require.NoError(t, purge.Run(t.Context(), PurgeStep(s.Store), purge.Payload{AccountID: s.Account.ID, BotID: botA}))
+	page, err := s.Store.Query(t.Context(), store.Query{PK: templatesPartition(botA)})
 	require.NoError(t, err)
 	assert.Empty(t, page.Items)
-	_, err = s.st.Get(t.Context(), keep.Key)
+	_, err = s.Store.Get(t.Context(), keep.Key)
 	assert.NoError(t, err, "another bot's catalog stays")
 }

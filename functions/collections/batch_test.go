@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -142,16 +143,16 @@ func TestBatchValidation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := f.svc.Batch(t.Context(), f.bot, c.ID, tt.entries)
-			assert.ElementsMatch(t, tt.problems, problemFields(t, err))
+			assert.ElementsMatch(t, tt.problems, httpapitest.InvalidFields(t, err))
 		})
 	}
 	_, err = f.svc.Batch(t.Context(), f.bot, c.ID, []BatchEntry{{Values: vals(t, "sku", "ok")}, {ID: ptr(a.ID), ExpectedRevision: ptr(int64(4)), Values: vals(t, "price", 1)}})
-	he := problem(t, err)
+	he := httpapitest.AsError(t, err)
 	assert.Equal(t, "stale_revision", he.Code)
 	assert.Equal(t, int64(1), he.Extensions["current_revision"])
 	assert.Equal(t, 1, he.Extensions["index"])
 	_, err = f.svc.Batch(t.Context(), f.bot, "col_00000000000000000000000000", []BatchEntry{{Values: vals(t, "sku", "x")}})
-	assert.Equal(t, "not_found", problem(t, err).Code)
+	assert.Equal(t, "not_found", httpapitest.AsError(t, err).Code)
 
 	assert.Equal(t, before, f.view(t, c.ID), "a refused batch writes nothing")
 	assert.Zero(t, f.items(t, batchPK(f.bot, c.ID)))
@@ -340,7 +341,7 @@ func TestBatchLosesToASingleWrite(t *testing.T) {
 	})
 	_, err := f.svc.Batch(t.Context(), f.bot, c.ID, entries)
 	f.store.set(nil, nil)
-	assert.Equal(t, "batch_conflict", problem(t, err).Code)
+	assert.Equal(t, "batch_conflict", httpapitest.AsError(t, err).Code)
 	got, err := f.svc.GetRecord(t.Context(), f.bot, c.ID, first.ID)
 	require.NoError(t, err)
 	want := first.Values
@@ -375,7 +376,7 @@ func TestBatchWoundWait(t *testing.T) {
 
 	f.clock.Advance(time.Second)
 	_, err = f.svc.Batch(t.Context(), f.bot, c.ID, entries[1:2])
-	assert.Equal(t, "batch_conflict", problem(t, err).Code, "the older batch may still be running")
+	assert.Equal(t, "batch_conflict", httpapitest.AsError(t, err).Code, "the older batch may still be running")
 	f.clock.Advance(batchDeadline)
 	res, err := f.svc.Batch(t.Context(), f.bot, c.ID, entries[1:2])
 	require.NoError(t, err, "past its deadline the older batch is presumed dead")

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,31 +12,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // faultyStore fails or intercepts transactions: fail decides per transaction (numbered from
 // 1) whether it fails with an error the store could really return; before runs ahead of
@@ -116,16 +99,14 @@ type fixture struct {
 	store *faultyStore
 	raw   store.Store
 	jobs  *starter
-	clock *clock
+	clock *httpapitest.Clock
 	bot   string
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	c := &clock{now: t0}
-	raw, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(c.Now))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = raw.Close() })
+	c := httpapitest.NewClock(t0, 0)
+	raw := sqlitetest.Open(t, sqlite.WithClock(c.Now))
 	fs := &faultyStore{Store: raw}
 	j := &starter{}
 	return &fixture{svc: NewService(fs, j, c.Now, slog.New(slog.DiscardHandler)), store: fs, raw: raw, jobs: j, clock: c, bot: ids.At("bot", t0)}
@@ -159,26 +140,6 @@ func vals(t *testing.T, kv ...any) map[string]json.RawMessage {
 		b, err := json.Marshal(kv[i+1])
 		require.NoError(t, err)
 		out[kv[i].(string)] = b
-	}
-	return out
-}
-
-// problem returns the *httpapi.Error in err.
-func problem(t *testing.T, err error) *httpapi.Error {
-	t.Helper()
-	var he *httpapi.Error
-	require.True(t, errors.As(err, &he), "want an *httpapi.Error, got %v", err)
-	return he
-}
-
-// fields lists the fields of a validation_failed error.
-func problemFields(t *testing.T, err error) []string {
-	t.Helper()
-	he := problem(t, err)
-	require.Equal(t, "validation_failed", he.Code, he.Detail)
-	var out []string
-	for _, fe := range he.Extensions["errors"].([]httpapi.FieldError) {
-		out = append(out, fe.Field)
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
 )
 
@@ -52,7 +53,7 @@ func TestValues(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(tt.values), &in))
 			r, err := f.svc.CreateRecord(t.Context(), f.bot, c.ID, nil, in)
 			if tt.bad != nil {
-				assert.ElementsMatch(t, tt.bad, problemFields(t, err))
+				assert.ElementsMatch(t, tt.bad, httpapitest.InvalidFields(t, err))
 				return
 			}
 			require.NoError(t, err)
@@ -72,7 +73,7 @@ func TestRecordSizeLimit(t *testing.T) {
 	_, err = f.svc.CreateRecord(t.Context(), f.bot, c.ID, nil, vals(t, "a", big, "b", big, "c", big))
 	require.NoError(t, err, "30 KB fits")
 	_, err = f.svc.CreateRecord(t.Context(), f.bot, c.ID, nil, vals(t, "a", big, "b", big, "c", big, "d", big))
-	assert.Equal(t, []string{"values"}, problemFields(t, err))
+	assert.Equal(t, []string{"values"}, httpapitest.InvalidFields(t, err))
 }
 
 func TestRecordLifecycle(t *testing.T) {
@@ -107,30 +108,30 @@ func TestRecordLifecycle(t *testing.T) {
 	assert.Equal(t, int64(2), same.Revision, "nothing changed, no new revision")
 
 	_, err = f.svc.UpdateRecord(ctx, f.bot, c.ID, r.ID, 1, nil, vals(t, "price", 13))
-	he := problem(t, err)
+	he := httpapitest.AsError(t, err)
 	assert.Equal(t, "stale_revision", he.Code)
 	assert.Equal(t, int64(2), he.Extensions["current_revision"])
 	_, err = f.svc.UpdateRecord(ctx, f.bot, c.ID, r.ID, 2, nil, vals(t, "sku", nil))
-	assert.Equal(t, []string{"values.sku"}, problemFields(t, err), "a required value cannot be cleared")
+	assert.Equal(t, []string{"values.sku"}, httpapitest.InvalidFields(t, err), "a required value cannot be cleared")
 
 	// External keys are unique in the collection; a key can move to another record once freed.
 	r2, err := f.svc.CreateRecord(ctx, f.bot, c.ID, nil, vals(t, "sku", "B-2"))
 	require.NoError(t, err)
 	_, err = f.svc.CreateRecord(ctx, f.bot, c.ID, ptr("sku-1"), vals(t, "sku", "C"))
-	he = problem(t, err)
+	he = httpapitest.AsError(t, err)
 	assert.Equal(t, "duplicate_external_key", he.Code)
 	assert.Equal(t, r.ID, he.Extensions["record_id"])
 	_, err = f.svc.UpdateRecord(ctx, f.bot, c.ID, r2.ID, 1, ptr("sku-1"), nil)
-	assert.Equal(t, "duplicate_external_key", problem(t, err).Code)
+	assert.Equal(t, "duplicate_external_key", httpapitest.AsError(t, err).Code)
 	_, err = f.svc.UpdateRecord(ctx, f.bot, c.ID, r.ID, 2, ptr("sku-1b"), nil)
 	require.NoError(t, err)
 	moved, err := f.svc.UpdateRecord(ctx, f.bot, c.ID, r2.ID, 1, ptr("sku-1"), nil)
 	require.NoError(t, err)
 	assert.Equal(t, "sku-1", *moved.ExternalKey)
 	_, err = f.svc.CreateRecord(ctx, f.bot, c.ID, ptr(""), vals(t, "sku", "x"))
-	assert.Equal(t, []string{"external_key"}, problemFields(t, err))
+	assert.Equal(t, []string{"external_key"}, httpapitest.InvalidFields(t, err))
 	_, err = f.svc.CreateRecord(ctx, f.bot, c.ID, ptr("a\nb"), vals(t, "sku", "x"))
-	assert.Equal(t, []string{"external_key"}, problemFields(t, err))
+	assert.Equal(t, []string{"external_key"}, httpapitest.InvalidFields(t, err))
 
 	count := func() int64 {
 		got, err := f.svc.GetCollection(ctx, f.bot, c.ID)
@@ -139,11 +140,11 @@ func TestRecordLifecycle(t *testing.T) {
 	}
 	assert.Equal(t, int64(2), count())
 
-	assert.Equal(t, "stale_revision", problem(t, f.svc.DeleteRecord(ctx, f.bot, c.ID, r.ID, ptr(int64(1)))).Code)
+	assert.Equal(t, "stale_revision", httpapitest.AsError(t, f.svc.DeleteRecord(ctx, f.bot, c.ID, r.ID, ptr(int64(1)))).Code)
 	require.NoError(t, f.svc.DeleteRecord(ctx, f.bot, c.ID, r.ID, ptr(int64(3))))
-	assert.Equal(t, "not_found", problem(t, f.svc.DeleteRecord(ctx, f.bot, c.ID, r.ID, nil)).Code)
+	assert.Equal(t, "not_found", httpapitest.AsError(t, f.svc.DeleteRecord(ctx, f.bot, c.ID, r.ID, nil)).Code)
 	_, err = f.svc.GetRecord(ctx, f.bot, c.ID, r.ID)
-	assert.Equal(t, "not_found", problem(t, err).Code)
+	assert.Equal(t, "not_found", httpapitest.AsError(t, err).Code)
 	assert.Equal(t, int64(1), count())
 	// Its key and index entries went with it.
 	_, err = f.svc.CreateRecord(ctx, f.bot, c.ID, ptr("sku-1b"), vals(t, "sku", "D"))
@@ -152,12 +153,12 @@ func TestRecordLifecycle(t *testing.T) {
 
 	for _, id := range []string{"nope", "rec_00000000000000000000000000", "col_" + r.ID[4:]} {
 		_, err = f.svc.GetRecord(ctx, f.bot, c.ID, id)
-		assert.Equal(t, "not_found", problem(t, err).Code, id)
+		assert.Equal(t, "not_found", httpapitest.AsError(t, err).Code, id)
 	}
 	_, err = f.svc.GetRecord(ctx, f.bot, "col_00000000000000000000000000", r2.ID)
-	assert.Equal(t, "not_found", problem(t, err).Code)
+	assert.Equal(t, "not_found", httpapitest.AsError(t, err).Code)
 	_, err = f.svc.GetRecord(ctx, ids.At("bot", t0), c.ID, r2.ID)
-	assert.Equal(t, "not_found", problem(t, err).Code, "another bot's path finds nothing")
+	assert.Equal(t, "not_found", httpapitest.AsError(t, err).Code, "another bot's path finds nothing")
 }
 
 func TestRecordLimit(t *testing.T) {
@@ -172,9 +173,9 @@ func TestRecordLimit(t *testing.T) {
 		require.NoError(t, err)
 	}
 	_, err := f.svc.CreateRecord(t.Context(), f.bot, c.ID, nil, vals(t, "sku", "x"))
-	assert.Equal(t, "limit_reached", problem(t, err).Code)
+	assert.Equal(t, "limit_reached", httpapitest.AsError(t, err).Code)
 	_, err = f.svc.Batch(t.Context(), f.bot, c.ID, []BatchEntry{{Values: vals(t, "sku", "y")}})
-	assert.Equal(t, "limit_reached", problem(t, err).Code)
+	assert.Equal(t, "limit_reached", httpapitest.AsError(t, err).Code)
 	require.NoError(t, f.svc.DeleteRecord(t.Context(), f.bot, c.ID, last.ID, nil))
 	_, err = f.svc.CreateRecord(t.Context(), f.bot, c.ID, nil, vals(t, "sku", "x"))
 	require.NoError(t, err)
@@ -196,7 +197,7 @@ func TestConcurrentCreatesKeepTheCount(t *testing.T) {
 			_, err := f.svc.CreateRecord(t.Context(), f.bot, c.ID, nil, vals(t, "sku", fmt.Sprint(i)))
 			code := "ok"
 			if err != nil {
-				code = problem(t, err).Code
+				code = httpapitest.AsError(t, err).Code
 			}
 			mu.Lock()
 			codes[code]++
@@ -228,7 +229,7 @@ func TestConcurrentPatchOneWins(t *testing.T) {
 			_, err := f.svc.UpdateRecord(t.Context(), f.bot, c.ID, r.ID, 1, nil, vals(t, "price", i))
 			code := "ok"
 			if err != nil {
-				code = problem(t, err).Code
+				code = httpapitest.AsError(t, err).Code
 			}
 			mu.Lock()
 			codes[code]++
@@ -302,7 +303,7 @@ func TestFilters(t *testing.T) {
 	}
 	for _, b := range bad {
 		_, _, err := f.svc.ListRecords(ctx, f.bot, c.ID, []Filter{b.filter}, 10, "")
-		he := problem(t, err)
+		he := httpapitest.AsError(t, err)
 		assert.Equal(t, "invalid_parameter", he.Code, b.name)
 		assert.Equal(t, b.filter.Param, he.Extensions["parameter"], b.name)
 	}

@@ -1,72 +1,29 @@
 package collections
 
 import (
-	"context"
-	"encoding/json"
-	"log/slog"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
 )
 
-// oneBot is the tenancy check of a mux that knows a single bot of a single account.
-type oneBot struct{ account, bot string }
-
-func (o oneBot) LoadBot(_ context.Context, account, bot string) (any, error) {
-	if account != o.account || bot != o.bot {
-		return nil, httpapi.NotFound("bot")
-	}
-	return bot, nil
-}
-
 type server struct {
 	*fixture
-	mux *httpapi.Mux
-	tok string
+	*httpapitest.Server
 }
 
 func newServer(t *testing.T) *server {
 	t.Helper()
 	f := newFixture(t)
-	a := auth.NewService(f.raw, f.clock.Now, nil)
-	acct, owner, err := a.CreateAccount(t.Context(), "Acme")
-	require.NoError(t, err)
-	mux, err := httpapi.NewMux(httpapi.Config{
-		Authenticate: httpapi.BearerAuth(a), Bots: oneBot{acct.ID, f.bot}, Audit: audit.NewLog(f.raw),
-		Log: slog.New(slog.DiscardHandler), Now: f.clock.Now,
-	})
-	require.NoError(t, err)
-	Routes(mux, f.svc, httpapi.NewCursors([]byte("0123456789abcdef0123456789abcdef")))
-	_, tok, err := a.IssuePAT(t.Context(), acct.ID, owner.ID, "t", auth.Scopes{auth.Full}, t0.Add(time.Hour))
-	require.NoError(t, err)
-	return &server{fixture: f, mux: mux, tok: tok}
-}
-
-type reply struct {
-	*httptest.ResponseRecorder
-	json map[string]any
-}
-
-func (s *server) do(t *testing.T, method, path, body string) reply {
-	t.Helper()
-	r := httptest.NewRequest(method, path, strings.NewReader(body))
-	r.Header.Set("Authorization", "Bearer "+s.tok)
-	w := httptest.NewRecorder()
-	s.mux.ServeHTTP(w, r)
-	rep := reply{ResponseRecorder: w}
-	if w.Body.Len() > 0 {
-		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &rep.json), w.Body.String())
-	}
-	return rep
+	s := httpapitest.New(t, httpapitest.Config{Now: f.clock.Now, Store: f.raw, BotIDs: []string{f.bot}})
+	Routes(s.Mux, f.svc, s.Cursors)
+	return &server{fixture: f, Server: s}
 }
 
 // The access table is the security boundary of the family: a change to it must be deliberate.
@@ -90,7 +47,7 @@ func TestRoutesAccessTable(t *testing.T) {
 		"DELETE " + col + "/records/{recordID}": write,
 	}
 	got := map[string]httpapi.Access{}
-	for _, rt := range s.mux.Routes() {
+	for _, rt := range s.Mux.Routes() {
 		got[rt.Pattern()] = rt.Access
 	}
 	assert.Equal(t, want, got)
@@ -101,43 +58,43 @@ func TestRoutes(t *testing.T) {
 	s := newServer(t)
 	base := "/api/bots/" + s.bot + "/collections"
 
-	res := s.do(t, "POST", base, `{"name":"Cities","fields":[{"name":"city","type":"string","required":true,"indexed":true},{"name":"pop","type":"number"}]}`)
-	require.Equal(t, 201, res.Code, res.Body.String())
-	col := res.json["id"].(string)
-	assert.Equal(t, base+"/"+col, res.Header().Get("Location"))
+	res := s.Do(t, "POST", base, `{"name":"Cities","fields":[{"name":"city","type":"string","required":true,"indexed":true},{"name":"pop","type":"number"}]}`)
+	require.Equal(t, 201, res.Code, res.Body)
+	col := res.JSON["id"].(string)
+	assert.Equal(t, base+"/"+col, res.Header.Get("Location"))
 	assert.Equal(t, []any{
 		map[string]any{"name": "city", "type": "string", "required": true, "indexed": true},
 		map[string]any{"name": "pop", "type": "number", "required": false, "indexed": false},
-	}, res.json["fields"])
+	}, res.JSON["fields"])
 
 	recs := base + "/" + col + "/records"
-	res = s.do(t, "POST", recs, `{"external_key":"ber","values":{"city":"Berlin","pop":3.7e6}}`)
-	require.Equal(t, 201, res.Code, res.Body.String())
-	rec := res.json["id"].(string)
-	assert.Equal(t, recs+"/"+rec, res.Header().Get("Location"))
-	assert.Equal(t, map[string]any{"city": "Berlin", "pop": 3.7e6}, res.json["values"])
+	res = s.Do(t, "POST", recs, `{"external_key":"ber","values":{"city":"Berlin","pop":3.7e6}}`)
+	require.Equal(t, 201, res.Code, res.Body)
+	rec := res.JSON["id"].(string)
+	assert.Equal(t, recs+"/"+rec, res.Header.Get("Location"))
+	assert.Equal(t, map[string]any{"city": "Berlin", "pop": 3.7e6}, res.JSON["values"])
 	s.clock.Advance(time.Second) // ids sort by creation time
-	res = s.do(t, "POST", recs, `{"values":{"city":"Paris"}}`)
-	require.Equal(t, 201, res.Code, res.Body.String())
-	assert.Nil(t, res.json["external_key"])
+	res = s.Do(t, "POST", recs, `{"values":{"city":"Paris"}}`)
+	require.Equal(t, 201, res.Code, res.Body)
+	assert.Nil(t, res.JSON["external_key"])
 
-	res = s.do(t, "GET", recs+"?filter[city]=Berlin", "")
-	require.Equal(t, 200, res.Code, res.Body.String())
-	require.Len(t, res.json["data"], 1)
-	assert.Nil(t, res.json["next_cursor"])
-	res = s.do(t, "GET", recs+"?limit=1", "")
+	res = s.Do(t, "GET", recs+"?filter[city]=Berlin", "")
+	require.Equal(t, 200, res.Code, res.Body)
+	require.Len(t, res.JSON["data"], 1)
+	assert.Nil(t, res.JSON["next_cursor"])
+	res = s.Do(t, "GET", recs+"?limit=1", "")
 	require.Equal(t, 200, res.Code)
-	next := res.json["next_cursor"].(string)
-	res = s.do(t, "GET", recs+"?limit=1&filter[city]=Paris&cursor="+next, "")
-	assert.Equal(t, "invalid_cursor", res.json["code"], "a cursor is bound to its filters")
-	res = s.do(t, "GET", recs+"?limit=1&cursor="+next, "")
+	next := res.JSON["next_cursor"].(string)
+	res = s.Do(t, "GET", recs+"?limit=1&filter[city]=Paris&cursor="+next, "")
+	assert.Equal(t, "invalid_cursor", res.JSON["code"], "a cursor is bound to its filters")
+	res = s.Do(t, "GET", recs+"?limit=1&cursor="+next, "")
 	require.Equal(t, 200, res.Code)
-	assert.Equal(t, "Paris", res.json["data"].([]any)[0].(map[string]any)["values"].(map[string]any)["city"])
+	assert.Equal(t, "Paris", res.JSON["data"].([]any)[0].(map[string]any)["values"].(map[string]any)["city"])
 
-	res = s.do(t, "POST", recs+"/batch", `{"records":[{"external_key":"ber","values":{"pop":3.8e6}},{"values":{"city":"Rome"}}]}`)
-	require.Equal(t, 200, res.Code, res.Body.String())
-	assert.Equal(t, []any{rec}, res.json["updated"])
-	assert.Len(t, res.json["created"], 1)
+	res = s.Do(t, "POST", recs+"/batch", `{"records":[{"external_key":"ber","values":{"pop":3.8e6}},{"values":{"city":"Rome"}}]}`)
+	require.Equal(t, 200, res.Code, res.Body)
+	assert.Equal(t, []any{rec}, res.JSON["updated"])
+	assert.Len(t, res.JSON["created"], 1)
 
 	tests := []struct {
 		name, method, path, body string
@@ -172,26 +129,26 @@ func TestRoutes(t *testing.T) {
 		{"list: bad limit", "GET", recs + "?limit=201", ``, 400, "invalid_parameter", "", "limit"},
 	}
 	for _, tt := range tests {
-		res := s.do(t, tt.method, tt.path, tt.body)
-		assert.Equal(t, tt.status, res.Code, "%s: %s", tt.name, res.Body.String())
-		assert.Equal(t, tt.code, res.json["code"], tt.name)
+		res := s.Do(t, tt.method, tt.path, tt.body)
+		assert.Equal(t, tt.status, res.Code, "%s: %s", tt.name, res.Body)
+		assert.Equal(t, tt.code, res.JSON["code"], tt.name)
 		if tt.field != "" {
-			assert.Equal(t, tt.field, res.json["field"], tt.name)
+			assert.Equal(t, tt.field, res.JSON["field"], tt.name)
 		}
 		if tt.parameter != "" {
-			assert.Equal(t, tt.parameter, res.json["parameter"], tt.name)
+			assert.Equal(t, tt.parameter, res.JSON["parameter"], tt.name)
 		}
 	}
 
-	res = s.do(t, "PATCH", recs+"/"+rec, `{"expected_revision":2,"values":{"pop":null}}`)
-	require.Equal(t, 200, res.Code, res.Body.String())
-	assert.Equal(t, map[string]any{"city": "Berlin"}, res.json["values"])
-	assert.Equal(t, 204, s.do(t, "DELETE", recs+"/"+rec+"?expected_revision=3", "").Code)
-	assert.Equal(t, 204, s.do(t, "DELETE", base+"/"+col+"?force=true", "").Code)
-	assert.Equal(t, 404, s.do(t, "GET", base+"/"+col, "").Code)
+	res = s.Do(t, "PATCH", recs+"/"+rec, `{"expected_revision":2,"values":{"pop":null}}`)
+	require.Equal(t, 200, res.Code, res.Body)
+	assert.Equal(t, map[string]any{"city": "Berlin"}, res.JSON["values"])
+	assert.Equal(t, 204, s.Do(t, "DELETE", recs+"/"+rec+"?expected_revision=3", "").Code)
+	assert.Equal(t, 204, s.Do(t, "DELETE", base+"/"+col+"?force=true", "").Code)
+	assert.Equal(t, 404, s.Do(t, "GET", base+"/"+col, "").Code)
 	require.Len(t, s.jobs.jobs(), 1, "the purge was started")
 
 	// Another bot's path is not found before anything else.
-	res = s.do(t, "GET", "/api/bots/"+ids.At("bot", t0)+"/collections", "")
+	res = s.Do(t, "GET", "/api/bots/"+ids.At("bot", t0)+"/collections", "")
 	assert.Equal(t, 404, res.Code)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/jobs"
 )
@@ -62,7 +63,7 @@ func TestCreateCollectionValidation(t *testing.T) {
 				return
 			}
 			require.Error(t, err)
-			assert.ElementsMatch(t, tt.problems, problemFields(t, err))
+			assert.ElementsMatch(t, tt.problems, httpapitest.InvalidFields(t, err))
 		})
 	}
 }
@@ -75,7 +76,7 @@ func TestCollectionNamesAndLimit(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "FAQ", c.Name, "trimmed")
 	_, err = f.svc.CreateCollection(t.Context(), f.bot, "faq", one)
-	assert.Equal(t, "name_taken", problem(t, err).Code, "names are unique ignoring case")
+	assert.Equal(t, "name_taken", httpapitest.AsError(t, err).Code, "names are unique ignoring case")
 	// Another bot may use the name.
 	_, err = f.svc.CreateCollection(t.Context(), ids.At("bot", t0), "FAQ", one)
 	require.NoError(t, err)
@@ -86,7 +87,7 @@ func TestCollectionNamesAndLimit(t *testing.T) {
 		require.NoError(t, err)
 	}
 	_, err = f.svc.CreateCollection(t.Context(), f.bot, "one too many", one)
-	assert.Equal(t, "limit_reached", problem(t, err).Code)
+	assert.Equal(t, "limit_reached", httpapitest.AsError(t, err).Code)
 	// Deleting one makes room, and frees its name.
 	require.NoError(t, f.svc.DeleteCollection(t.Context(), f.bot, c.ID, nil, false))
 	f.clock.Advance(time.Second)
@@ -154,7 +155,7 @@ func TestUpdateCollectionSchemaRules(t *testing.T) {
 			f, c := base(t)
 			got, err := f.svc.UpdateCollection(t.Context(), f.bot, c.ID, 1, nil, &tt.fields)
 			if tt.problems != nil {
-				assert.ElementsMatch(t, tt.problems, problemFields(t, err))
+				assert.ElementsMatch(t, tt.problems, httpapitest.InvalidFields(t, err))
 				return
 			}
 			require.NoError(t, err)
@@ -177,13 +178,13 @@ func TestUpdateCollection(t *testing.T) {
 	assert.Equal(t, int64(1), same.Revision)
 
 	_, err = f.svc.UpdateCollection(t.Context(), f.bot, c.ID, 1, ptr("other"), nil)
-	assert.Equal(t, "name_taken", problem(t, err).Code)
+	assert.Equal(t, "name_taken", httpapitest.AsError(t, err).Code)
 	_, err = f.svc.UpdateCollection(t.Context(), f.bot, c.ID, 7, ptr("x"), nil)
-	he := problem(t, err)
+	he := httpapitest.AsError(t, err)
 	assert.Equal(t, "stale_revision", he.Code)
 	assert.Equal(t, int64(1), he.Extensions["current_revision"])
 	_, err = f.svc.UpdateCollection(t.Context(), f.bot, "col_nope", 1, ptr("x"), nil)
-	assert.Equal(t, "not_found", problem(t, err).Code)
+	assert.Equal(t, "not_found", httpapitest.AsError(t, err).Code)
 
 	// A case-only rename keeps the name claim; the old name of a real rename is freed.
 	up, err := f.svc.UpdateCollection(t.Context(), f.bot, c.ID, 1, ptr("PRODUCTS"), nil)
@@ -195,7 +196,7 @@ func TestUpdateCollection(t *testing.T) {
 	_, err = f.svc.UpdateCollection(t.Context(), f.bot, other.ID, 1, ptr("products"), nil)
 	require.NoError(t, err)
 	_, err = f.svc.CreateCollection(t.Context(), f.bot, "catalog", []FieldInput{field("x", "string", false, false)})
-	assert.Equal(t, "name_taken", problem(t, err).Code)
+	assert.Equal(t, "name_taken", httpapitest.AsError(t, err).Code)
 }
 
 // A removed field's values disappear at once; a new field of the same name starts empty,
@@ -258,19 +259,19 @@ func TestDeleteCollection(t *testing.T) {
 	assert.Equal(t, int64(150), got.RecordCount)
 
 	err = f.svc.DeleteCollection(t.Context(), f.bot, c.ID, nil, false)
-	he := problem(t, err)
+	he := httpapitest.AsError(t, err)
 	assert.Equal(t, "collection_not_empty", he.Code)
 	assert.Equal(t, int64(150), he.Extensions["record_count"])
-	assert.Equal(t, "stale_revision", problem(t, f.svc.DeleteCollection(t.Context(), f.bot, c.ID, ptr(int64(2)), true)).Code)
+	assert.Equal(t, "stale_revision", httpapitest.AsError(t, f.svc.DeleteCollection(t.Context(), f.bot, c.ID, ptr(int64(2)), true)).Code)
 	assert.Empty(t, f.jobs.jobs(), "nothing deleted, nothing to purge")
 
 	require.NoError(t, f.svc.DeleteCollection(t.Context(), f.bot, c.ID, ptr(int64(1)), true))
 	_, err = f.svc.GetCollection(t.Context(), f.bot, c.ID)
-	assert.Equal(t, "not_found", problem(t, err).Code)
+	assert.Equal(t, "not_found", httpapitest.AsError(t, err).Code)
 	_, _, err = f.svc.ListRecords(t.Context(), f.bot, c.ID, nil, 10, "")
-	assert.Equal(t, "not_found", problem(t, err).Code, "its records are gone at once for clients")
+	assert.Equal(t, "not_found", httpapitest.AsError(t, err).Code, "its records are gone at once for clients")
 	_, err = f.svc.CreateRecord(t.Context(), f.bot, c.ID, nil, vals(t, "sku", "late"))
-	assert.Equal(t, "not_found", problem(t, err).Code)
+	assert.Equal(t, "not_found", httpapitest.AsError(t, err).Code)
 
 	// Until the purge has run, DELETE again restarts it (a client may retry after a
 	// failure to queue it); afterwards the collection is simply not found.
@@ -283,7 +284,7 @@ func TestDeleteCollection(t *testing.T) {
 	for _, pk := range []string{recordsPK(f.bot, c.ID), externalPK(f.bot, c.ID), indexPK(f.bot, c.ID, "f1"), indexPK(f.bot, c.ID, "f2")} {
 		assert.Zero(t, f.items(t, pk), pk)
 	}
-	assert.Equal(t, "not_found", problem(t, f.svc.DeleteCollection(t.Context(), f.bot, c.ID, nil, false)).Code)
+	assert.Equal(t, "not_found", httpapitest.AsError(t, f.svc.DeleteCollection(t.Context(), f.bot, c.ID, nil, false)).Code)
 	runJob(t, f.svc, started[1]) // a repeated job finds nothing to do
 	page, _, err := f.svc.ListCollections(t.Context(), f.bot, 10, "")
 	require.NoError(t, err)

@@ -1,12 +1,7 @@
 package pats
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
-	"log/slog"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/httpapi"
-	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -85,68 +79,23 @@ func TestParseCreateRequest(t *testing.T) {
 
 // The routes, served by the real kernel over a real store.
 
-type noBots struct{}
-
-func (noBots) LoadBot(context.Context, string, string) (any, error) {
-	return nil, httpapi.NotFound("bot")
-}
-
-type server struct {
-	mux   *httpapi.Mux
-	auth  *auth.Service
-	acct  auth.Account
-	owner auth.User
-}
-
-func newServer(t *testing.T) *server {
+func newServer(t *testing.T) *httpapitest.Server {
 	t.Helper()
 	now := func() time.Time { return t0 }
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(now))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	a := auth.NewService(st, now, nil)
-	mux, err := httpapi.NewMux(httpapi.Config{
-		Authenticate: httpapi.BearerAuth(a), Bots: noBots{}, Audit: audit.NewLog(st),
-		Log: slog.New(slog.DiscardHandler), Now: now,
-	})
-	require.NoError(t, err)
-	Routes(mux, a, httpapi.NewCursors([]byte("0123456789abcdef0123456789abcdef")), now)
-	acct, owner, err := a.CreateAccount(t.Context(), "Acme")
-	require.NoError(t, err)
-	return &server{mux: mux, auth: a, acct: acct, owner: owner}
-}
-
-func (s *server) token(t *testing.T, scopes ...string) string {
-	t.Helper()
-	_, tok, err := s.auth.IssuePAT(t.Context(), s.acct.ID, s.owner.ID, "t", scopes, t0.Add(time.Hour))
-	require.NoError(t, err)
-	return tok
-}
-
-func (s *server) do(t *testing.T, method, path, tok, body string) (int, map[string]any, string) {
-	t.Helper()
-	r := httptest.NewRequest(method, path, strings.NewReader(body))
-	r.Header.Set("Authorization", "Bearer "+tok)
-	if body != "" {
-		r.Header.Set("Content-Type", "application/json")
-	}
-	w := httptest.NewRecorder()
-	s.mux.ServeHTTP(w, r)
-	var m map[string]any
-	if w.Body.Len() > 0 {
-		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &m), w.Body.String())
-	}
-	return w.Code, m, w.Body.String()
+	s := httpapitest.New(t, httpapitest.Config{Now: now})
+	Routes(s.Mux, s.Auth, s.Cursors, now)
+	return s
 }
 
 func TestRoutes(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	full := s.token(t, "*")
+	full := s.PAT(t, s.Owner, "*")
 
-	status, created, _ := s.do(t, "POST", "/api/personal-access-tokens", full,
+	res := s.DoAs(t, full, "POST", "/api/personal-access-tokens",
 		`{"name":"ci","scopes":["bots:read","audit:read"],"expires_in_days":30}`)
-	require.Equal(t, 201, status)
+	require.Equal(t, 201, res.Code)
+	created := res.JSON
 	tok, _ := created["token"].(string)
 	kind, ok := auth.ParseToken(tok)
 	require.True(t, ok)
@@ -156,35 +105,35 @@ func TestRoutes(t *testing.T) {
 	assert.Equal(t, t0.Add(30*24*time.Hour).Format(time.RFC3339), created["expires_at"])
 	assert.Equal(t, t0.Format(time.RFC3339), created["created_at"])
 
-	status, list, body := s.do(t, "GET", "/api/personal-access-tokens", full, "")
-	require.Equal(t, 200, status)
-	assert.Len(t, list["data"], 2)
-	assert.NotContains(t, body, tok, "a listing never carries a token")
-	assert.NotContains(t, body, full)
-	assert.NotContains(t, body, `"token"`)
+	res = s.DoAs(t, full, "GET", "/api/personal-access-tokens", "")
+	require.Equal(t, 200, res.Code)
+	assert.Len(t, res.JSON["data"], 2)
+	assert.NotContains(t, res.Body, tok, "a listing never carries a token")
+	assert.NotContains(t, res.Body, full)
+	assert.NotContains(t, res.Body, `"token"`)
 
 	// Only a full-scope PAT manages PATs.
-	status, p, _ := s.do(t, "GET", "/api/personal-access-tokens", tok, "")
-	assert.Equal(t, 403, status)
-	assert.Equal(t, "insufficient_scope", p["code"])
+	res = s.DoAs(t, tok, "GET", "/api/personal-access-tokens", "")
+	assert.Equal(t, 403, res.Code)
+	assert.Equal(t, "insufficient_scope", res.JSON["code"])
 
-	status, p, _ = s.do(t, "POST", "/api/personal-access-tokens", full, `{"name":"","scopes":[],"expires_in_days":400}`)
-	assert.Equal(t, 400, status)
-	assert.Equal(t, "validation_failed", p["code"])
-	assert.Len(t, p["errors"], 3)
+	res = s.DoAs(t, full, "POST", "/api/personal-access-tokens", `{"name":"","scopes":[],"expires_in_days":400}`)
+	assert.Equal(t, 400, res.Code)
+	assert.Equal(t, "validation_failed", res.JSON["code"])
+	assert.Len(t, res.JSON["errors"], 3)
 
-	status, p, _ = s.do(t, "POST", "/api/personal-access-tokens", full, `{"name":"x","scopes":["*"],"expires_in_days":1,"token":"mine"}`)
-	assert.Equal(t, 400, status)
-	assert.Equal(t, "unknown_field", p["code"])
+	res = s.DoAs(t, full, "POST", "/api/personal-access-tokens", `{"name":"x","scopes":["*"],"expires_in_days":1,"token":"mine"}`)
+	assert.Equal(t, 400, res.Code)
+	assert.Equal(t, "unknown_field", res.JSON["code"])
 
 	id, _ := created["id"].(string)
-	status, _, _ = s.do(t, "DELETE", "/api/personal-access-tokens/"+id, full, "")
-	assert.Equal(t, 204, status)
-	_, err := s.auth.Authenticate(t.Context(), "Bearer "+tok)
+	res = s.DoAs(t, full, "DELETE", "/api/personal-access-tokens/"+id, "")
+	assert.Equal(t, 204, res.Code)
+	_, err := s.Auth.Authenticate(t.Context(), "Bearer "+tok)
 	assert.ErrorIs(t, err, auth.ErrUnknownToken, "revoked at once")
-	status, p, _ = s.do(t, "DELETE", "/api/personal-access-tokens/"+id, full, "")
-	assert.Equal(t, 404, status)
-	assert.Equal(t, "not_found", p["code"])
-	status, _, _ = s.do(t, "DELETE", "/api/personal-access-tokens/nope", full, "")
-	assert.Equal(t, 404, status)
+	res = s.DoAs(t, full, "DELETE", "/api/personal-access-tokens/"+id, "")
+	assert.Equal(t, 404, res.Code)
+	assert.Equal(t, "not_found", res.JSON["code"])
+	res = s.DoAs(t, full, "DELETE", "/api/personal-access-tokens/nope", "")
+	assert.Equal(t, 404, res.Code)
 }

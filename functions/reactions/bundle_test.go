@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -14,8 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 // canonical renames a bundle's keys by position (r0, l0, f0, ...) so that two bundles can be
@@ -140,7 +141,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 	assert.True(t, list[1].HasUnpublishedChanges)
 	assert.Nil(t, list[2].PublishedVersion)
 	// The imported gotos protect their targets as created ones do.
-	assert.Equal(t, "reaction_in_use", problem(t, dst.svc.Delete(ctx, dst.bot, list[0].ID, nil)).Code)
+	assert.Equal(t, "reaction_in_use", httpapitest.AsError(t, dst.svc.Delete(ctx, dst.bot, list[0].ID, nil)).Code)
 }
 
 func TestImportModes(t *testing.T) {
@@ -179,7 +180,7 @@ func TestImportModes(t *testing.T) {
 
 	// Create refuses the taken name, and writes nothing.
 	_, err = dst.svc.Import(ctx, dst.bot, ImportCreate, bundle)
-	he := problem(t, err)
+	he := httpapitest.AsError(t, err)
 	assert.Equal(t, "import_conflict", he.Code)
 	assert.Equal(t, 409, he.Status())
 	assert.Len(t, he.Extensions["conflicts"], 1)
@@ -227,7 +228,7 @@ func TestImportFieldTypeConflict(t *testing.T) {
 
 	for _, mode := range []ImportMode{ImportCreate, ImportReplace} {
 		_, err = dst.svc.Import(ctx, dst.bot, mode, bundle)
-		he := problem(t, err)
+		he := httpapitest.AsError(t, err)
 		assert.Equal(t, "import_conflict", he.Code, mode)
 		conflicts := he.Extensions["conflicts"].([]ImportConflict)
 		require.Len(t, conflicts, 1)
@@ -324,10 +325,8 @@ func (s *failingStore) set(failAt int, broken bool) {
 
 func TestImportIsAllOrNothing(t *testing.T) {
 	t.Parallel()
-	c := &clock{now: t0}
-	raw, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(c.Now))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = raw.Close() })
+	c := newClock()
+	raw := sqlitetest.Open(t, sqlite.WithClock(c.Now))
 	fs := &failingStore{Store: raw}
 	ctx := t.Context()
 
@@ -409,5 +408,5 @@ func TestExportSomeReactionsWithWhatTheyReach(t *testing.T) {
 	}
 	assert.Equal(t, []string{c.ID, b.ID, a.ID}, keys)
 	_, err = f.svc.Export(t.Context(), f.bot, []string{"rct_0000000000000000000000000a"})
-	assert.Equal(t, "invalid_parameter", problem(t, err).Code)
+	assert.Equal(t, "invalid_parameter", httpapitest.AsError(t, err).Code)
 }

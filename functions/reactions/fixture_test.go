@@ -3,10 +3,8 @@ package reactions
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,24 +13,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(time.Millisecond) // distinct, ordered ids
-	return c.now
-}
 
 // memVocabulary is the subscribers family as reactions see it, in memory.
 type memVocabulary struct {
@@ -139,20 +127,20 @@ type fixture struct {
 	svc   *Service
 	store store.Store
 	vocab *memVocabulary
-	clock *clock
+	clock *httpapitest.Clock
 	bot   string
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	c := &clock{now: t0}
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(c.Now))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	return newFixtureOn(t, st, c)
+	c := newClock()
+	return newFixtureOn(t, sqlitetest.Open(t, sqlite.WithClock(c.Now)), c)
 }
 
-func newFixtureOn(t *testing.T, st store.Store, c *clock) *fixture {
+// newClock ticks a millisecond per reading: distinct, ordered ids.
+func newClock() *httpapitest.Clock { return httpapitest.NewClock(t0, time.Millisecond) }
+
+func newFixtureOn(t *testing.T, st store.Store, c *httpapitest.Clock) *fixture {
 	t.Helper()
 	v := newVocabulary()
 	return &fixture{svc: NewService(st, v, c.Now, slog.New(slog.DiscardHandler)), store: st, vocab: v, clock: c, bot: ids.At("bot", t0)}
@@ -184,18 +172,10 @@ func (f *fixture) create(t *testing.T, js string) Reaction {
 
 func ptr[T any](v T) *T { return &v }
 
-// problem returns the *httpapi.Error in err.
-func problem(t *testing.T, err error) *httpapi.Error {
-	t.Helper()
-	var he *httpapi.Error
-	require.True(t, errors.As(err, &he), "want an *httpapi.Error, got %v", err)
-	return he
-}
-
 // paths lists the field paths of a validation_failed or invalid_steps error with its code.
 func paths(t *testing.T, err error) (string, []string) {
 	t.Helper()
-	he := problem(t, err)
+	he := httpapitest.AsError(t, err)
 	var out []string
 	if list, ok := he.Extensions["errors"].([]httpapi.FieldError); ok {
 		for _, fe := range list {

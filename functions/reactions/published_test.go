@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -94,7 +95,7 @@ func TestPublishedFollowsEveryPublication(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []TriggerType{TriggerKeyword}, triggerTypes(list))
 	_, err = runtime.PublishedVersion(ctx, f.bot, a.ID, 1)
-	assert.Equal(t, 404, problem(t, err).Status())
+	assert.Equal(t, 404, httpapitest.AsError(t, err).Status())
 }
 
 func TestImportThatPublishesMovesTheCounter(t *testing.T) {

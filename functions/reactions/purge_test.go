@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 // versionsStuck fails the deletion of versions while stuck is set, as a crash would.
@@ -64,10 +64,8 @@ func fillReactions(t *testing.T, f *fixture, stuck *versionsStuck) {
 
 func TestPurgeStepErasesEveryReaction(t *testing.T) {
 	t.Parallel()
-	c := &clock{now: t0}
-	raw, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(c.Now))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = raw.Close() })
+	c := newClock()
+	raw := sqlitetest.Open(t, sqlite.WithClock(c.Now))
 	stuck := &versionsStuck{Store: raw}
 
 	f := newFixtureOn(t, stuck, c)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -71,11 +72,11 @@ func TestLifecycle(t *testing.T) {
 
 	// Stale revisions are refused, whatever else the request says.
 	_, err = f.svc.Update(ctx, f.bot, r.ID, 3, Patch{Name: ptr("")})
-	assert.Equal(t, "stale_revision", problem(t, err).Code)
-	assert.Equal(t, int64(4), problem(t, err).Extensions["current_revision"])
+	assert.Equal(t, "stale_revision", httpapitest.AsError(t, err).Code)
+	assert.Equal(t, int64(4), httpapitest.AsError(t, err).Extensions["current_revision"])
 	_, err = f.svc.Publish(ctx, f.bot, r.ID, 1)
-	assert.Equal(t, "stale_revision", problem(t, err).Code)
-	assert.Equal(t, "stale_revision", problem(t, f.svc.Delete(ctx, f.bot, r.ID, ptr(int64(1)))).Code)
+	assert.Equal(t, "stale_revision", httpapitest.AsError(t, err).Code)
+	assert.Equal(t, "stale_revision", httpapitest.AsError(t, f.svc.Delete(ctx, f.bot, r.ID, ptr(int64(1)))).Code)
 
 	require.NoError(t, f.svc.Delete(ctx, f.bot, r.ID, ptr(int64(4))))
 	for _, err := range []error{
@@ -84,7 +85,7 @@ func TestLifecycle(t *testing.T) {
 		func() error { _, _, err := f.svc.Versions(ctx, f.bot, r.ID, 10, ""); return err }(),
 		f.svc.Delete(ctx, f.bot, r.ID, nil),
 	} {
-		assert.Equal(t, 404, problem(t, err).Status())
+		assert.Equal(t, 404, httpapitest.AsError(t, err).Status())
 	}
 	// Its versions are gone from the store, not just unreachable.
 	page, err := f.store.Query(ctx, store.Query{PK: versionsPK(f.bot, r.ID)})
@@ -119,12 +120,12 @@ func TestNamesAreUniqueIgnoringCase(t *testing.T) {
 	ctx := t.Context()
 	a := f.create(t, `{"name":"Menu","trigger":{"type":"api"}}`)
 	_, err := f.svc.Create(ctx, f.bot, content(t, `{"name":"MENU","trigger":{"type":"api"}}`))
-	assert.Equal(t, "name_taken", problem(t, err).Code)
-	assert.Equal(t, a.ID, problem(t, err).Extensions["conflicting_id"])
+	assert.Equal(t, "name_taken", httpapitest.AsError(t, err).Code)
+	assert.Equal(t, a.ID, httpapitest.AsError(t, err).Extensions["conflicting_id"])
 
 	b := f.create(t, `{"name":"Other","trigger":{"type":"api"}}`)
 	_, err = f.svc.Update(ctx, f.bot, b.ID, 1, Patch{Name: ptr("menu")})
-	assert.Equal(t, "name_taken", problem(t, err).Code)
+	assert.Equal(t, "name_taken", httpapitest.AsError(t, err).Code)
 	// A reaction may change the case of its own name.
 	r, err := f.svc.Update(ctx, f.bot, a.ID, 1, Patch{Name: ptr("menu")})
 	require.NoError(t, err)
@@ -146,8 +147,8 @@ func TestReferencedReactionsCannotBeDeleted(t *testing.T) {
 	from := f.create(t, fmt.Sprintf(`{"name":"From","trigger":{"type":"start"},"steps":[{"id":"a","type":"goto","reaction_id":%q}]}`, target.ID))
 
 	err := f.svc.Delete(ctx, f.bot, target.ID, nil)
-	assert.Equal(t, "reaction_in_use", problem(t, err).Code)
-	assert.Equal(t, []string{from.ID}, problem(t, err).Extensions["referenced_by"])
+	assert.Equal(t, "reaction_in_use", httpapitest.AsError(t, err).Code)
+	assert.Equal(t, []string{from.ID}, httpapitest.AsError(t, err).Extensions["referenced_by"])
 
 	// Published, then the draft drops the goto: the published version still goes there.
 	_, err = f.svc.Publish(ctx, f.bot, from.ID, 1)
@@ -155,7 +156,7 @@ func TestReferencedReactionsCannotBeDeleted(t *testing.T) {
 	none := steps(t, `[{"id":"a","type":"end"}]`)
 	_, err = f.svc.Update(ctx, f.bot, from.ID, 2, Patch{Steps: &none})
 	require.NoError(t, err)
-	assert.Equal(t, "reaction_in_use", problem(t, f.svc.Delete(ctx, f.bot, target.ID, nil)).Code)
+	assert.Equal(t, "reaction_in_use", httpapitest.AsError(t, f.svc.Delete(ctx, f.bot, target.ID, nil)).Code)
 
 	// Publishing the draft without the goto releases the target.
 	_, err = f.svc.Publish(ctx, f.bot, from.ID, 3)
@@ -212,7 +213,7 @@ func TestConcurrentPatchOneWins(t *testing.T) {
 		if err := <-results; err == nil {
 			wins++
 		} else {
-			assert.Equal(t, "stale_revision", problem(t, err).Code)
+			assert.Equal(t, "stale_revision", httpapitest.AsError(t, err).Code)
 		}
 	}
 	assert.Equal(t, 1, wins)
@@ -234,7 +235,7 @@ func TestReactionLimit(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.store.Transact(t.Context(), []store.Write{w}))
 	_, err = f.svc.Create(t.Context(), f.bot, content(t, `{"name":"One too many","trigger":{"type":"api"}}`))
-	assert.Equal(t, "limit_reached", problem(t, err).Code)
+	assert.Equal(t, "limit_reached", httpapitest.AsError(t, err).Code)
 }
 
 func TestListFiltersAndPages(t *testing.T) {
@@ -283,7 +284,7 @@ func TestMalformedIDsAreNotFound(t *testing.T) {
 	f := newFixture(t)
 	for _, id := range []string{"", "export", "rct_", "bot_0000000000000000000000000a", "rct_0000000000000000000000000A"} {
 		_, err := f.svc.Get(t.Context(), f.bot, id)
-		assert.Equal(t, 404, problem(t, err).Status(), id)
+		assert.Equal(t, 404, httpapitest.AsError(t, err).Status(), id)
 	}
 }
 

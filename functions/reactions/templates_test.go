@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 )
 
 // memTemplates is the channels family's template catalogs as reactions see them, per bot.
@@ -177,7 +178,7 @@ func TestTemplateParameterFieldsAreReferences(t *testing.T) {
 	assert.Equal(t, "invalid_steps", code)
 	assert.Equal(t, []string{"steps[0].params[0].field_id"}, got)
 	_, err = f.svc.Export(ctx, f.bot, nil)
-	he := problem(t, err)
+	he := httpapitest.AsError(t, err)
 	assert.Equal(t, "dangling_references", he.Code)
 	assert.Equal(t, []httpapi.FieldError{{Field: "reactions[0].draft.steps[0].params[0].field_id",
 		Message: fmt.Sprintf("custom field %q no longer exists in this bot", plan)}}, he.Extensions["errors"])

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 )
 
 func TestValidation(t *testing.T) {
@@ -181,7 +183,7 @@ func TestValidation(t *testing.T) {
 			assert.Equal(t, tt.code, code)
 			assert.Equal(t, tt.paths, got)
 			if code == "invalid_steps" {
-				assert.Equal(t, 422, problem(t, err).Status())
+				assert.Equal(t, 422, httpapitest.AsError(t, err).Status())
 			}
 		})
 	}

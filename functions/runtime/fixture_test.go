@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 // clock is the wall clock shifted by an offset the test moves forward, so leases and ids
@@ -389,15 +389,14 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	c := &clock{}
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(c.Now))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
+	st := sqlitetest.Open(t, sqlite.WithClock(c.Now))
 	f := &fixture{t: t, st: st, clock: c, q: &memQueue{}, adapter: &fakeAdapter{}, subs: newMemSubs(c.Now),
 		rx: &memReactions{flows: map[string]Flow{}}, bot: ids.New("bot")}
 	f.chans = &memChannels{a: f.adapter}
-	f.rt, err = New(Deps{Store: st, Queue: f.q, Channels: f.chans, Subscribers: f.subs, Reactions: f.rx, Now: c.Now,
+	rt, err := New(Deps{Store: st, Queue: f.q, Channels: f.chans, Subscribers: f.subs, Reactions: f.rx, Now: c.Now,
 		Log: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
+	f.rt = rt
 	f.mux = queue.NewMux()
 	f.rt.Register(f.mux)
 	return f

@@ -1,73 +1,41 @@
 package stats
 
 import (
-	"context"
-	"encoding/json"
-	"log/slog"
-	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
 	counters "github.com/botplatform/api/shared/stats"
-	"github.com/botplatform/api/shared/store"
-	"github.com/botplatform/api/shared/store/sqlite"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-type oneBot struct{ account, bot string }
-
-func (o oneBot) LoadBot(_ context.Context, account, bot string) (any, error) {
-	if account != o.account || bot != o.bot {
-		return nil, httpapi.NotFound("bot")
-	}
-	return bot, nil
-}
-
 type server struct {
-	mux   *httpapi.Mux
-	store store.Store
-	bot   string
-	tok   string
+	*httpapitest.Server
+	bot string
+	tok string
 }
 
 func newServer(t *testing.T) *server {
 	t.Helper()
-	now := func() time.Time { return t0 }
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(now))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	a := auth.NewService(st, now, nil)
-	acct, owner, err := a.CreateAccount(t.Context(), "Acme")
-	require.NoError(t, err)
 	bot := ids.At("bot", t0)
-	mux, err := httpapi.NewMux(httpapi.Config{Authenticate: httpapi.BearerAuth(a), Bots: oneBot{acct.ID, bot},
-		Audit: audit.NewLog(st), Log: slog.New(slog.DiscardHandler), Now: now})
-	require.NoError(t, err)
-	Routes(mux, st)
-	_, tok, err := a.IssuePAT(t.Context(), acct.ID, owner.ID, "t", auth.Scopes{"stats:read"}, t0.Add(time.Hour))
-	require.NoError(t, err)
-	return &server{mux: mux, store: st, bot: bot, tok: tok}
+	s := httpapitest.New(t, httpapitest.Config{Now: func() time.Time { return t0 }, BotIDs: []string{bot}})
+	Routes(s.Mux, s.Store)
+	return &server{Server: s, bot: bot, tok: s.PAT(t, s.Owner, "stats:read")}
 }
 
 func (s *server) get(t *testing.T, query url.Values) (int, map[string]any) {
 	t.Helper()
-	r := httptest.NewRequest("GET", "/api/bots/"+s.bot+"/stats?"+query.Encode(), nil)
-	r.Header.Set("Authorization", "Bearer "+s.tok)
-	w := httptest.NewRecorder()
-	s.mux.ServeHTTP(w, r)
-	var body map[string]any
-	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &body), w.Body.String())
-	return w.Code, body
+	res := s.DoAs(t, s.tok, "GET", "/api/bots/"+s.bot+"/stats?"+query.Encode(), nil)
+	require.NotNil(t, res.JSON, res.Body)
+	return res.Code, res.JSON
 }
 
 func q(kv ...string) url.Values {
@@ -81,7 +49,7 @@ func q(kv ...string) url.Values {
 func TestRoutesAccessTable(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	routes := s.mux.Routes()
+	routes := s.Mux.Routes()
 	require.Len(t, routes, 1)
 	assert.Equal(t, "GET /api/bots/{botID}/stats", routes[0].Pattern())
 	assert.Equal(t, httpapi.Need("stats:read", auth.RightAnalytics), routes[0].Access)
@@ -133,10 +101,10 @@ func TestSeries(t *testing.T) {
 	s := newServer(t)
 	ctx := t.Context()
 	day := time.Date(2026, 2, 10, 0, 0, 0, 0, time.UTC)
-	require.NoError(t, counters.Add(ctx, s.store, s.bot, "telegram", counters.NewSubscribers, 2, day.Add(9*time.Hour)))
-	require.NoError(t, counters.Add(ctx, s.store, s.bot, "whatsapp", counters.NewSubscribers, 1, day.Add(23*time.Hour+59*time.Minute)))
-	require.NoError(t, counters.Add(ctx, s.store, s.bot, "telegram", counters.MessagesIn, 5, day.Add(24*time.Hour)))
-	require.NoError(t, counters.Add(ctx, s.store, "bot_other", "telegram", counters.MessagesIn, 100, day))
+	require.NoError(t, counters.Add(ctx, s.Store, s.bot, "telegram", counters.NewSubscribers, 2, day.Add(9*time.Hour)))
+	require.NoError(t, counters.Add(ctx, s.Store, s.bot, "whatsapp", counters.NewSubscribers, 1, day.Add(23*time.Hour+59*time.Minute)))
+	require.NoError(t, counters.Add(ctx, s.Store, s.bot, "telegram", counters.MessagesIn, 5, day.Add(24*time.Hour)))
+	require.NoError(t, counters.Add(ctx, s.Store, "bot_other", "telegram", counters.MessagesIn, 100, day))
 
 	status, body := s.get(t, q("from", "2026-02-10T00:00:00Z", "to", "2026-02-12T00:00:00Z"))
 	require.Equal(t, 200, status, "%v", body)

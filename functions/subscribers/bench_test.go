@@ -2,7 +2,6 @@ package subscribers
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,7 +9,7 @@ import (
 
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/store"
-	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 // Subscriber listing with a label filter over 100,000 subscribers, one in ten labelled, on
@@ -28,9 +27,7 @@ const (
 )
 
 func BenchmarkListByLabel(b *testing.B) {
-	st, err := sqlite.Open(filepath.Join(b.TempDir(), "s.db"))
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = st.Close() })
+	st := sqlitetest.Open(b)
 	svc := NewService(st, time.Now, nil)
 	ctx := b.Context()
 	bot := ids.New("bot")

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 )
 
 func TestCreateFieldValidation(t *testing.T) {
@@ -43,10 +45,10 @@ func TestCreateFieldValidation(t *testing.T) {
 		fl, err := f.svc.CreateField(t.Context(), f.bot, tt.spec)
 		switch {
 		case tt.problems != nil:
-			assert.Equal(t, tt.problems, fieldsOf(t, err), tt.name)
+			assert.Equal(t, tt.problems, httpapitest.InvalidFields(t, err), tt.name)
 		case tt.code != "":
 			require.Error(t, err, tt.name)
-			assert.Equal(t, tt.code, problem(t, err).Code, tt.name)
+			assert.Equal(t, tt.code, httpapitest.AsError(t, err).Code, tt.name)
 			assert.True(t, errors.Is(err, ErrNameTaken), tt.name)
 		default:
 			require.NoError(t, err, tt.name)
@@ -67,7 +69,7 @@ func TestFieldLimit(t *testing.T) {
 	}
 	_, err := f.svc.CreateField(t.Context(), f.bot, FieldSpec{"one_more", TypeString})
 	assert.True(t, errors.Is(err, ErrLimitReached))
-	assert.Equal(t, "limit_reached", problem(t, err).Code)
+	assert.Equal(t, "limit_reached", httpapitest.AsError(t, err).Code)
 	page, next, err := f.svc.ListFields(t.Context(), f.bot, 150, "")
 	require.NoError(t, err)
 	assert.Len(t, page, 150)
@@ -94,11 +96,11 @@ func TestEnsureFields(t *testing.T) {
 	all, lerr := f.svc.Fields(t.Context(), f.bot)
 	require.NoError(t, lerr)
 	assert.Len(t, all, 2, "nothing was created")
-	assert.Equal(t, "field_type_conflict", problem(t, err).Code)
-	assert.Equal(t, plan.ID, problem(t, err).Extensions["conflicting_id"])
+	assert.Equal(t, "field_type_conflict", httpapitest.AsError(t, err).Code)
+	assert.Equal(t, plan.ID, httpapitest.AsError(t, err).Extensions["conflicting_id"])
 
 	_, err = f.svc.EnsureFields(t.Context(), f.bot, []FieldSpec{{"ok", TypeString}, {"Bad", TypeString}})
-	assert.Equal(t, []string{"fields[1].name"}, fieldsOf(t, err))
+	assert.Equal(t, []string{"fields[1].name"}, httpapitest.InvalidFields(t, err))
 }
 
 // Values are type-checked against the field, whatever form the caller's number takes.
@@ -172,7 +174,7 @@ func TestDeleteFieldErasesValues(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, raw.Values, plan.ID, "still stored until the job runs")
 	_, err = f.svc.SetFields(t.Context(), f.bot, ids[1], map[string]any{"plan": "x"})
-	assert.Equal(t, []string{"fields.plan"}, fieldsOf(t, err), "a deleted field takes no values")
+	assert.Equal(t, []string{"fields.plan"}, httpapitest.InvalidFields(t, err), "a deleted field takes no values")
 	require.NoError(t, f.svc.DeleteField(t.Context(), f.bot, plan.ID), "a repeat during the erasure succeeds")
 
 	f.jobs.runAll(t, f.svc)
@@ -186,12 +188,12 @@ func TestDeleteFieldErasesValues(t *testing.T) {
 			assert.Equal(t, int64(1), raw.revision, "untouched")
 		}
 	}
-	assert.Equal(t, "not_found", problem(t, f.svc.DeleteField(t.Context(), f.bot, plan.ID)).Code)
+	assert.Equal(t, "not_found", httpapitest.AsError(t, f.svc.DeleteField(t.Context(), f.bot, plan.ID)).Code)
 	again := f.field(t, "plan", TypeBoolean)
 	s0, err = f.svc.Get(t.Context(), f.bot, ids[0])
 	require.NoError(t, err)
 	assert.NotContains(t, s0.Fields, "plan", "the new field has no old values")
 	_, err = f.svc.SetFields(t.Context(), f.bot, ids[0], map[string]any{again.ID: true})
 	require.NoError(t, err)
-	assert.Equal(t, "not_found", problem(t, f.svc.DeleteField(t.Context(), f.bot, "fld_nope")).Code)
+	assert.Equal(t, "not_found", httpapitest.AsError(t, f.svc.DeleteField(t.Context(), f.bot, "fld_nope")).Code)
 }

@@ -3,42 +3,21 @@ package subscribers
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// Now ticks a microsecond per call: ids minted at one instant would sort by their random
-// part, while real creations are ordered in time. Whole-second stamps stay put.
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(time.Microsecond)
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // queuedJobs is a jobs.Starter that only records what was started, so a test can look at
 // the state between a deletion and its background job, then run the job.
@@ -82,7 +61,7 @@ func (q *queuedJobs) runAll(t *testing.T, svc *Service) int {
 type fixture struct {
 	svc   *Service
 	store store.Store
-	clock *clock
+	clock *httpapitest.Clock
 	jobs  *queuedJobs
 	bot   string
 }
@@ -91,10 +70,10 @@ type fixture struct {
 // only queue their background job (run it with f.jobs.runAll); without, it runs inline.
 func newFixture(t *testing.T, queued bool) *fixture {
 	t.Helper()
-	c := &clock{now: t0}
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(c.Now))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
+	// The clock ticks a microsecond per reading: ids minted at one instant would sort by their
+	// random part, while real creations are ordered in time. Whole-second stamps stay put.
+	c := httpapitest.NewClock(t0, time.Microsecond)
+	st := sqlitetest.Open(t, sqlite.WithClock(c.Now))
 	f := &fixture{store: st, clock: c, bot: ids.At("bot", t0)}
 	var starter jobs.Starter
 	if queued {
@@ -106,26 +85,6 @@ func newFixture(t *testing.T, queued bool) *fixture {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// problem returns the *httpapi.Error in err.
-func problem(t *testing.T, err error) *httpapi.Error {
-	t.Helper()
-	var he *httpapi.Error
-	require.True(t, errors.As(err, &he), "want an *httpapi.Error, got %v", err)
-	return he
-}
-
-// fields lists the field paths of a validation_failed error.
-func fieldsOf(t *testing.T, err error) []string {
-	t.Helper()
-	he := problem(t, err)
-	require.Equal(t, "validation_failed", he.Code, "%v", err)
-	var out []string
-	for _, fe := range he.Extensions["errors"].([]httpapi.FieldError) {
-		out = append(out, fe.Field)
-	}
-	return out
-}
 
 func (f *fixture) label(t *testing.T, name string) Label {
 	t.Helper()

@@ -67,7 +67,7 @@ func TestRoutesCarryTheLabelHooksWrites(t *testing.T) {
 	s := newServer(t)
 	hook := &hookCalls{}
 	s.svc = s.svc.WithLabelHook(hook)
-	s.mux = s.rebuild(t)
+	s.serve(t)
 	base := "/api/bots/" + s.bot
 	vip, gold := s.label(t, "VIP"), s.label(t, "Gold")
 	marked := func(a LabelAddition, label string) bool {
@@ -75,32 +75,32 @@ func TestRoutesCarryTheLabelHooksWrites(t *testing.T) {
 		return err == nil
 	}
 
-	res := s.do(t, "POST", base+"/subscribers", `{"channel":"telegram","external_id":"42","labels":["`+vip.ID+`"]}`)
-	require.Equal(t, 201, res.Code, res.Body.String())
-	sub := res.json["id"].(string)
+	res := s.Do(t, "POST", base+"/subscribers", `{"channel":"telegram","external_id":"42","labels":["`+vip.ID+`"]}`)
+	require.Equal(t, 201, res.Code, res.Body)
+	sub := res.JSON["id"].(string)
 	first := LabelAddition{SubscriberID: sub, Channel: "telegram", LabelIDs: []string{vip.ID}, Revision: 1}
 	assert.Equal(t, []LabelAddition{first}, hook.take())
 	assert.True(t, marked(first, vip.ID), "written with the subscriber")
 
 	// An upsert with a label the subscriber has and one it has not adds the new one.
-	res = s.do(t, "POST", base+"/subscribers", `{"channel":"telegram","external_id":"42","labels":["`+vip.ID+`","`+gold.ID+`"]}`)
-	require.Equal(t, 200, res.Code, res.Body.String())
+	res = s.Do(t, "POST", base+"/subscribers", `{"channel":"telegram","external_id":"42","labels":["`+vip.ID+`","`+gold.ID+`"]}`)
+	require.Equal(t, 200, res.Code, res.Body)
 	second := LabelAddition{SubscriberID: sub, Channel: "telegram", LabelIDs: []string{gold.ID}, Revision: 2}
 	assert.Equal(t, []LabelAddition{second}, hook.take())
 	assert.True(t, marked(second, gold.ID))
-	res = s.do(t, "POST", base+"/subscribers", `{"channel":"telegram","external_id":"42","first_name":"Ann","labels":["`+gold.ID+`"]}`)
-	require.Equal(t, 200, res.Code, res.Body.String())
+	res = s.Do(t, "POST", base+"/subscribers", `{"channel":"telegram","external_id":"42","first_name":"Ann","labels":["`+gold.ID+`"]}`)
+	require.Equal(t, 200, res.Code, res.Body)
 	assert.Empty(t, hook.take(), "a change that adds no label")
 
 	// The label route: added once; adding it again (a retried request) adds nothing.
-	res = s.do(t, "DELETE", base+"/subscribers/"+sub+"/labels/"+vip.ID, "")
-	require.Equal(t, 200, res.Code, res.Body.String())
+	res = s.Do(t, "DELETE", base+"/subscribers/"+sub+"/labels/"+vip.ID, "")
+	require.Equal(t, 200, res.Code, res.Body)
 	for range 2 {
-		res = s.do(t, "POST", base+"/subscribers/"+sub+"/labels", `{"label_id":"`+vip.ID+`"}`)
-		require.Equal(t, 200, res.Code, res.Body.String())
+		res = s.Do(t, "POST", base+"/subscribers/"+sub+"/labels", `{"label_id":"`+vip.ID+`"}`)
+		require.Equal(t, 200, res.Code, res.Body)
 	}
 	assert.Equal(t, []LabelAddition{{SubscriberID: sub, Channel: "telegram", LabelIDs: []string{vip.ID}, Revision: 5}}, hook.take())
-	assert.EqualValues(t, 5, res.json["revision"])
+	assert.EqualValues(t, 5, res.JSON["revision"])
 
 	// The Service's methods, which the conversation runtime uses, consult nobody.
 	_, err := s.svc.RemoveLabel(t.Context(), s.bot, sub, vip.ID)
@@ -130,20 +130,20 @@ func TestLabelHookFailureStoresNothing(t *testing.T) {
 			t.Parallel()
 			s := newServer(t)
 			s.svc = s.svc.WithLabelHook(c.hook)
-			s.mux = s.rebuild(t)
+			s.serve(t)
 			base := "/api/bots/" + s.bot
 			vip := s.label(t, "VIP")
 
-			res := s.do(t, "POST", base+"/subscribers", `{"channel":"vk","external_id":"7","labels":["`+vip.ID+`"]}`)
-			assert.Equal(t, 500, res.Code, res.Body.String())
+			res := s.Do(t, "POST", base+"/subscribers", `{"channel":"vk","external_id":"7","labels":["`+vip.ID+`"]}`)
+			assert.Equal(t, 500, res.Code, res.Body)
 			subs, _, err := s.svc.List(t.Context(), s.bot, Filter{}, 10, "")
 			require.NoError(t, err)
 			assert.Empty(t, subs, "the subscriber was not stored")
 
 			sub, _, err := s.svc.Upsert(t.Context(), s.bot, "vk", "7", Changes{})
 			require.NoError(t, err)
-			res = s.do(t, "POST", base+"/subscribers/"+sub.ID+"/labels", `{"label_id":"`+vip.ID+`"}`)
-			assert.Equal(t, 500, res.Code, res.Body.String())
+			res = s.Do(t, "POST", base+"/subscribers/"+sub.ID+"/labels", `{"label_id":"`+vip.ID+`"}`)
+			assert.Equal(t, 500, res.Code, res.Body)
 			got, err := s.svc.Get(t.Context(), s.bot, sub.ID)
 			require.NoError(t, err)
 			assert.Empty(t, got.Labels, "the label was not added")
@@ -179,7 +179,7 @@ func TestLargestHookedChangeFitsOneTransaction(t *testing.T) {
 	sizes := &transactSizes{Store: s.store}
 	hook := &oneWriteHook{}
 	s.svc = NewService(sizes, s.clock.Now, nil).WithLabelHook(hook)
-	s.mux = s.rebuild(t)
+	s.serve(t)
 	var labels []string
 	for i := range MaxLabelsPerChange {
 		labels = append(labels, `"`+s.label(t, fmt.Sprint("L", i)).ID+`"`)
@@ -197,16 +197,16 @@ func TestLargestHookedChangeFitsOneTransaction(t *testing.T) {
 		}
 		return strings.Join(w, " ")
 	}
-	res := s.do(t, "POST", "/api/bots/"+s.bot+"/subscribers", `{"channel":"telegram","external_id":"1","first_name":"`+words("a")+`"}`)
-	require.Equal(t, 201, res.Code, res.Body.String())
+	res := s.Do(t, "POST", "/api/bots/"+s.bot+"/subscribers", `{"channel":"telegram","external_id":"1","first_name":"`+words("a")+`"}`)
+	require.Equal(t, 201, res.Code, res.Body)
 	body, err := json.Marshal(fields)
 	require.NoError(t, err)
 	sizes.mu.Lock()
 	sizes.sizes = nil
 	sizes.mu.Unlock()
-	res = s.do(t, "POST", "/api/bots/"+s.bot+"/subscribers", `{"channel":"telegram","external_id":"1","first_name":"`+words("b")+
+	res = s.Do(t, "POST", "/api/bots/"+s.bot+"/subscribers", `{"channel":"telegram","external_id":"1","first_name":"`+words("b")+
 		`","labels":[`+strings.Join(labels, ",")+`],"fields":`+string(body)+`}`)
-	require.Equal(t, 200, res.Code, res.Body.String())
+	require.Equal(t, 200, res.Code, res.Body)
 	want := 1 + 2*MaxNameWords + 2*MaxLabelsPerChange + MaxFieldsPerChange + 1
 	sizes.mu.Lock()
 	assert.Contains(t, sizes.sizes, want, "the change's transaction")

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 )
 
 func TestCreateLabelValidation(t *testing.T) {
@@ -42,14 +44,14 @@ func TestCreateLabelValidation(t *testing.T) {
 			continue
 		}
 		require.Error(t, err, tt.name)
-		assert.Equal(t, tt.want, problem(t, err).Code, tt.name)
+		assert.Equal(t, tt.want, httpapitest.AsError(t, err).Code, tt.name)
 	}
 	// name_taken names the label that holds the name, and is detectable by callers.
 	_, err := f.svc.CreateLabel(t.Context(), f.bot, "vIP")
 	assert.True(t, errors.Is(err, ErrNameTaken))
 	all, lerr := f.svc.Labels(t.Context(), f.bot)
 	require.NoError(t, lerr)
-	assert.Equal(t, all[0].ID, problem(t, err).Extensions["conflicting_id"])
+	assert.Equal(t, all[0].ID, httpapitest.AsError(t, err).Extensions["conflicting_id"])
 }
 
 func TestLabelLimitHoldsUnderConcurrency(t *testing.T) {
@@ -76,7 +78,7 @@ func TestLabelLimitHoldsUnderConcurrency(t *testing.T) {
 			created++
 		case errors.Is(err, ErrLimitReached):
 			limited++
-			assert.Equal(t, "limit_reached", problem(t, err).Code)
+			assert.Equal(t, "limit_reached", httpapitest.AsError(t, err).Code)
 		default:
 			t.Errorf("unexpected error: %v", err)
 		}
@@ -123,7 +125,7 @@ func TestRenameLabel(t *testing.T) {
 		l, err := f.svc.RenameLabel(t.Context(), f.bot, tt.id, tt.expected, tt.newName)
 		if tt.code != "" {
 			require.Error(t, err, tt.name)
-			assert.Equal(t, tt.code, problem(t, err).Code, tt.name)
+			assert.Equal(t, tt.code, httpapitest.AsError(t, err).Code, tt.name)
 			continue
 		}
 		require.NoError(t, err, tt.name)
@@ -138,7 +140,7 @@ func TestRenameLabel(t *testing.T) {
 	assert.Equal(t, t0.Add(90*time.Second), got.UpdatedAt)
 	stale, err := f.svc.RenameLabel(t.Context(), f.bot, vip.ID, 1, "Platinum")
 	assert.Empty(t, stale)
-	assert.Equal(t, int64(3), problem(t, err).Extensions["current_revision"])
+	assert.Equal(t, int64(3), httpapitest.AsError(t, err).Extensions["current_revision"])
 }
 
 func TestEnsureLabels(t *testing.T) {
@@ -156,7 +158,7 @@ func TestEnsureLabels(t *testing.T) {
 	assert.Equal(t, "New one", all[1].Name)
 
 	_, err = f.svc.EnsureLabels(t.Context(), f.bot, []string{"fine", ""})
-	assert.Equal(t, []string{"names[1]"}, fieldsOf(t, err))
+	assert.Equal(t, []string{"names[1]"}, httpapitest.InvalidFields(t, err))
 }
 
 // Deleting a label hides it at once and removes it from every subscriber in the background;
@@ -180,12 +182,12 @@ func TestDeleteLabelRemovesItFromSubscribers(t *testing.T) {
 
 	// A stale expected_revision refuses the deletion.
 	err := f.svc.DeleteLabel(t.Context(), f.bot, vip.ID, ptr(int64(2)))
-	assert.Equal(t, "stale_revision", problem(t, err).Code)
+	assert.Equal(t, "stale_revision", httpapitest.AsError(t, err).Code)
 	require.NoError(t, f.svc.DeleteLabel(t.Context(), f.bot, vip.ID, ptr(int64(1))))
 
 	// Meanwhile: gone from lists and filters, from every subscriber, and cannot be added.
 	_, err = f.svc.GetLabel(t.Context(), f.bot, vip.ID)
-	assert.Equal(t, "not_found", problem(t, err).Code)
+	assert.Equal(t, "not_found", httpapitest.AsError(t, err).Code)
 	s0, err := f.svc.Get(t.Context(), f.bot, subs[0].ID)
 	require.NoError(t, err)
 	assert.Equal(t, []string{keep.ID}, s0.Labels)
@@ -194,7 +196,7 @@ func TestDeleteLabelRemovesItFromSubscribers(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, page)
 	_, err = f.svc.AddLabel(t.Context(), f.bot, subs[1].ID, vip.ID)
-	assert.Equal(t, []string{"label_id"}, fieldsOf(t, err))
+	assert.Equal(t, []string{"label_id"}, httpapitest.InvalidFields(t, err))
 	assert.Len(t, f.partition(t, memberPartition(f.bot, vip.ID)), 125, "memberships remain until the job runs")
 	// A repeat while the job has not run answers success and starts it again.
 	require.NoError(t, f.svc.DeleteLabel(t.Context(), f.bot, vip.ID, nil))
@@ -220,7 +222,7 @@ func TestDeleteLabelRemovesItFromSubscribers(t *testing.T) {
 	assert.Len(t, f.partition(t, memberPartition(f.bot, keep.ID)), 250)
 
 	err = f.svc.DeleteLabel(t.Context(), f.bot, vip.ID, nil)
-	assert.Equal(t, "not_found", problem(t, err).Code, "once the removal is done, the label is simply unknown")
+	assert.Equal(t, "not_found", httpapitest.AsError(t, err).Code, "once the removal is done, the label is simply unknown")
 	// The name is free for a new label, which starts empty.
 	again := f.label(t, "vip")
 	assert.NotEqual(t, vip.ID, again.ID)
@@ -241,5 +243,5 @@ func TestDeleteLabelInlineWithoutRunner(t *testing.T) {
 	raw, err := f.svc.load(t.Context(), f.bot, s.ID)
 	require.NoError(t, err)
 	assert.Empty(t, raw.Labels)
-	assert.Equal(t, "not_found", problem(t, f.svc.DeleteLabel(t.Context(), f.bot, "lbl_x", nil)).Code)
+	assert.Equal(t, "not_found", httpapitest.AsError(t, f.svc.DeleteLabel(t.Context(), f.bot, "lbl_x", nil)).Code)
 }

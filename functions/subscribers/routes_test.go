@@ -1,80 +1,34 @@
 package subscribers
 
 import (
-	"context"
-	"encoding/json"
-	"log/slog"
-	"net/http/httptest"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 )
-
-// oneBot is the tenancy check of a kernel that knows a single bot.
-type oneBot string
-
-func (b oneBot) LoadBot(_ context.Context, _, bot string) (any, error) {
-	if bot != string(b) {
-		return nil, httpapi.NotFound("bot")
-	}
-	return struct{}{}, nil
-}
 
 type server struct {
 	*fixture
-	auth *auth.Service
-	mux  *httpapi.Mux
-	tok  string
+	*httpapitest.Server
 }
 
 func newServer(t *testing.T) *server {
 	t.Helper()
 	f := newFixture(t, false)
-	a := auth.NewService(f.store, f.clock.Now, nil)
-	s := &server{fixture: f, auth: a}
-	s.mux = s.rebuild(t)
-	acct, owner, err := a.CreateAccount(t.Context(), "Acme")
-	require.NoError(t, err)
-	_, s.tok, err = a.IssuePAT(t.Context(), acct.ID, owner.ID, "t", auth.Scopes{auth.Full}, t0.Add(time.Hour))
-	require.NoError(t, err)
+	s := &server{fixture: f, Server: httpapitest.New(t, httpapitest.Config{Now: f.clock.Now, Store: f.store, BotIDs: []string{f.bot}})}
+	s.serve(t)
 	return s
 }
 
-// rebuild serves the routes of s.svc on a new mux.
-func (s *server) rebuild(t *testing.T) *httpapi.Mux {
+// serve serves the routes of s.svc on a new mux.
+func (s *server) serve(t *testing.T) {
 	t.Helper()
-	mux, err := httpapi.NewMux(httpapi.Config{
-		Authenticate: httpapi.BearerAuth(s.auth), Bots: oneBot(s.bot), Audit: audit.NewLog(s.store),
-		Log: slog.New(slog.DiscardHandler), Now: s.clock.Now,
-	})
-	require.NoError(t, err)
-	Routes(mux, s.svc, httpapi.NewCursors([]byte("0123456789abcdef0123456789abcdef")))
-	return mux
-}
-
-type reply struct {
-	*httptest.ResponseRecorder
-	json map[string]any
-}
-
-func (s *server) do(t *testing.T, method, path, body string) reply {
-	t.Helper()
-	r := httptest.NewRequest(method, path, strings.NewReader(body))
-	r.Header.Set("Authorization", "Bearer "+s.tok)
-	w := httptest.NewRecorder()
-	s.mux.ServeHTTP(w, r)
-	rep := reply{ResponseRecorder: w}
-	if w.Body.Len() > 0 {
-		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &rep.json), w.Body.String())
-	}
-	return rep
+	s.Mux = s.NewMux(t)
+	Routes(s.Mux, s.svc, s.Cursors)
 }
 
 // The access table is the security boundary of the family: a change to it must be deliberate.
@@ -100,7 +54,7 @@ func TestRoutesAccessTable(t *testing.T) {
 		"DELETE /api/bots/{botID}/fields/{fieldID}":                            config,
 	}
 	got := map[string]httpapi.Access{}
-	for _, rt := range s.mux.Routes() {
+	for _, rt := range s.Mux.Routes() {
 		got[rt.Pattern()] = rt.Access
 	}
 	assert.Equal(t, want, got)
@@ -111,25 +65,25 @@ func TestRoutes(t *testing.T) {
 	s := newServer(t)
 	base := "/api/bots/" + s.bot
 
-	res := s.do(t, "POST", base+"/labels", `{"name":"VIP"}`)
-	require.Equal(t, 201, res.Code, res.Body.String())
-	label := res.json["id"].(string)
-	assert.Equal(t, base+"/labels/"+label, res.Header().Get("Location"))
-	res = s.do(t, "POST", base+"/fields", `{"name":"plan","type":"string"}`)
-	require.Equal(t, 201, res.Code, res.Body.String())
-	field := res.json["id"].(string)
+	res := s.Do(t, "POST", base+"/labels", `{"name":"VIP"}`)
+	require.Equal(t, 201, res.Code, res.Body)
+	label := res.JSON["id"].(string)
+	assert.Equal(t, base+"/labels/"+label, res.Header.Get("Location"))
+	res = s.Do(t, "POST", base+"/fields", `{"name":"plan","type":"string"}`)
+	require.Equal(t, 201, res.Code, res.Body)
+	field := res.JSON["id"].(string)
 
-	res = s.do(t, "POST", base+"/subscribers", `{"channel":"telegram","external_id":"42","first_name":"Anna","fields":{"plan":"pro"},"labels":["`+label+`"],"last_seen_at":"2026-03-01T10:00:00+01:00"}`)
-	require.Equal(t, 201, res.Code, res.Body.String())
-	sub := res.json["id"].(string)
-	assert.Equal(t, base+"/subscribers/"+sub, res.Header().Get("Location"))
-	assert.Equal(t, "2026-03-01T09:00:00Z", res.json["last_seen_at"])
-	assert.Equal(t, map[string]any{"plan": "pro"}, res.json["fields"])
-	res = s.do(t, "POST", base+"/subscribers", `{"channel":"telegram","external_id":"42","last_name":"Schmidt"}`)
-	require.Equal(t, 200, res.Code, res.Body.String())
-	assert.Equal(t, "Anna Schmidt", res.json["name"])
-	assert.Equal(t, float64(2), res.json["revision"])
-	assert.Empty(t, res.Header().Get("Location"))
+	res = s.Do(t, "POST", base+"/subscribers", `{"channel":"telegram","external_id":"42","first_name":"Anna","fields":{"plan":"pro"},"labels":["`+label+`"],"last_seen_at":"2026-03-01T10:00:00+01:00"}`)
+	require.Equal(t, 201, res.Code, res.Body)
+	sub := res.JSON["id"].(string)
+	assert.Equal(t, base+"/subscribers/"+sub, res.Header.Get("Location"))
+	assert.Equal(t, "2026-03-01T09:00:00Z", res.JSON["last_seen_at"])
+	assert.Equal(t, map[string]any{"plan": "pro"}, res.JSON["fields"])
+	res = s.Do(t, "POST", base+"/subscribers", `{"channel":"telegram","external_id":"42","last_name":"Schmidt"}`)
+	require.Equal(t, 200, res.Code, res.Body)
+	assert.Equal(t, "Anna Schmidt", res.JSON["name"])
+	assert.Equal(t, float64(2), res.JSON["revision"])
+	assert.Empty(t, res.Header.Get("Location"))
 
 	subPath := base + "/subscribers/" + sub
 	tests := []struct {
@@ -183,13 +137,13 @@ func TestRoutes(t *testing.T) {
 		{"deleted subscriber", "GET", subPath, "", 404, "not_found", ""},
 	}
 	for _, tt := range tests {
-		res := s.do(t, tt.method, tt.path, tt.body)
-		assert.Equal(t, tt.status, res.Code, "%s: %s", tt.name, res.Body.String())
+		res := s.Do(t, tt.method, tt.path, tt.body)
+		assert.Equal(t, tt.status, res.Code, "%s: %s", tt.name, res.Body)
 		if tt.code != "" {
-			assert.Equal(t, tt.code, res.json["code"], tt.name)
+			assert.Equal(t, tt.code, res.JSON["code"], tt.name)
 		}
 		if tt.field != "" {
-			assert.Equal(t, tt.field, res.json["field"], tt.name)
+			assert.Equal(t, tt.field, res.JSON["field"], tt.name)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/stats"
 )
 
@@ -77,13 +78,13 @@ func TestUpsertCreatesThenUpdates(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, sub.ID, byIdentity.ID)
 	_, err = f.svc.GetByIdentity(t.Context(), f.bot, ChannelWhatsApp, "358704112")
-	assert.Equal(t, "not_found", problem(t, err).Code)
+	assert.Equal(t, "not_found", httpapitest.AsError(t, err).Code)
 	_, err = f.svc.GetByIdentity(t.Context(), f.bot, "fax", "1")
-	assert.Equal(t, "not_found", problem(t, err).Code)
+	assert.Equal(t, "not_found", httpapitest.AsError(t, err).Code)
 
 	// Another bot has its own subscribers.
 	_, err = f.svc.Get(t.Context(), "bot_00000000000000000000000000", sub.ID)
-	assert.Equal(t, "not_found", problem(t, err).Code)
+	assert.Equal(t, "not_found", httpapitest.AsError(t, err).Code)
 }
 
 func TestUpsertValidation(t *testing.T) {
@@ -114,14 +115,14 @@ func TestUpsertValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, _, err := f.svc.Upsert(t.Context(), f.bot, tt.channel, tt.externalID, tt.c)
-		assert.Equal(t, tt.problems, fieldsOf(t, err), tt.name)
+		assert.Equal(t, tt.problems, httpapitest.InvalidFields(t, err), tt.name)
 	}
 	many := map[string]any{}
 	for i := range MaxFieldsPerChange + 1 {
 		many[fmt.Sprintf("f%d", i)] = "x"
 	}
 	_, _, err := f.svc.Upsert(t.Context(), f.bot, "telegram", "1", Changes{Fields: many})
-	assert.Contains(t, fieldsOf(t, err), "fields")
+	assert.Contains(t, httpapitest.InvalidFields(t, err), "fields")
 	page, _, err := f.svc.List(t.Context(), f.bot, Filter{}, 50, "")
 	require.NoError(t, err)
 	assert.Empty(t, page, "no failed upsert created anything")
@@ -192,7 +193,7 @@ func TestUpdate(t *testing.T) {
 		got, err := f.svc.Update(t.Context(), f.bot, tt.id, tt.expected, tt.c)
 		if tt.code != "" {
 			require.Error(t, err, tt.name)
-			assert.Equal(t, tt.code, problem(t, err).Code, tt.name)
+			assert.Equal(t, tt.code, httpapitest.AsError(t, err).Code, tt.name)
 			continue
 		}
 		require.NoError(t, err, tt.name)
@@ -204,7 +205,7 @@ func TestUpdate(t *testing.T) {
 	assert.Equal(t, ptr("Ann Schmidt"), got.Name)
 	assert.Equal(t, ptr("Asia/Tokyo"), got.Timezone)
 	_, err = f.svc.Update(t.Context(), f.bot, sub.ID, 1, Changes{FirstName: ptr("Late")})
-	assert.Equal(t, int64(3), problem(t, err).Extensions["current_revision"])
+	assert.Equal(t, int64(3), httpapitest.AsError(t, err).Extensions["current_revision"])
 }
 
 // Of two writers at the same revision exactly one wins: the revision check is the write's
@@ -228,7 +229,7 @@ func TestConcurrentUpdatesOneWins(t *testing.T) {
 	for err := range errs {
 		if err == nil {
 			won++
-		} else if problem(t, err).Code == "stale_revision" {
+		} else if httpapitest.AsError(t, err).Code == "stale_revision" {
 			stale++
 		}
 	}
@@ -264,13 +265,13 @@ func TestLabelsOnASubscriber(t *testing.T) {
 	assert.Empty(t, f.partition(t, memberPartition(f.bot, a.ID)))
 
 	_, err = f.svc.AddLabel(t.Context(), f.bot, sub.ID, "lbl_00000000000000000000000000")
-	assert.Equal(t, []string{"label_id"}, fieldsOf(t, err))
+	assert.Equal(t, []string{"label_id"}, httpapitest.InvalidFields(t, err))
 	_, err = f.svc.AddLabel(t.Context(), f.bot, sub.ID, "vip")
-	assert.Equal(t, []string{"label_id"}, fieldsOf(t, err))
+	assert.Equal(t, []string{"label_id"}, httpapitest.InvalidFields(t, err))
 	_, err = f.svc.AddLabel(t.Context(), f.bot, "sub_00000000000000000000000000", a.ID)
-	assert.Equal(t, "not_found", problem(t, err).Code)
+	assert.Equal(t, "not_found", httpapitest.AsError(t, err).Code)
 	_, err = f.svc.RemoveLabel(t.Context(), f.bot, sub.ID, "vip")
-	assert.Equal(t, "not_found", problem(t, err).Code)
+	assert.Equal(t, "not_found", httpapitest.AsError(t, err).Code)
 }
 
 func TestLabelsPerSubscriberLimit(t *testing.T) {
@@ -291,7 +292,7 @@ func TestLabelsPerSubscriberLimit(t *testing.T) {
 	assert.NoError(t, err, "a label it has is still fine")
 	// An upsert can add at most MaxLabelsPerChange at once.
 	_, _, err = f.svc.Upsert(t.Context(), f.bot, ChannelTelegram, "2", Changes{AddLabels: labels[:MaxLabelsPerChange+1]})
-	assert.Equal(t, []string{"labels"}, fieldsOf(t, err))
+	assert.Equal(t, []string{"labels"}, httpapitest.InvalidFields(t, err))
 	s, created, err := f.svc.Upsert(t.Context(), f.bot, ChannelTelegram, "2", Changes{AddLabels: labels[:MaxLabelsPerChange]})
 	require.NoError(t, err)
 	assert.True(t, created)
@@ -314,12 +315,12 @@ func TestDeleteErasesPersonalData(t *testing.T) {
 	other := f.subscriber(t, "2", "Anna", "Other")
 
 	err = f.svc.Delete(t.Context(), f.bot, sub.ID, ptr(int64(2)))
-	assert.Equal(t, "stale_revision", problem(t, err).Code)
+	assert.Equal(t, "stale_revision", httpapitest.AsError(t, err).Code)
 	require.NoError(t, f.svc.Delete(t.Context(), f.bot, sub.ID, ptr(int64(1))))
 
 	_, err = f.svc.Get(t.Context(), f.bot, sub.ID)
-	assert.Equal(t, "not_found", problem(t, err).Code)
-	assert.Equal(t, "not_found", problem(t, f.svc.Delete(t.Context(), f.bot, sub.ID, nil)).Code)
+	assert.Equal(t, "not_found", httpapitest.AsError(t, err).Code)
+	assert.Equal(t, "not_found", httpapitest.AsError(t, f.svc.Delete(t.Context(), f.bot, sub.ID, nil)).Code)
 	assert.Empty(t, f.partition(t, memberPartition(f.bot, l.ID)))
 	assert.Equal(t, []string{"telegram#2"}, f.partition(t, botPrefix(f.bot)+"#IDENT"))
 	for _, sk := range f.partition(t, namePartition(f.bot)) {

@@ -3,12 +3,9 @@ package webhooks
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,15 +15,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/shared/audit"
-	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/channel/telegram"
 	"github.com/botplatform/api/shared/channel/vk"
 	"github.com/botplatform/api/shared/channel/whatsapp"
-	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/queue"
-	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 	tgfake "github.com/botplatform/api/tests/fakes/telegram"
 	vkfake "github.com/botplatform/api/tests/fakes/vk"
 	wafake "github.com/botplatform/api/tests/fakes/whatsapp"
@@ -101,12 +97,6 @@ func (m *memTemplates) TemplateStatus(_ context.Context, s whatsapp.TemplateStat
 	return nil
 }
 
-type noBots struct{}
-
-func (noBots) LoadBot(context.Context, string, string) (any, error) {
-	return nil, httpapi.NotFound("bot")
-}
-
 type noAudit struct{}
 
 func (noAudit) Publish(context.Context, audit.Event) error { return errors.New("no audit") }
@@ -130,7 +120,7 @@ func (l *logBuffer) String() string {
 }
 
 type fixture struct {
-	mux       *httpapi.Mux
+	srv       *httpapitest.Server
 	q         *memQueue
 	chans     *memChannels
 	templates *memTemplates
@@ -151,9 +141,7 @@ const (
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
+	st := sqlitetest.Open(t)
 	f := &fixture{q: &memQueue{}, templates: &memTemplates{}, log: &logBuffer{}}
 	bot := ids.New("bot")
 	f.tg = Channel{ID: ids.New("ch"), BotID: bot, AccountID: "acct_1", Kind: channel.Telegram,
@@ -173,32 +161,23 @@ func newFixture(t *testing.T) *fixture {
 	log := slog.New(slog.NewJSONHandler(f.log, nil))
 	s, err := New(Config{Store: st, Queue: f.q, Channels: f.chans, Templates: f.templates, WhatsAppVerifyToken: verifyTok, Now: time.Now, Log: log})
 	require.NoError(t, err)
-	f.mux, err = httpapi.NewMux(httpapi.Config{
-		Authenticate: func(*http.Request) (*auth.Principal, error) { return nil, auth.ErrMissingCredentials },
-		Bots:         noBots{}, Audit: noAudit{}, Log: log, Now: time.Now,
-	})
-	require.NoError(t, err)
-	Routes(f.mux, s)
+	// The webhook routes are public: they audit nothing (noAudit fails) and know no bots.
+	f.srv = httpapitest.New(t, httpapitest.Config{Now: time.Now, Store: st, Audit: noAudit{}, Log: log})
+	Routes(f.srv.Mux, s)
 	return f
 }
 
-func (f *fixture) post(path string, body []byte, header ...string) *httptest.ResponseRecorder {
-	r := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		r.Header.Set(header[i], header[i+1])
-	}
-	w := httptest.NewRecorder()
-	f.mux.ServeHTTP(w, r)
-	return w
+// post delivers a JSON body to a webhook route, without credentials.
+func (f *fixture) post(t *testing.T, path string, body []byte, header ...string) httpapitest.Reply {
+	t.Helper()
+	return f.srv.DoAs(t, "", http.MethodPost, path, body, append([]string{"Content-Type", "application/json"}, header...)...)
 }
 
-func code(t *testing.T, w *httptest.ResponseRecorder) string {
+// code is the code of a problem reply; it fails the test for any other reply.
+func code(t *testing.T, r httpapitest.Reply) string {
 	t.Helper()
-	require.Equal(t, "application/problem+json", w.Header().Get("Content-Type"), w.Body.String())
-	var p struct{ Code string }
-	require.NoError(t, jsonUnmarshal(w.Body.Bytes(), &p))
-	return p.Code
+	require.Equal(t, "application/problem+json", r.Header.Get("Content-Type"), r.Body)
+	return r.Problem()
 }
 
 func TestTelegramWebhook(t *testing.T) {
@@ -211,7 +190,7 @@ func TestTelegramWebhook(t *testing.T) {
 
 	// A forged or missing secret: 401, nothing enqueued, a warning without the body.
 	for _, secret := range []string{"", "forged"} {
-		w := f.post(path, update, "X-Telegram-Bot-Api-Secret-Token", secret)
+		w := f.post(t, path, update, "X-Telegram-Bot-Api-Secret-Token", secret)
 		assert.Equal(t, 401, w.Code)
 		assert.Equal(t, "unauthentic_webhook", code(t, w))
 	}
@@ -222,14 +201,14 @@ func TestTelegramWebhook(t *testing.T) {
 
 	// Unknown channel, a channel of another type, a malformed id: 404.
 	for _, p := range []string{"/webhooks/telegram/" + ids.New("ch"), "/webhooks/telegram/" + f.vk.ID, "/webhooks/telegram/nope"} {
-		w := f.post(p, update, "X-Telegram-Bot-Api-Secret-Token", tgSecret)
+		w := f.post(t, p, update, "X-Telegram-Bot-Api-Secret-Token", tgSecret)
 		assert.Equal(t, 404, w.Code, p)
 	}
 	assert.Empty(t, f.q.deliveries(t))
 
 	// The real thing: 200 and one message for the runtime.
-	w := f.post(path, update, "X-Telegram-Bot-Api-Secret-Token", tgSecret)
-	require.Equal(t, 200, w.Code, w.Body.String())
+	w := f.post(t, path, update, "X-Telegram-Bot-Api-Secret-Token", tgSecret)
+	require.Equal(t, 200, w.Code, w.Body)
 	got := f.q.deliveries(t)
 	require.Len(t, got, 1)
 	d := got[0]
@@ -243,26 +222,26 @@ func TestTelegramWebhook(t *testing.T) {
 	assert.WithinDuration(t, time.Now(), d.ReceivedAt, 5*time.Second)
 
 	// Telegram redelivers: answered 200, not enqueued again.
-	w = f.post(path, update, "X-Telegram-Bot-Api-Secret-Token", tgSecret)
+	w = f.post(t, path, update, "X-Telegram-Bot-Api-Secret-Token", tgSecret)
 	assert.Equal(t, 200, w.Code)
 	assert.Len(t, f.q.deliveries(t), 1)
 
 	// The queue is down: 503 (Telegram retries), and no marker, so the retry is enqueued.
 	f.q.fail = errors.New("queue down")
 	next := tg.TextUpdate(user, "hello")
-	assert.Equal(t, 503, f.post(path, next, "X-Telegram-Bot-Api-Secret-Token", tgSecret).Code)
+	assert.Equal(t, 503, f.post(t, path, next, "X-Telegram-Bot-Api-Secret-Token", tgSecret).Code)
 	f.q.fail = nil
-	assert.Equal(t, 200, f.post(path, next, "X-Telegram-Bot-Api-Secret-Token", tgSecret).Code)
+	assert.Equal(t, 200, f.post(t, path, next, "X-Telegram-Bot-Api-Secret-Token", tgSecret).Code)
 	assert.Len(t, f.q.deliveries(t), 2)
 
 	// An update kind the runtime ignores (an edit): 200, nothing enqueued.
-	assert.Equal(t, 200, f.post(path, tg.EditedUpdate(user, "x"), "X-Telegram-Bot-Api-Secret-Token", tgSecret).Code)
+	assert.Equal(t, 200, f.post(t, path, tg.EditedUpdate(user, "x"), "X-Telegram-Bot-Api-Secret-Token", tgSecret).Code)
 	assert.Len(t, f.q.deliveries(t), 2)
 
 	// Too large: 413; not JSON: 400.
 	big := append([]byte(`{"update_id":1,"x":"`), bytes.Repeat([]byte("a"), MaxBodyBytes)...)
-	assert.Equal(t, 413, f.post(path, big, "X-Telegram-Bot-Api-Secret-Token", tgSecret).Code)
-	w = f.post(path, []byte("not json"), "X-Telegram-Bot-Api-Secret-Token", tgSecret)
+	assert.Equal(t, 413, f.post(t, path, big, "X-Telegram-Bot-Api-Secret-Token", tgSecret).Code)
+	w = f.post(t, path, []byte("not json"), "X-Telegram-Bot-Api-Secret-Token", tgSecret)
 	assert.Equal(t, 400, w.Code)
 	assert.Equal(t, "invalid_body", code(t, w))
 }
@@ -272,15 +251,15 @@ func TestVKWebhook(t *testing.T) {
 	f := newFixture(t)
 	path := "/webhooks/vk/" + f.vk.ID
 	key := vk.SecretKey(vkSecret)
-	post := func(e vkfake.Event, secret string) *httptest.ResponseRecorder {
+	post := func(e vkfake.Event, secret string) httpapitest.Reply {
 		e.Secret = secret
-		return f.post(path, e.JSON())
+		return f.post(t, path, e.JSON())
 	}
 
 	w := post(vkfake.Confirmation(vkGroup), key)
 	require.Equal(t, 200, w.Code)
-	assert.Equal(t, vkCode, w.Body.String())
-	assert.Equal(t, "text/plain; charset=utf-8", w.Header().Get("Content-Type"))
+	assert.Equal(t, vkCode, w.Body)
+	assert.Equal(t, "text/plain; charset=utf-8", w.Header.Get("Content-Type"))
 	assert.Equal(t, 401, post(vkfake.Confirmation(vkGroup), "wrong").Code, "a forged confirmation learns no code")
 	assert.Equal(t, 401, post(vkfake.Confirmation(vkGroup+1), key).Code)
 
@@ -289,9 +268,9 @@ func TestVKWebhook(t *testing.T) {
 	assert.Empty(t, f.q.deliveries(t))
 	w = post(msg, key)
 	require.Equal(t, 200, w.Code)
-	assert.Equal(t, "ok", w.Body.String())
+	assert.Equal(t, "ok", w.Body)
 	w = post(msg, key) // VK's retry
-	assert.Equal(t, "ok", w.Body.String())
+	assert.Equal(t, "ok", w.Body)
 	got := f.q.deliveries(t)
 	require.Len(t, got, 1)
 	assert.Equal(t, "99", got[0].Inbound.UserID)
@@ -299,7 +278,7 @@ func TestVKWebhook(t *testing.T) {
 
 	// Other events are acknowledged and ignored.
 	w = post(vkfake.Other(vkGroup, "group_join", map[string]any{"user_id": 1}), key)
-	assert.Equal(t, "ok", w.Body.String())
+	assert.Equal(t, "ok", w.Body)
 	assert.Len(t, f.q.deliveries(t), 1)
 }
 
@@ -307,25 +286,23 @@ func TestWhatsAppWebhook(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 
-	get := func(q string) *httptest.ResponseRecorder {
-		w := httptest.NewRecorder()
-		f.mux.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/webhooks/whatsapp?"+q, nil))
-		return w
+	get := func(q string) httpapitest.Reply {
+		return f.srv.DoAs(t, "", http.MethodGet, "/webhooks/whatsapp?"+q, nil)
 	}
 	w := get("hub.mode=subscribe&hub.verify_token=" + verifyTok + "&hub.challenge=12345")
 	require.Equal(t, 200, w.Code)
-	assert.Equal(t, "12345", w.Body.String())
+	assert.Equal(t, "12345", w.Body)
 	w = get("hub.mode=subscribe&hub.verify_token=wrong&hub.challenge=12345")
 	assert.Equal(t, 403, w.Code)
 	assert.Equal(t, "verification_failed", code(t, w))
 
 	body, id := wafake.TextMessage(waNumber, "15550001111", "Ann", "hello")
-	w = f.post("/webhooks/whatsapp", body, "X-Hub-Signature-256", "sha256=00")
+	w = f.post(t, "/webhooks/whatsapp", body, "X-Hub-Signature-256", "sha256=00")
 	assert.Equal(t, 401, w.Code)
 	assert.Empty(t, f.q.deliveries(t))
-	w = f.post("/webhooks/whatsapp", body, "X-Hub-Signature-256", wafake.Sign(body))
-	require.Equal(t, 200, w.Code, w.Body.String())
-	w = f.post("/webhooks/whatsapp", body, "X-Hub-Signature-256", wafake.Sign(body))
+	w = f.post(t, "/webhooks/whatsapp", body, "X-Hub-Signature-256", wafake.Sign(body))
+	require.Equal(t, 200, w.Code, w.Body)
+	w = f.post(t, "/webhooks/whatsapp", body, "X-Hub-Signature-256", wafake.Sign(body))
 	require.Equal(t, 200, w.Code)
 	got := f.q.deliveries(t)
 	require.Len(t, got, 1)
@@ -335,7 +312,7 @@ func TestWhatsAppWebhook(t *testing.T) {
 
 	// A number no channel has: 404, nothing enqueued.
 	other, _ := wafake.TextMessage("999", "15550001111", "Ann", "hello")
-	assert.Equal(t, 404, f.post("/webhooks/whatsapp", other, "X-Hub-Signature-256", wafake.Sign(other)).Code)
+	assert.Equal(t, 404, f.post(t, "/webhooks/whatsapp", other, "X-Hub-Signature-256", wafake.Sign(other)).Code)
 	assert.Len(t, f.q.deliveries(t), 1)
 
 	// Template review outcomes go to the template catalog.
@@ -343,12 +320,10 @@ func TestWhatsAppWebhook(t *testing.T) {
 	wa.AddTemplate("welcome", "en_US", "UTILITY", "APPROVED", `[{"type":"BODY","text":"Hi"}]`)
 	status, err := wa.TemplateStatusUpdate("welcome", "en_US")
 	require.NoError(t, err)
-	w = f.post("/webhooks/whatsapp", status, "X-Hub-Signature-256", wafake.Sign(status))
+	w = f.post(t, "/webhooks/whatsapp", status, "X-Hub-Signature-256", wafake.Sign(status))
 	require.Equal(t, 200, w.Code)
 	require.Len(t, f.templates.got, 1)
 	assert.Equal(t, "APPROVED", f.templates.got[0].Status)
 	assert.Equal(t, "welcome", f.templates.got[0].Name)
 	assert.False(t, strings.Contains(f.log.String(), "15550001111"), "no phone number in the log")
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -23,9 +23,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/channel/httpclient"
 )
 
 // DefaultBaseURL is the public Bot API server.
@@ -94,10 +96,7 @@ func New(cfg Config) *Adapter {
 		a.base = DefaultBaseURL
 	}
 	if a.client == nil {
-		a.client = &http.Client{
-			Timeout:       DefaultTimeout,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+		a.client = &http.Client{Timeout: DefaultTimeout, CheckRedirect: httpclient.NoRedirects}
 	}
 	if a.now == nil {
 		a.now = time.Now
@@ -167,18 +166,10 @@ func (c Credentials) Check() error {
 	return nil
 }
 
-// CheckBaseURL reports whether s can be a Bot API base URL: an absolute http or https URL
-// with a host and no user info, query or fragment.
-func CheckBaseURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errors.New("must be an absolute http or https URL")
-	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return errors.New("must have no user info, query or fragment")
-	}
-	return nil
-}
+// CheckBaseURL reports whether s can be a Bot API base URL (Config.BaseURL, a channel's
+// api_base_url): an absolute http or https URL with a host and no user info, query or
+// fragment. The rule is every adapter's (httpclient.CheckBaseURL).
+func CheckBaseURL(s string) error { return httpclient.CheckBaseURL(s) }
 
 func credentialsOf(v any) (Credentials, error) {
 	switch c := v.(type) {
@@ -469,10 +460,7 @@ func checkText(what, s string, minLen, maxLen int) error {
 func UTF16Len(s string) int {
 	n := 0
 	for _, r := range s {
-		n++
-		if r >= 0x10000 {
-			n++
-		}
+		n += utf16.RuneLen(r) // never -1: ranging over a string yields no surrogate
 	}
 	return n
 }
@@ -647,12 +635,9 @@ func (a *Adapter) call(ctx context.Context, creds Credentials, method string, pa
 	req.Header.Set("Accept", "application/json")
 	res, err := a.client.Do(req)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // without the URL
-		}
+		// Without the URL, which holds the token.
 		return &channel.Error{Kind: channel.ErrUnavailable, Provider: channel.Telegram, Code: "transport",
-			Message: method + ": " + err.Error()}
+			Message: method + ": " + httpclient.WithoutURL(err).Error()}
 	}
 	defer res.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes))
@@ -715,16 +700,16 @@ func kindOf(code int) error {
 	}
 }
 
-// retryAfter is the wait Telegram asks for: parameters.retry_after, else a Retry-After
-// header in seconds, else one second.
+// retryAfter is the wait Telegram asks for: parameters.retry_after, else the Retry-After
+// header, else one second (a rate limit always makes the caller wait).
 func retryAfter(res *http.Response, secs int) time.Duration {
-	if secs <= 0 {
-		secs, _ = strconv.Atoi(strings.TrimSpace(res.Header.Get("Retry-After")))
+	if secs > 0 {
+		return time.Duration(secs) * time.Second
 	}
-	if secs <= 0 {
-		secs = 1
+	if d := httpclient.RetryAfter(res.Header.Get("Retry-After"), time.Now()); d > 0 {
+		return d
 	}
-	return time.Duration(secs) * time.Second
+	return time.Second
 }
 
 func truncate(s string, n int) string {

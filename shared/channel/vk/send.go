@@ -22,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/channel/httpclient"
 )
 
 // maxPhotoBytes is VK's limit on a photo upload.
@@ -337,7 +338,7 @@ func (a *Adapter) fetch(ctx context.Context, raw string, limit int64) (file, err
 	}
 	res, err := a.download.Do(req)
 	if err != nil {
-		if errors.Is(err, errNotPublic) {
+		if errors.Is(err, httpclient.ErrNotPublic) {
 			return file{}, rejected("the media URL points into a private network")
 		}
 		return file{}, &channel.Error{Kind: channel.ErrUnavailable, Provider: channel.VK, Message: "fetching the media: " + redact(err)}
@@ -346,7 +347,7 @@ func (a *Adapter) fetch(ctx context.Context, raw string, limit int64) (file, err
 	switch {
 	case res.StatusCode >= 500 || res.StatusCode == http.StatusTooManyRequests:
 		return file{}, &channel.Error{Kind: channel.ErrUnavailable, Provider: channel.VK,
-			Message: fmt.Sprintf("the media URL answered %d", res.StatusCode), RetryAfter: retryAfter(res.Header.Get("Retry-After"))}
+			Message: fmt.Sprintf("the media URL answered %d", res.StatusCode), RetryAfter: retryAfter(res)}
 	case res.StatusCode != http.StatusOK:
 		return file{}, rejected(fmt.Sprintf("the media URL answered %d", res.StatusCode))
 	case res.ContentLength > limit:
@@ -429,7 +430,7 @@ func (a *Adapter) upload(ctx context.Context, uploadURL, field string, f file, o
 		return &channel.Error{Kind: channel.ErrUnavailable, Provider: channel.VK, Message: "uploading: " + redact(err)}
 	}
 	if res.StatusCode != http.StatusOK {
-		return mapError(&httpError{Status: res.StatusCode, RetryAfter: retryAfter(res.Header.Get("Retry-After"))})
+		return mapError(&httpError{Status: res.StatusCode, RetryAfter: retryAfter(res)})
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return &channel.Error{Kind: channel.ErrUnavailable, Provider: channel.VK, Message: "the upload answer is not JSON"}

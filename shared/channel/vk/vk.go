@@ -20,10 +20,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/channel/httpclient"
 )
 
 // APIVersion is the VK API version of every call and of the callback events we subscribe to.
@@ -56,8 +56,9 @@ type Config struct {
 	// HTTPClient calls the API and posts uploads; a client with a 15 s timeout when nil.
 	HTTPClient *http.Client
 	// DownloadClient fetches media by URL before uploading them. When nil the adapter builds
-	// one with a 30 s timeout that refuses loopback, private and link-local addresses (a media
-	// URL is customer input), unless AllowPrivateDownloads is set (the local process, tests).
+	// one with a 30 s timeout that refuses any address that is not public (loopback, private,
+	// link-local, CGNAT: a media URL is customer input; see httpclient.Public), unless
+	// AllowPrivateDownloads is set (the local process, tests).
 	DownloadClient *http.Client
 	// AllowPrivateDownloads lets the default download client reach private addresses.
 	AllowPrivateDownloads bool
@@ -71,17 +72,9 @@ type Config struct {
 }
 
 // CheckBaseURL reports whether s can be Config.BaseURL: an absolute http or https URL
-// without user info, query or fragment (the method name is appended to its path).
-func CheckBaseURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errors.New("must be an absolute http or https URL")
-	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return errors.New("must have no user info, query or fragment")
-	}
-	return nil
-}
+// without user info, query or fragment (the method name is appended to its path). The rule
+// is every adapter's (httpclient.CheckBaseURL).
+func CheckBaseURL(s string) error { return httpclient.CheckBaseURL(s) }
 
 // Adapter is the VK channel adapter.
 type Adapter struct {
@@ -130,41 +123,11 @@ func New(cfg Config) *Adapter {
 	return a
 }
 
-// errNotPublic refuses a media download from an address inside the deployment's network.
-var errNotPublic = errors.New("vk: the media address is not public")
-
-// downloadClient fetches customer-given URLs; unless private is allowed, it refuses to
-// connect to addresses inside the deployment's network (the instance metadata endpoint,
-// loopback, private ranges), checked on the resolved address so DNS cannot smuggle them in.
+// downloadClient fetches customer-given media URLs, whole files within 30 s; unless private
+// is allowed, it refuses addresses inside the deployment's network (httpclient.PublicTransport).
 func downloadClient(private bool) *http.Client {
-	d := &net.Dialer{Timeout: 10 * time.Second}
-	if !private {
-		d.Control = func(_, address string, _ syscall.RawConn) error {
-			host, _, err := net.SplitHostPort(address)
-			if err != nil {
-				return err
-			}
-			ip := net.ParseIP(host)
-			if ip == nil || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() ||
-				ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast() {
-				return fmt.Errorf("%w: %s", errNotPublic, host)
-			}
-			return nil
-		}
-	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = d.DialContext
-	tr.Proxy = nil
-	return &http.Client{
-		Timeout:   30 * time.Second,
-		Transport: tr,
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 5 {
-				return errors.New("vk: too many redirects fetching media")
-			}
-			return nil
-		},
-	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: httpclient.PublicTransport(private),
+		CheckRedirect: httpclient.LimitRedirects(5)}
 }
 
 // Kind is channel.VK.
@@ -402,7 +365,7 @@ func (a *Adapter) do(req *http.Request, out any) error {
 		return &channel.Error{Kind: channel.ErrUnavailable, Provider: channel.VK, Message: redact(err)}
 	}
 	if res.StatusCode != http.StatusOK {
-		return &httpError{Status: res.StatusCode, RetryAfter: retryAfter(res.Header.Get("Retry-After"))}
+		return &httpError{Status: res.StatusCode, RetryAfter: retryAfter(res)}
 	}
 	var env struct {
 		Response json.RawMessage `json:"response"`
@@ -427,12 +390,9 @@ func (a *Adapter) do(req *http.Request, out any) error {
 }
 
 // redact describes a transport failure without the URL (an upload URL carries VK's
-// one-time upload credentials).
+// one-time upload credentials), and a timeout as just that.
 func redact(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
+	err = httpclient.WithoutURL(err)
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		return "timeout"
@@ -440,18 +400,7 @@ func redact(err error) string {
 	return err.Error()
 }
 
-// retryAfter reads a Retry-After header: seconds or an HTTP date.
-func retryAfter(v string) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := time.Until(t); d > 0 {
-			return d
-		}
-	}
-	return 0
+// retryAfter is the wait a non-200 answer asks for in its Retry-After header (0: none).
+func retryAfter(res *http.Response) time.Duration {
+	return httpclient.RetryAfter(res.Header.Get("Retry-After"), time.Now())
 }

@@ -8,67 +8,27 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"path"
-	"syscall"
 	"time"
 
 	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/channel/httpclient"
 )
 
-// downloadTimeout bounds connecting to a media URL and waiting for its headers; the body
-// is read within the caller's deadline (it is streamed on to the provider).
+// downloadTimeout bounds waiting for a media URL's headers; the body is read within the
+// caller's deadline (it is streamed on to the provider), so the client has no overall timeout.
 const downloadTimeout = 30 * time.Second
 
 // downloadClient fetches customer-given URLs. Unless private is allowed, it refuses to
-// connect to any address that is not public unicast (loopback, private, link-local such as
-// the instance metadata service, CGNAT, multicast), checked on the resolved address at
-// dial time, so neither DNS nor a redirect can smuggle one in. It follows at most three
-// redirects.
+// connect to any address that is not public (httpclient.PublicTransport). It follows at most
+// three redirects.
 func downloadClient(private bool) *http.Client {
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	if !private {
-		d.Control = func(_, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return err
-			}
-			if !publicAddr(ap.Addr()) {
-				return errPrivateAddress
-			}
-			return nil
-		}
-	}
-	return &http.Client{
-		Transport: &http.Transport{
-			Proxy:                 nil, // a proxy would dial in our place, past the check
-			DialContext:           d.DialContext,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ResponseHeaderTimeout: downloadTimeout,
-			MaxIdleConnsPerHost:   4,
-			IdleConnTimeout:       30 * time.Second,
-		},
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 3 {
-				return errors.New("more than 3 redirects")
-			}
-			if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
-				return errors.New("redirect to a non-http URL")
-			}
-			return nil
-		},
-	}
-}
-
-var errPrivateAddress = errors.New("the address is not a public one")
-
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
-
-func publicAddr(a netip.Addr) bool {
-	a = a.Unmap()
-	return a.IsGlobalUnicast() && !a.IsPrivate() && !a.IsLoopback() && !a.IsLinkLocalUnicast() &&
-		!cgnat.Contains(a) && !a.IsMulticast() && !a.IsUnspecified()
+	tr := httpclient.PublicTransport(private)
+	tr.ResponseHeaderTimeout = downloadTimeout
+	tr.MaxIdleConnsPerHost = 4
+	tr.IdleConnTimeout = 30 * time.Second
+	return &http.Client{Transport: tr, CheckRedirect: httpclient.LimitRedirects(3)}
 }
 
 // RemoteFile is a media file being downloaded: what its server says of it, and its body,
@@ -103,7 +63,7 @@ func (a *Adapter) FetchMedia(ctx context.Context, rawURL string) (*RemoteFile, e
 	req.Header.Set("Accept", "image/jpeg, image/png, video/mp4, application/pdf")
 	res, err := a.download.Do(req)
 	if err != nil {
-		if errors.Is(err, errPrivateAddress) {
+		if errors.Is(err, httpclient.ErrNotPublic) {
 			return nil, fail(channel.ErrRejected, "the media URL points to an address that is not public")
 		}
 		var ne net.Error

@@ -1,6 +1,7 @@
 package whatsapp
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -240,7 +241,7 @@ func messageUpdates(v messagesValue) []Update {
 		case m.Type == "interactive" && m.Interactive != nil && m.Interactive.ListReply != nil:
 			in.Payload = m.Interactive.ListReply.ID
 		case m.Type == "button" && m.Button != nil:
-			in.Payload = cmpOr(m.Button.Payload, m.Button.Text)
+			in.Payload = cmp.Or(m.Button.Payload, m.Button.Text)
 		default:
 			continue
 		}

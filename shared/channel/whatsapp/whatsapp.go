@@ -13,6 +13,7 @@ package whatsapp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/channel/httpclient"
 )
 
 // DefaultBaseURL is the Graph API with the version this adapter speaks.
@@ -63,17 +65,9 @@ type Config struct {
 }
 
 // CheckBaseURL reports whether s can be a Graph API base URL: an absolute http or https URL
-// with a host and no user info, query or fragment.
-func CheckBaseURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errors.New("must be an absolute http or https URL")
-	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return errors.New("must have no user info, query or fragment")
-	}
-	return nil
-}
+// with a host and no user info, query or fragment. The rule is every adapter's
+// (httpclient.CheckBaseURL).
+func CheckBaseURL(s string) error { return httpclient.CheckBaseURL(s) }
 
 // ValidAppID reports whether id looks like a Meta app id (digits).
 func ValidAppID(id string) bool { return graphID.MatchString(id) }
@@ -115,7 +109,7 @@ func defaultClient() *http.Client {
 			MaxIdleConnsPerHost:   16,
 		},
 		// Graph API calls never redirect; following one could carry the token elsewhere.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		CheckRedirect: httpclient.NoRedirects,
 	}
 }
 
@@ -592,7 +586,7 @@ func buildInteractive(text string, buttons []channel.Button) (*interactive, erro
 		in.Type = "button"
 		seen := map[string]bool{}
 		for _, b := range buttons {
-			id := cmpOr(b.Payload, b.Title)
+			id := cmp.Or(b.Payload, b.Title)
 			if b.Title == "" || utf8.RuneCountInString(b.Title) > maxButtonTitle {
 				return nil, rejected("a button title has 1 to %d characters", maxButtonTitle)
 			}
@@ -609,7 +603,7 @@ func buildInteractive(text string, buttons []channel.Button) (*interactive, erro
 		sec := listSection{}
 		seen := map[string]bool{}
 		for _, b := range buttons {
-			id := cmpOr(b.Payload, b.Title)
+			id := cmp.Or(b.Payload, b.Title)
 			if b.Title == "" || utf8.RuneCountInString(b.Title) > maxRowTitle {
 				return nil, rejected("a list row title has 1 to %d characters", maxRowTitle)
 			}
@@ -624,13 +618,6 @@ func buildInteractive(text string, buttons []channel.Button) (*interactive, erro
 		return nil, rejected("at most %d buttons (as a list)", maxListRows)
 	}
 	return in, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // Send delivers m to the WhatsApp user userID (their wa_id) and returns the message id
@@ -741,7 +728,7 @@ func (a *Adapter) do(req *http.Request, token string, out any) error {
 		Error *graphError `json:"error"`
 	}
 	_ = json.Unmarshal(b, &env)
-	return mapError(res.StatusCode, env.Error, res.Header.Get("Retry-After"), token)
+	return mapError(res.StatusCode, env.Error, httpclient.RetryAfter(res.Header.Get("Retry-After"), time.Now()), token)
 }
 
 // unavailable is a failure to reach the provider; the error text of net/http names the URL,
@@ -782,9 +769,9 @@ const (
 )
 
 // mapError turns a Graph API error into a *channel.Error (joined with ErrNotFound or
-// ErrTemplateExists where they apply).
-func mapError(status int, g *graphError, retryAfter, token string) error {
-	e := &channel.Error{Provider: channel.WhatsApp, Code: strconv.Itoa(status)}
+// ErrTemplateExists where they apply); retryAfter is the answer's Retry-After (0: none).
+func mapError(status int, g *graphError, retryAfter time.Duration, token string) error {
+	e := &channel.Error{Provider: channel.WhatsApp, Code: strconv.Itoa(status), RetryAfter: retryAfter}
 	if g == nil {
 		g = &graphError{}
 	} else {
@@ -800,11 +787,6 @@ func mapError(status int, g *graphError, retryAfter, token string) error {
 			msg += " (" + g.ErrorData.Details + ")"
 		}
 		e.Message = scrub(msg, token)
-	}
-	if s, err := strconv.Atoi(strings.TrimSpace(retryAfter)); err == nil && s > 0 {
-		e.RetryAfter = time.Duration(s) * time.Second
-	} else if t, err := http.ParseTime(retryAfter); err == nil {
-		e.RetryAfter = max(time.Until(t), 0)
 	}
 	switch {
 	case g.Code == codeAccessToken || status == http.StatusUnauthorized:

@@ -25,7 +25,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"slices"
@@ -34,7 +33,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/botplatform/api/tests/fakes/fakehttp"
 )
 
 // Limits the fake enforces, as the Bot API does (lengths in UTF-16 code units).
@@ -130,8 +132,10 @@ type Server struct {
 	// URL is the base URL to give the adapter (its BaseURL or a channel's api_base_url).
 	URL string
 
-	srv    *httptest.Server
-	client *http.Client
+	// What the fake received and accepted, for tests to read back (each log locks itself).
+	calls   fakehttp.Log[Call]
+	sent    fakehttp.Log[Message]
+	answers fakehttp.Log[Answer]
 
 	mu           sync.Mutex
 	bots         map[string]*Bot // by token
@@ -143,9 +147,6 @@ type Server struct {
 	callbacks    map[string]int64
 	answered     map[string]bool
 	blocked      map[int64]string
-	calls        []Call
-	sent         []Message
-	answers      []Answer
 	rateLimit    int
 	failStatus   int
 	delay        time.Duration
@@ -158,7 +159,6 @@ type Server struct {
 func New(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{
-		client:      &http.Client{Timeout: 10 * time.Second},
 		bots:        map[string]*Bot{},
 		revoked:     map[string]bool{},
 		webhooks:    map[int64]Webhook{},
@@ -170,9 +170,7 @@ func New(t testing.TB) *Server {
 		blocked:     map[int64]string{},
 		now:         time.Now,
 	}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	s.URL = s.srv.URL
-	t.Cleanup(s.srv.Close)
+	s.URL = fakehttp.Start(t, http.HandlerFunc(s.serve)).URL
 	return s
 }
 
@@ -181,20 +179,9 @@ func (s *Server) AddBot(username string) Bot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextBot++
-	b := &Bot{ID: s.nextBot, Username: username, FirstName: username, Token: strconv.FormatInt(s.nextBot, 10) + ":AA" + randomString(33)}
+	b := &Bot{ID: s.nextBot, Username: username, FirstName: username, Token: strconv.FormatInt(s.nextBot, 10) + ":AA" + fakehttp.RandomString(33)}
 	s.bots[b.Token] = b
 	return *b
-}
-
-const tokenAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
-
-func randomString(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = tokenAlphabet[int(b[i])%len(tokenAlphabet)]
-	}
-	return string(b)
 }
 
 // Misbehaviour switches.
@@ -259,18 +246,12 @@ func (s *Server) RequireHTTPS(on bool) {
 // Records.
 
 // Calls returns every request so far, in order.
-func (s *Server) Calls() []Call {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.calls)
-}
+func (s *Server) Calls() []Call { return s.calls.All() }
 
 // Sent returns the messages accepted for the chat, in order.
 func (s *Server) Sent(chatID int64) []Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []Message
-	for _, m := range s.sent {
+	for _, m := range s.sent.All() {
 		if m.ChatID == chatID {
 			out = append(out, m)
 		}
@@ -279,18 +260,10 @@ func (s *Server) Sent(chatID int64) []Message {
 }
 
 // AllSent returns every message accepted, in order.
-func (s *Server) AllSent() []Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.sent)
-}
+func (s *Server) AllSent() []Message { return s.sent.All() }
 
 // Answers returns the accepted answerCallbackQuery calls, in order.
-func (s *Server) Answers() []Answer {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.answers)
-}
+func (s *Server) Answers() []Answer { return s.answers.All() }
 
 // Webhook returns the bot's registered webhook.
 func (s *Server) Webhook(b Bot) (Webhook, bool) {
@@ -350,14 +323,14 @@ func (s *Server) messageJSON(from User, text string) map[string]any {
 
 // TextUpdate is the Update of a private text message from the user (commands included).
 func (s *Server) TextUpdate(from User, text string) []byte {
-	return mustJSON(map[string]any{"update_id": s.updateID(), "message": s.messageJSON(from, text)})
+	return fakehttp.MustJSON(map[string]any{"update_id": s.updateID(), "message": s.messageJSON(from, text)})
 }
 
 // EditedUpdate is the Update of a private message the user edited.
 func (s *Server) EditedUpdate(from User, text string) []byte {
 	m := s.messageJSON(from, text)
 	m["edit_date"] = s.now().Unix()
-	return mustJSON(map[string]any{"update_id": s.updateID(), "edited_message": m})
+	return fakehttp.MustJSON(map[string]any{"update_id": s.updateID(), "edited_message": m})
 }
 
 // CallbackUpdate is the Update of the user pressing an inline button with callback data on
@@ -372,7 +345,7 @@ func (s *Server) CallbackUpdate(b Bot, from User, data string) ([]byte, string) 
 	msg := map[string]any{"message_id": 1, "date": s.now().Unix(), "text": "menu", "chat": privateChat(from),
 		"from": map[string]any{"id": b.ID, "is_bot": true, "first_name": b.FirstName, "username": b.Username}}
 	q := map[string]any{"id": id, "from": userJSON(from), "message": msg, "chat_instance": "-" + strconv.FormatInt(from.ID, 10), "data": data}
-	return mustJSON(map[string]any{"update_id": s.updateID(), "callback_query": q}), id
+	return fakehttp.MustJSON(map[string]any{"update_id": s.updateID(), "callback_query": q}), id
 }
 
 // RawUpdate is an Update with the given members and a fresh update_id (other update kinds:
@@ -382,7 +355,7 @@ func (s *Server) RawUpdate(members map[string]any) []byte {
 	for k, v := range members {
 		m[k] = v
 	}
-	return mustJSON(m)
+	return fakehttp.MustJSON(m)
 }
 
 // Deliver POSTs the update to the bot's registered webhook as Telegram does, with the
@@ -398,29 +371,12 @@ func (s *Server) Deliver(b Bot, update []byte) (int, error) {
 // Post POSTs the update to url with secret in X-Telegram-Bot-Api-Secret-Token ("" sends
 // no header) and returns the response status.
 func (s *Server) Post(url, secret string, update []byte) (int, error) {
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(update))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
+	h := http.Header{}
 	if secret != "" {
-		req.Header.Set("X-Telegram-Bot-Api-Secret-Token", secret)
+		h.Set("X-Telegram-Bot-Api-Secret-Token", secret)
 	}
-	res, err := s.client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer res.Body.Close()
-	_, _ = io.Copy(io.Discard, res.Body)
-	return res.StatusCode, nil
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
+	status, _, err := fakehttp.Post(url, update, h)
+	return status, err
 }
 
 // The server.
@@ -452,7 +408,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	rest, ok := strings.CutPrefix(r.URL.Path, "/bot")
 	token, method, ok2 := strings.Cut(rest, "/")
 	if !ok || !ok2 || !tokenShape.MatchString(token) || strings.Contains(method, "/") {
-		s.record(Call{Method: method, Status: 404})
+		s.calls.Add(Call{Method: method, Status: 404})
 		writeError(w, &apiError{status: 404, desc: "Not Found"})
 		return
 	}
@@ -461,17 +417,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	revoked := s.revoked[token]
 	s.mu.Unlock()
 	if !known || revoked {
-		s.record(Call{Method: method, Status: 401})
+		s.calls.Add(Call{Method: method, Status: 401})
 		writeError(w, &apiError{status: 401, desc: "Unauthorized"})
 		return
 	}
 	if fail != 0 {
-		s.record(Call{BotID: b.ID, Method: method, Status: fail})
+		s.calls.Add(Call{BotID: b.ID, Method: method, Status: fail})
 		if fail >= 502 && fail <= 504 {
-			w.Header().Set("Content-Type", "text/html")
-			w.WriteHeader(fail)
-			fmt.Fprintf(w, "<html>\r\n<head><title>%d %s</title></head>\r\n<body>\r\n<center><h1>%d %s</h1></center>\r\n<hr><center>nginx/1.18.0</center>\r\n</body>\r\n</html>\r\n",
-				fail, http.StatusText(fail), fail, http.StatusText(fail))
+			fakehttp.ProxyError(w, fail)
 			return
 		}
 		writeError(w, &apiError{status: fail, desc: http.StatusText(fail)})
@@ -486,19 +439,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		result, err = s.dispatch(b, strings.ToLower(method), p)
 	}
 	if err != nil {
-		s.record(Call{BotID: b.ID, Method: method, Status: err.status})
+		s.calls.Add(Call{BotID: b.ID, Method: method, Status: err.status})
 		writeError(w, err)
 		return
 	}
-	s.record(Call{BotID: b.ID, Method: method, Status: 200})
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "result": result})
-}
-
-func (s *Server) record(c Call) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls = append(s.calls, c)
+	s.calls.Add(Call{BotID: b.ID, Method: method, Status: 200})
+	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"ok": true, "result": result})
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
@@ -507,9 +453,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 		body["parameters"] = map[string]any{"retry_after": e.retryAfter}
 		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(e.status)
-	_ = json.NewEncoder(w).Encode(body)
+	fakehttp.WriteJSON(w, e.status, body)
 }
 
 // params are a request's parameters: JSON values from a JSON body, strings from the query
@@ -597,7 +541,7 @@ func (p params) object(name string, v any) (bool, error) {
 	if s, isStr := raw.(string); isStr {
 		b = []byte(s)
 	} else {
-		b = mustJSON(raw)
+		b = fakehttp.MustJSON(raw)
 	}
 	return true, json.Unmarshal(b, v)
 }
@@ -784,7 +728,7 @@ func (s *Server) send(b *Bot, method, media string, p params) (any, *apiError) {
 	}
 	s.nextMessage[chatID]++
 	m.MessageID = s.nextMessage[chatID]
-	s.sent = append(s.sent, m)
+	s.sent.Add(m)
 	out := map[string]any{
 		"message_id": m.MessageID, "date": s.now().Unix(),
 		"from": map[string]any{"id": b.ID, "is_bot": true, "first_name": b.FirstName, "username": b.Username},
@@ -793,7 +737,7 @@ func (s *Server) send(b *Bot, method, media string, p params) (any, *apiError) {
 	if media == "" {
 		out["text"] = m.Text
 	} else {
-		out[media] = map[string]any{"file_id": "AgAC" + randomString(20), "file_unique_id": randomString(12)}
+		out[media] = map[string]any{"file_id": "AgAC" + fakehttp.RandomString(20), "file_unique_id": fakehttp.RandomString(12)}
 		if m.Caption != "" {
 			out["caption"] = m.Caption
 		}
@@ -910,17 +854,9 @@ func (s *Server) answerCallback(b *Bot, p params) (any, *apiError) {
 		return nil, badRequest("query is too old and response timeout expired or query ID is invalid")
 	}
 	s.answered[id] = true
-	s.answers = append(s.answers, Answer{BotID: b.ID, CallbackQueryID: id, Text: text})
+	s.answers.Add(Answer{BotID: b.ID, CallbackQueryID: id, Text: text})
 	return true, nil
 }
 
-func utf16Len(s string) int {
-	n := 0
-	for _, r := range s {
-		n++
-		if r >= 0x10000 {
-			n++
-		}
-	}
-	return n
-}
+// utf16Len is the length of s as the Bot API counts it, in UTF-16 code units.
+func utf16Len(s string) int { return len(utf16.Encode([]rune(s))) }

@@ -1,13 +1,14 @@
 package vk
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/botplatform/api/tests/fakes/fakehttp"
 )
 
 // APIVersion is the Callback API version the events are shaped for.
@@ -26,13 +27,7 @@ type Event struct {
 }
 
 // JSON is the body VK posts.
-func (e Event) JSON() []byte {
-	b, err := json.Marshal(e)
-	if err != nil {
-		panic(err) // only well-formed values are built here
-	}
-	return b
-}
+func (e Event) JSON() []byte { return fakehttp.MustJSON(e) }
 
 // Confirmation is the event VK sends to confirm a callback server's address.
 func Confirmation(groupID int64) Event {
@@ -75,7 +70,7 @@ func NewMessage(groupID int64, m InMessage) Event {
 			"lang_id":         m.LangID,
 		},
 	}
-	return Event{Type: "message_new", GroupID: groupID, EventID: randomHex(20), V: APIVersion, Object: mustJSON(obj)}
+	return Event{Type: "message_new", GroupID: groupID, EventID: randomHex(20), V: APIVersion, Object: fakehttp.MustJSON(obj)}
 }
 
 // ButtonEvent is a message_event event: a user pressed a callback button whose payload is
@@ -85,20 +80,12 @@ func ButtonEvent(groupID, userID int64, payload string) Event {
 		"user_id": userID, "peer_id": userID, "event_id": randomHex(6),
 		"payload": json.RawMessage(payload), "conversation_message_id": 12,
 	}
-	return Event{Type: "message_event", GroupID: groupID, EventID: randomHex(20), V: APIVersion, Object: mustJSON(obj)}
+	return Event{Type: "message_event", GroupID: groupID, EventID: randomHex(20), V: APIVersion, Object: fakehttp.MustJSON(obj)}
 }
 
 // Other is an event of another type (group_join, wall_post_new, ...), with object obj.
 func Other(groupID int64, typ string, obj any) Event {
-	return Event{Type: typ, GroupID: groupID, EventID: randomHex(20), V: APIVersion, Object: mustJSON(obj)}
-}
-
-func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
+	return Event{Type: typ, GroupID: groupID, EventID: randomHex(20), V: APIVersion, Object: fakehttp.MustJSON(obj)}
 }
 
 // Answer is what the webhook answered VK.
@@ -111,23 +98,12 @@ type Answer struct {
 // secret key; retry > 0 adds X-Retry-Counter as VK does on redeliveries.
 func Post(url, secret string, e Event, retry int) (Answer, error) {
 	e.Secret = secret
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(e.JSON()))
-	if err != nil {
-		return Answer{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "VKCallbackAPI")
+	h := http.Header{"User-Agent": {"VKCallbackAPI"}}
 	if retry > 0 {
-		req.Header.Set("X-Retry-Counter", fmt.Sprint(retry))
+		h.Set("X-Retry-Counter", strconv.Itoa(retry))
 	}
-	client := &http.Client{Timeout: 10 * time.Second}
-	res, err := client.Do(req)
-	if err != nil {
-		return Answer{}, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, 1<<16))
-	return Answer{Status: res.StatusCode, Body: string(b)}, err
+	status, body, err := fakehttp.Post(url, e.JSON(), h)
+	return Answer{Status: status, Body: string(body)}, err
 }
 
 // Confirm plays VK's confirmation of a registered callback server: it posts the
@@ -153,7 +129,7 @@ func (s *Server) Confirm(groupID, serverID int64) (Answer, error) {
 	e.Secret = secret
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.delivered = append(s.delivered, Delivery{URL: target, Body: e.JSON(), Status: a.Status, Answer: a.Body})
+	s.delivered.Add(Delivery{URL: target, Body: e.JSON(), Status: a.Status, Answer: a.Body})
 	cs.Status = "failed"
 	if err == nil && a.Status == http.StatusOK && strings.TrimSpace(a.Body) == code {
 		cs.Status = "ok"
@@ -179,7 +155,7 @@ func (s *Server) Deliver(e Event) ([]Answer, error) {
 		a, err := Post(tg.url, tg.secret, e, 0)
 		e.Secret = tg.secret
 		s.mu.Lock()
-		s.delivered = append(s.delivered, Delivery{URL: tg.url, Body: e.JSON(), Status: a.Status, Answer: a.Body})
+		s.delivered.Add(Delivery{URL: tg.url, Body: e.JSON(), Status: a.Status, Answer: a.Body})
 		s.mu.Unlock()
 		if err != nil {
 			return out, err

@@ -21,7 +21,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"slices"
@@ -31,6 +30,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/botplatform/api/tests/fakes/fakehttp"
 )
 
 // The community every New server knows, with its community access key.
@@ -126,24 +127,25 @@ type Server struct {
 	// URL is the server's root; the API base URL is URL + "/method" (see BaseURL).
 	URL string
 
-	t   testing.TB
-	srv *httptest.Server
+	// What the fake received and did, for tests to read back (each log locks itself).
+	messages  fakehttp.Log[Message]
+	calls     fakehttp.Log[Call]
+	delivered fakehttp.Log[Delivery]
+	// Misbehaviours asked for: VK errors of the next calls (by method, "" for any), HTTP
+	// statuses of the next requests, methods whose next answers are lost.
+	failNext    fakehttp.Queue[failure]
+	unavailable fakehttp.Queue[int]
+	lose        fakehttp.Queue[string]
 
-	mu        sync.Mutex
-	groups    map[int64]*Group
-	tokens    map[string]int64 // access key -> community (0: a user key)
-	servers   []*CallbackServer
-	messages  []Message
-	sentIDs   map[sentKey]sentID
-	calls     []Call
-	uploads   map[string]*Upload // by upload token
-	saved     map[string]bool    // upload tokens already saved
-	blocked   map[int64]int      // peer -> 901 or 902
-	failNext  []failure
-	http5xx   int
-	lose      map[string]int // method -> calls whose answer is lost
-	nextID    int64
-	delivered []Delivery
+	mu      sync.Mutex
+	groups  map[int64]*Group
+	tokens  map[string]int64 // access key -> community (0: a user key)
+	servers []*CallbackServer
+	sentIDs map[sentKey]sentID
+	uploads map[string]*Upload // by upload token
+	saved   map[string]bool    // upload tokens already saved
+	blocked map[int64]int      // peer -> 901 or 902
+	nextID  int64
 }
 
 type sentKey struct {
@@ -176,20 +178,16 @@ type Delivery struct {
 func New(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{
-		t:       t,
 		groups:  map[int64]*Group{},
 		tokens:  map[string]int64{UserToken: 0},
 		sentIDs: map[sentKey]sentID{},
 		uploads: map[string]*Upload{},
 		saved:   map[string]bool{},
 		blocked: map[int64]int{},
-		lose:    map[string]int{},
 		nextID:  firstMessageID,
 	}
 	s.AddGroup(Group{ID: GroupID, Name: GroupName, ScreenName: GroupScreenName, Token: Token, ConfirmationCode: ConfirmationCode})
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	s.URL = s.srv.URL
-	t.Cleanup(s.srv.Close)
+	s.URL = fakehttp.Start(t, http.HandlerFunc(s.serve)).URL
 	return s
 }
 
@@ -226,50 +224,30 @@ func (s *Server) Block(peer int64, privacy bool) {
 // FailNext makes the next call of method ("" for any method) answer the VK error code with
 // msg ("" for VK's usual message of the code).
 func (s *Server) FailNext(method string, code int, msg string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failNext = append(s.failNext, failure{method: method, code: code, msg: msg})
+	s.failNext.Push(1, failure{method: method, code: code, msg: msg})
 }
 
 // RateLimit makes the next n calls answer error 6 (too many requests per second).
-func (s *Server) RateLimit(n int) {
-	for range n {
-		s.FailNext("", ErrTooMany, "")
-	}
-}
+func (s *Server) RateLimit(n int) { s.failNext.Push(n, failure{code: ErrTooMany}) }
 
 // Unavailable makes the next n HTTP requests answer 502 with an HTML page, as VK's front
 // end does when a backend is down.
-func (s *Server) Unavailable(n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.http5xx += n
-}
+func (s *Server) Unavailable(n int) { s.unavailable.Push(n, http.StatusBadGateway) }
 
 // LoseAnswers makes the next n calls of method be carried out (a message is delivered) and
 // their answers lost: the connection is closed without a response, as when a network
 // failure or a timeout cuts the exchange after VK acted. A client that retries the call must
 // not act twice (messages.send with the same random_id does not).
-func (s *Server) LoseAnswers(method string, n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.lose[method] += n
-}
+func (s *Server) LoseAnswers(method string, n int) { s.lose.Push(n, method) }
 
 // Messages returns the messages delivered so far.
-func (s *Server) Messages() []Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.messages)
-}
+func (s *Server) Messages() []Message { return s.messages.All() }
 
 // Calls returns the API calls answered so far (access tokens removed).
 func (s *Server) Calls() []Call {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Call, len(s.calls))
-	for i, c := range s.calls {
-		out[i] = Call{Method: c.Method, Params: cloneValues(c.Params)}
+	out := s.calls.All()
+	for i, c := range out {
+		out[i].Params = cloneValues(c.Params)
 	}
 	return out
 }
@@ -313,11 +291,7 @@ func (s *Server) Uploads() []Upload {
 }
 
 // Deliveries returns the Callback API requests made so far.
-func (s *Server) Deliveries() []Delivery {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.delivered)
-}
+func (s *Server) Deliveries() []Delivery { return s.delivered.All() }
 
 func cloneValues(v url.Values) url.Values {
 	out := url.Values{}
@@ -382,16 +356,10 @@ func fail(code int, detail string) *vkErr {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	if s.http5xx > 0 {
-		s.http5xx--
-		s.mu.Unlock()
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.WriteHeader(http.StatusBadGateway)
-		io.WriteString(w, "<html><body><h1>502 Bad Gateway</h1></body></html>")
+	if status, ok := s.unavailable.Take(nil); ok {
+		fakehttp.ProxyError(w, status)
 		return
 	}
-	s.mu.Unlock()
 	switch {
 	case strings.HasPrefix(r.URL.Path, "/method/"):
 		s.serveMethod(w, r, strings.TrimPrefix(r.URL.Path, "/method/"))
@@ -443,12 +411,9 @@ func (s *Server) serveMethod(w http.ResponseWriter, r *http.Request, method stri
 	logged.Del("access_token")
 
 	s.mu.Lock()
-	s.calls = append(s.calls, Call{Method: method, Params: logged})
+	s.calls.Add(Call{Method: method, Params: logged})
 	resp, e := s.call(method, token, p)
-	lost := s.lose[method] > 0
-	if lost {
-		s.lose[method]--
-	}
+	_, lost := s.lose.Take(func(m string) bool { return m == method })
 	s.mu.Unlock()
 	if lost {
 		panic(http.ErrAbortHandler) // the call took effect; its answer never arrives
@@ -457,8 +422,13 @@ func (s *Server) serveMethod(w http.ResponseWriter, r *http.Request, method stri
 		s.writeError(w, method, logged, e)
 		return
 	}
+	answer(w, map[string]any{"response": resp})
+}
+
+// answer writes v as VK answers: JSON in UTF-8, status 200 whatever the outcome.
+func answer(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	json.NewEncoder(w).Encode(map[string]any{"response": resp})
+	fakehttp.WriteJSON(w, http.StatusOK, v)
 }
 
 func (s *Server) writeError(w http.ResponseWriter, method string, p url.Values, e *vkErr) {
@@ -472,21 +442,17 @@ func (s *Server) writeError(w http.ResponseWriter, method string, p url.Values, 
 	for _, k := range keys {
 		rp = append(rp, requestParam{Key: k, Value: p.Get(k)})
 	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	json.NewEncoder(w).Encode(map[string]any{"error": apiError{Code: e.code, Msg: e.msg, Params: rp}})
+	answer(w, map[string]any{"error": apiError{Code: e.code, Msg: e.msg, Params: rp}})
 }
 
 // call answers one method; s.mu is held.
 func (s *Server) call(method, token string, p url.Values) (any, *vkErr) {
-	for i, f := range s.failNext {
-		if f.method == "" || f.method == method {
-			s.failNext = slices.Delete(s.failNext, i, i+1)
-			e := fail(f.code, "")
-			if f.msg != "" {
-				e.msg = f.msg
-			}
-			return nil, e
+	if f, ok := s.failNext.Take(func(f failure) bool { return f.method == "" || f.method == method }); ok {
+		e := fail(f.code, "")
+		if f.msg != "" {
+			e.msg = f.msg
 		}
+		return nil, e
 	}
 	v := p.Get("v")
 	if v == "" {
@@ -624,7 +590,13 @@ func (s *Server) addCallbackServer(group int64, p url.Values) (any, *vkErr) {
 	return map[string]any{"server_id": cs.ID}, nil
 }
 
-func (s *Server) server(g *Group, p url.Values) (int, *vkErr) {
+// ownServer finds server_id among the callback servers of the key's own community (see
+// ownGroup) and returns its index in s.servers.
+func (s *Server) ownServer(group int64, p url.Values) (int, *vkErr) {
+	g, e := s.ownGroup(group, p)
+	if e != nil {
+		return 0, e
+	}
 	id, err := strconv.ParseInt(p.Get("server_id"), 10, 64)
 	if err != nil {
 		return 0, fail(ErrParam, "server_id is undefined")
@@ -638,11 +610,7 @@ func (s *Server) server(g *Group, p url.Values) (int, *vkErr) {
 }
 
 func (s *Server) deleteCallbackServer(group int64, p url.Values) (any, *vkErr) {
-	g, e := s.ownGroup(group, p)
-	if e != nil {
-		return nil, e
-	}
-	i, e := s.server(g, p)
+	i, e := s.ownServer(group, p)
 	if e != nil {
 		return nil, e
 	}
@@ -651,11 +619,7 @@ func (s *Server) deleteCallbackServer(group int64, p url.Values) (any, *vkErr) {
 }
 
 func (s *Server) setCallbackSettings(group int64, p url.Values) (any, *vkErr) {
-	g, e := s.ownGroup(group, p)
-	if e != nil {
-		return nil, e
-	}
-	i, e := s.server(g, p)
+	i, e := s.ownServer(group, p)
 	if e != nil {
 		return nil, e
 	}
@@ -744,7 +708,7 @@ func (s *Server) messagesSend(group int64, p url.Values) (any, *vkErr) {
 	id := s.nextID
 	s.nextID++
 	s.sentIDs[key] = sentID{id: id, at: time.Now()}
-	s.messages = append(s.messages, Message{ID: id, GroupID: group, PeerID: peer, RandomID: int32(rid),
+	s.messages.Add(Message{ID: id, GroupID: group, PeerID: peer, RandomID: int32(rid),
 		Text: text, Keyboard: kb, Attachment: attachment})
 	return id, nil
 }
@@ -883,14 +847,13 @@ func (s *Server) docUploadServer(group int64, p url.Values) (any, *vkErr) {
 // serveUpload receives a file on an upload URL: multipart/form-data with the file in the
 // field "photo" (photos) or "file" (documents).
 func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request, kind string) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	tok := r.URL.Query().Get("t")
 	s.mu.Lock()
 	u, ok := s.uploads[tok]
 	usable := ok && u.Kind == kind && u.Bytes == nil
 	s.mu.Unlock()
 	if r.Method != http.MethodPost || !usable {
-		json.NewEncoder(w).Encode(map[string]any{"error": "ERR_UPLOAD_BAD_URL: invalid upload url"})
+		answer(w, map[string]any{"error": "ERR_UPLOAD_BAD_URL: invalid upload url"})
 		return
 	}
 	field, limit := "file", int64(maxDocBytes)
@@ -900,13 +863,13 @@ func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request, kind string
 	r.Body = http.MaxBytesReader(w, r.Body, limit+1<<20)
 	f, hdr, err := r.FormFile(field)
 	if err != nil {
-		json.NewEncoder(w).Encode(map[string]any{"error": "ERR_UPLOAD_FILE_NOT_UPLOADED: file not uploaded"})
+		answer(w, map[string]any{"error": "ERR_UPLOAD_FILE_NOT_UPLOADED: file not uploaded"})
 		return
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil || int64(len(data)) > limit {
-		json.NewEncoder(w).Encode(map[string]any{"error": "ERR_UPLOAD_FILE_TOO_BIG: file is too big"})
+		answer(w, map[string]any{"error": "ERR_UPLOAD_FILE_TOO_BIG: file is too big"})
 		return
 	}
 	s.mu.Lock()
@@ -918,10 +881,10 @@ func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request, kind string
 		if _, _, err := image.DecodeConfig(bytes.NewReader(data)); err == nil {
 			photo = `[{"photo":"` + tok + `","sizes":[],"kid":"` + randomHex(4) + `"}]`
 		}
-		json.NewEncoder(w).Encode(map[string]any{"server": 851234, "photo": photo, "hash": hash(tok)})
+		answer(w, map[string]any{"server": 851234, "photo": photo, "hash": hash(tok)})
 		return
 	}
-	json.NewEncoder(w).Encode(map[string]any{"file": tok + "|" + hash(tok)})
+	answer(w, map[string]any{"file": tok + "|" + hash(tok)})
 }
 
 func hash(tok string) string { return "h" + tok[:6] }

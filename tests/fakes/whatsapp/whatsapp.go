@@ -17,8 +17,8 @@ package whatsapp
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -35,6 +35,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/botplatform/api/tests/fakes/fakehttp"
 )
 
 // The account every fake starts with: one token, one business account (WABA) with one
@@ -109,6 +111,13 @@ type failure struct {
 type Server struct {
 	srv *httptest.Server
 
+	// What the fake received, for tests to read back, and the failures a test queued for the
+	// next requests (each locks itself).
+	messages fakehttp.Log[Message]
+	uploads  fakehttp.Log[Upload]
+	requests fakehttp.Log[string]
+	failures fakehttp.Queue[failure]
+
 	mu          sync.Mutex
 	tokens      map[string][]string // token -> WABA ids it may act on
 	rejected    map[string]bool
@@ -116,16 +125,12 @@ type Server struct {
 	wabas       map[string]bool
 	templates   []*Template
 	nextID      int64
-	messages    []Message
 	sessions    map[string]*session
 	handles     map[string]Upload
-	uploads     []Upload
 	subscribed  []string
 	blocked     map[string]bool
 	closed      map[string]bool
-	failures    []failure
 	pageSize    int
-	requests    []string
 	templateHit int
 }
 
@@ -144,8 +149,7 @@ func New(t testing.TB) *Server {
 		closed:   map[string]bool{},
 		pageSize: DefaultPageSize,
 	}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.srv.Close)
+	s.srv = fakehttp.Start(t, http.HandlerFunc(s.serve))
 	return s
 }
 
@@ -207,11 +211,7 @@ func (s *Server) Fail(n int) {
 // FailWith makes the next n requests answer the given error (retryAfter, when set, is sent
 // as Retry-After).
 func (s *Server) FailWith(n, status, code, subcode int, message, retryAfter string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for range n {
-		s.failures = append(s.failures, failure{status, code, subcode, message, retryAfter})
-	}
+	s.failures.Push(n, failure{status, code, subcode, message, retryAfter})
 }
 
 // SetPageSize sets the largest template page.
@@ -222,18 +222,10 @@ func (s *Server) SetPageSize(n int) {
 }
 
 // Messages returns what businesses sent, in order.
-func (s *Server) Messages() []Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.messages)
-}
+func (s *Server) Messages() []Message { return s.messages.All() }
 
 // Uploads returns the finished uploads, in order.
-func (s *Server) Uploads() []Upload {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.uploads)
-}
+func (s *Server) Uploads() []Upload { return s.uploads.All() }
 
 // Subscriptions returns the business accounts the app was subscribed to (subscribed_apps).
 func (s *Server) Subscriptions() []string {
@@ -243,11 +235,7 @@ func (s *Server) Subscriptions() []string {
 }
 
 // Requests returns "METHOD /path" of every request received (without the query).
-func (s *Server) Requests() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.requests)
-}
+func (s *Server) Requests() []string { return s.requests.All() }
 
 // TemplatePageRequests counts the template list pages served.
 func (s *Server) TemplatePageRequests() int {
@@ -342,20 +330,11 @@ func Sign(body []byte) string {
 // Deliver POSTs a webhook body to url as Meta does: JSON, signed with the app secret. It
 // returns the answer's status.
 func (s *Server) Deliver(url string, body []byte) (int, error) {
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Hub-Signature-256", Sign(body))
-	req.Header.Set("User-Agent", "facebookexternalua")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer res.Body.Close()
-	_, _ = io.Copy(io.Discard, res.Body)
-	return res.StatusCode, nil
+	status, _, err := fakehttp.Post(url, body, http.Header{
+		"X-Hub-Signature-256": {Sign(body)},
+		"User-Agent":          {"facebookexternalua"},
+	})
+	return status, err
 }
 
 // TemplateStatusUpdate is the message_template_status_update webhook body announcing the
@@ -385,7 +364,7 @@ func (s *Server) DeliverTemplateStatus(url, name, language string) (int, error) 
 // TextMessage is the webhook body of a text a user (waID, with profile name) sent to a
 // business phone number; its message id is returned too.
 func TextMessage(phoneNumberID, waID, name, text string) (body []byte, messageID string) {
-	id := "wamid." + randomString(24)
+	id := "wamid." + fakehttp.RandomString(24)
 	value := inbound(phoneNumberID, waID, name, map[string]any{"from": waID, "id": id,
 		"timestamp": strconv.FormatInt(time.Now().Unix(), 10), "type": "text", "text": map[string]any{"body": text}})
 	b, _ := envelope(BusinessAccountID, "messages", value)
@@ -394,7 +373,7 @@ func TextMessage(phoneNumberID, waID, name, text string) (body []byte, messageID
 
 // ButtonReply is the webhook body of a press on a reply button with payload id.
 func ButtonReply(phoneNumberID, waID, name, payload, title string) (body []byte, messageID string) {
-	id := "wamid." + randomString(24)
+	id := "wamid." + fakehttp.RandomString(24)
 	value := inbound(phoneNumberID, waID, name, map[string]any{"from": waID, "id": id,
 		"timestamp": strconv.FormatInt(time.Now().Unix(), 10), "type": "interactive",
 		"interactive": map[string]any{"type": "button_reply", "button_reply": map[string]any{"id": payload, "title": title}}})
@@ -420,12 +399,6 @@ func envelope(entryID, field string, value any) ([]byte, error) {
 	})
 }
 
-func randomString(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)[:n]
-}
-
 // apiError is the Graph API's error answer.
 type apiError struct {
 	status  int
@@ -438,8 +411,8 @@ type apiError struct {
 }
 
 func (e *apiError) write(w http.ResponseWriter) {
-	body := map[string]any{"message": e.message, "type": cmp(e.typ, "OAuthException"), "code": e.code,
-		"fbtrace_id": "A" + randomString(22)}
+	body := map[string]any{"message": e.message, "type": cmp.Or(e.typ, "OAuthException"), "code": e.code,
+		"fbtrace_id": "A" + fakehttp.RandomString(22)}
 	if e.subcode != 0 {
 		body["error_subcode"] = e.subcode
 	}
@@ -450,16 +423,7 @@ func (e *apiError) write(w http.ResponseWriter) {
 	if e.status >= 500 {
 		body["is_transient"] = true
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(e.status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": body})
-}
-
-func cmp(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
+	fakehttp.WriteJSON(w, e.status, map[string]any{"error": body})
 }
 
 func invalid(format string, args ...any) *apiError {
@@ -476,11 +440,6 @@ func noObject(id, method string) *apiError {
 		"cannot be loaded due to missing permissions, or does not support this operation.", strings.ToLower(method), id)}
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
-}
-
 // serve routes one request.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if err := s.route(w, r); err != nil {
@@ -489,15 +448,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) route(w http.ResponseWriter, r *http.Request) *apiError {
-	s.mu.Lock()
-	s.requests = append(s.requests, r.Method+" "+r.URL.Path)
-	var f *failure
-	if len(s.failures) > 0 {
-		f = &s.failures[0]
-		s.failures = s.failures[1:]
-	}
-	s.mu.Unlock()
-	if f != nil {
+	s.requests.Add(r.Method + " " + r.URL.Path)
+	if f, ok := s.failures.Take(nil); ok {
 		if f.retryAfter != "" {
 			w.Header().Set("Retry-After", f.retryAfter)
 		}
@@ -577,7 +529,7 @@ func (s *Server) getPhone(w http.ResponseWriter, r *http.Request, token, id stri
 	if !allowed {
 		return noObject(id, r.Method)
 	}
-	writeJSON(w, map[string]any{"display_phone_number": p.display, "verified_name": p.verified, "id": p.id})
+	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"display_phone_number": p.display, "verified_name": p.verified, "id": p.id})
 	return nil
 }
 
@@ -593,7 +545,7 @@ func (s *Server) listPhones(w http.ResponseWriter, token, waba string) *apiError
 			data = append(data, map[string]any{"id": p.id, "display_phone_number": p.display, "verified_name": p.verified})
 		}
 	}
-	writeJSON(w, map[string]any{"data": data, "paging": map[string]any{"cursors": map[string]any{"before": "QVFI", "after": "QVFI"}}})
+	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"data": data, "paging": map[string]any{"cursors": map[string]any{"before": "QVFI", "after": "QVFI"}}})
 	return nil
 }
 
@@ -606,7 +558,7 @@ func (s *Server) subscribe(w http.ResponseWriter, token, waba string) *apiError 
 	if !slices.Contains(s.subscribed, waba) {
 		s.subscribed = append(s.subscribed, waba)
 	}
-	writeJSON(w, map[string]any{"success": true})
+	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"success": true})
 	return nil
 }
 
@@ -762,15 +714,13 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, token, phon
 	if bad != nil {
 		return bad
 	}
-	id := "wamid.HBgL" + randomString(40)
-	s.mu.Lock()
-	s.messages = append(s.messages, Message{ID: id, PhoneNumberID: phoneID, To: m.To, Type: m.Type, Body: raw})
-	s.mu.Unlock()
+	id := "wamid.HBgL" + fakehttp.RandomString(40)
+	s.messages.Add(Message{ID: id, PhoneNumberID: phoneID, To: m.To, Type: m.Type, Body: raw})
 	msg := map[string]any{"id": id}
 	if m.Type == "template" {
 		msg["message_status"] = "accepted"
 	}
-	writeJSON(w, map[string]any{"messaging_product": "whatsapp",
+	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"messaging_product": "whatsapp",
 		"contacts": []any{map[string]any{"input": m.To, "wa_id": strings.TrimPrefix(m.To, "+")}}, "messages": []any{msg}})
 	return nil
 }
@@ -1039,7 +989,7 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request, token, wa
 		next.RawQuery = nq.Encode()
 		pg["next"] = s.srv.URL + next.RequestURI()
 	}
-	writeJSON(w, map[string]any{"data": data, "paging": pg})
+	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"data": data, "paging": pg})
 	return nil
 }
 
@@ -1080,7 +1030,7 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request, token, w
 	t := &Template{ID: strconv.FormatInt(s.nextID, 10), BusinessAccountID: waba, Name: req.Name, Language: req.Language,
 		Category: req.Category, Status: "PENDING", RejectedReason: "NONE", Components: req.Components}
 	s.templates = append(s.templates, t)
-	writeJSON(w, map[string]any{"id": t.ID, "status": t.Status, "category": t.Category})
+	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"id": t.ID, "status": t.Status, "category": t.Category})
 	return nil
 }
 
@@ -1127,7 +1077,7 @@ func (s *Server) editTemplate(w http.ResponseWriter, r *http.Request, token, id 
 	}
 	t.Status, t.RejectedReason = "PENDING", "NONE"
 	t.Edits++
-	writeJSON(w, map[string]any{"success": true})
+	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"success": true})
 	return nil
 }
 
@@ -1149,7 +1099,7 @@ func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request, token, w
 	if len(s.templates) == n {
 		return invalidSub(2593002, "Message template not found", "Message template %q could not be found.", name)
 	}
-	writeJSON(w, map[string]any{"success": true})
+	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"success": true})
 	return nil
 }
 
@@ -1166,12 +1116,12 @@ func (s *Server) startUpload(w http.ResponseWriter, r *http.Request, token, app 
 	if !slices.Contains(uploadTypes, ft) {
 		return invalid("Param file_type must be one of {%s}", strings.Join(uploadTypes, ", "))
 	}
-	id := "upload:" + base64.StdEncoding.EncodeToString([]byte("attachment:"+randomString(16)+"?file_length="+strconv.FormatInt(length, 10)))
-	sess := &session{id: id, token: token, fileType: ft, fileName: q.Get("file_name"), length: length, sig: randomString(20)}
+	id := "upload:" + base64.StdEncoding.EncodeToString([]byte("attachment:"+fakehttp.RandomString(16)+"?file_length="+strconv.FormatInt(length, 10)))
+	sess := &session{id: id, token: token, fileType: ft, fileName: q.Get("file_name"), length: length, sig: fakehttp.RandomString(20)}
 	s.mu.Lock()
 	s.sessions[id] = sess
 	s.mu.Unlock()
-	writeJSON(w, map[string]any{"id": id + "?sig=" + sess.sig})
+	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"id": id + "?sig=" + sess.sig})
 	return nil
 }
 
@@ -1198,7 +1148,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, token, id string
 		return noObject(id, r.Method)
 	}
 	if r.Method == http.MethodGet {
-		writeJSON(w, map[string]any{"id": id, "file_offset": sess.offset})
+		fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "file_offset": sess.offset})
 		return nil
 	}
 	if r.Method != http.MethodPost {
@@ -1222,13 +1172,13 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, token, id string
 		return invalid("The uploaded file is not of type %s", sess.fileType)
 	}
 	up := Upload{FileName: sess.fileName, FileType: sess.fileType, Length: sess.length,
-		Handle: "4::" + base64.StdEncoding.EncodeToString([]byte(sess.fileType)) + ":ARa" + randomString(30), SHA256: hex.EncodeToString(h.Sum(nil))}
+		Handle: "4::" + base64.StdEncoding.EncodeToString([]byte(sess.fileType)) + ":ARa" + fakehttp.RandomString(30), SHA256: hex.EncodeToString(h.Sum(nil))}
 	s.mu.Lock()
 	sess.offset = sess.length
 	s.handles[up.Handle] = up
-	s.uploads = append(s.uploads, up)
+	s.uploads.Add(up)
 	s.mu.Unlock()
-	writeJSON(w, map[string]any{"h": up.Handle})
+	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"h": up.Handle})
 	return nil
 }
 
