@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -40,11 +39,21 @@ func TestFirstStartPrintsWorkingCurl(t *testing.T) {
 	assert.Equal(t, http.StatusOK, res.StatusCode)
 	assert.Equal(t, s.demo.BotID, bot["id"])
 
-	for _, f := range []string{"bootstrap.json", "master.key"} {
-		fi, err := os.Stat(filepath.Join(s.dataDir, f))
+	// Every file of the data directory holds account data or keys: the owner's alone.
+	files, err := os.ReadDir(s.dataDir)
+	require.NoError(t, err)
+	var names []string
+	for _, f := range files {
+		fi, err := f.Info()
 		require.NoError(t, err)
-		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), f)
+		names = append(names, f.Name())
+		if f.IsDir() {
+			assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), f.Name())
+			continue
+		}
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), f.Name())
 	}
+	assert.Subset(t, names, []string{"bootstrap.json", "master.key", "store.db", "store.db-wal", "store.db-shm"})
 	for _, k := range []string{"account_id", "user_id", "bot_id", "token"} {
 		assert.Contains(t, out, map[string]string{"account_id": s.demo.AccountID, "user_id": s.demo.UserID, "bot_id": s.demo.BotID, "token": s.demo.Token}[k])
 	}
@@ -68,6 +77,44 @@ func TestRestartKeepsData(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status)
 	assert.Equal(t, "Persisted", r.JSON(t)["name"])
 	assert.Len(t, s2.get(s2.demo.Token, "/api/bots").JSON(t)["data"], 2)
+}
+
+// Asking for help is not a mistake: usage on stdout, exit 0, for admin and each command.
+func TestAdminHelp(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	for _, h := range []string{"--help", "-h", "help"} {
+		out, code := s.adminRaw(h)
+		assert.Equal(t, 0, code, h)
+		assert.Contains(t, string(out), "local admin pat create", h)
+	}
+	out, code := s.adminRaw("pat", "create", "--help")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, string(out), "-scopes")
+	assert.Contains(t, string(out), "-expires-in")
+	out, code = s.adminRaw("channel", "connect", "-h")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, string(out), "-token")
+
+	// A mistake still answers one JSON error with exit 2.
+	out, code = s.adminRaw("pat", "create", "--nope")
+	assert.Equal(t, 2, code)
+	var m map[string]string
+	require.NoError(t, json.Unmarshal(out, &m), "%s", out)
+	assert.Contains(t, m["error"], "nope")
+}
+
+// A path with an empty or dot segment is a problem like any unknown route, not an HTML
+// redirect to another path.
+func TestNonCanonicalPathIsProblem(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	for _, p := range []string{"/api//bots", "/api/bots/" + s.demo.BotID + "/../" + s.demo.BotID} {
+		r := s.get(s.demo.Token, p)
+		assert.Equal(t, http.StatusNotFound, r.Status, p)
+		assert.Equal(t, "not_found", r.Code(t), p)
+		assert.Empty(t, r.Header.Get("Location"), p)
+	}
 }
 
 // The admin CLI's contract: exact command names, one JSON object each, working while serve runs.

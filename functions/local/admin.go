@@ -17,7 +17,14 @@ import (
 
 // admin runs one operator command. Each prints exactly one JSON object on stdout: the
 // result, or {"error": "..."} with exit code 1 (2 for usage errors).
+//
+// `admin --help` (or -h, help) prints the usage of every command, and `admin <cmd> --help`
+// that command's flags, on stdout with exit code 0: asking for help is not a mistake.
 func admin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
 	name := strings.Join(args[:min(2, len(args))], " ")
 	var rest []string
 	cmd, ok := adminCommands[name]
@@ -33,9 +40,18 @@ func admin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("admin "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {} // help goes to stdout, a mistake's usage to stderr: both below
 	dataDir := fs.String("data", "./.data", "data directory")
 	run := cmd(fs)
 	if err := fs.Parse(rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stdout, "usage: local admin %s [flags]\n", name)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		fmt.Fprintf(stderr, "usage: local admin %s [flags]\n", name)
+		fs.PrintDefaults()
 		return printJSON(stdout, map[string]string{"error": err.Error()}, 2)
 	}
 	if fs.NArg() > 0 {
@@ -59,6 +75,9 @@ func admin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	return printJSON(stdout, out, 0)
 }
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool { return arg == "help" || arg == "-h" || arg == "--help" || arg == "-help" }
 
 type usageError string
 

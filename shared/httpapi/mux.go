@@ -243,7 +243,27 @@ func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.logRequest(r, ri, sw)
 		m.recordRequest(r, ri, sw)
 	}()
+	if !canonical(r.URL.Path) {
+		// http.ServeMux would answer an HTML 301 to the cleaned path; a client of a JSON
+		// API gets a problem, and a mistyped path is not silently rewritten into another.
+		m.fail(sw, r, E(KindNotFound, "not_found", "no such route: the path has an empty, '.' or '..' segment"))
+		return
+	}
 	m.mux.ServeHTTP(sw, r)
+}
+
+// canonical reports whether p is a path http.ServeMux serves as it is: no empty segment
+// ("//"), no "." or ".." segment. A trailing slash is a path of its own (no route has one).
+func canonical(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	for seg := range strings.SplitSeq(p[1:], "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return !strings.Contains(p, "//")
 }
 
 func (m *Mux) logRequest(r *http.Request, ri *requestInfo, sw *statusWriter) {

@@ -552,6 +552,15 @@ func TestUnrouted(t *testing.T) {
 	res = k.do(t, "DELETE", "/api/things", "")
 	assert.Equal(t, http.StatusMethodNotAllowed, res.Code, "405 needs no credentials: it reveals only the public route table")
 	assert.Equal(t, "GET, POST", res.Header().Get("Allow"))
+
+	// http.ServeMux would redirect these to the cleaned path with an HTML 301.
+	for _, p := range []string{"/api//bots", "//api/bots", "/api/bots/./" + botA, "/api/x/../bots/" + botA, "/api/bots/" + botA + "/.."} {
+		res = k.do(t, "GET", p, "owner")
+		assert.Equal(t, http.StatusNotFound, res.Code, p)
+		assert.Equal(t, "application/problem+json", res.Header().Get("Content-Type"), p)
+		assert.Equal(t, "not_found", res.problem["code"], p)
+		assert.Empty(t, res.Header().Get("Location"), p)
+	}
 }
 
 func TestRequestLog(t *testing.T) {

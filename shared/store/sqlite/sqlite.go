@@ -58,6 +58,41 @@ type Option func(*options)
 type options struct {
 	now         func() time.Time
 	busyTimeout time.Duration
+	durability  Durability
+}
+
+// Durability is what a commit survives before Open's Store reports it done (SQLite's
+// synchronous setting in WAL mode).
+type Durability int
+
+const (
+	// Full syncs the write-ahead log at every commit: a write the API acknowledged, and the
+	// audit event committed with it, survive a power loss or an OS crash. It is the default.
+	Full Durability = iota
+	// Normal syncs only at checkpoints: a commit survives the process being killed (kill -9)
+	// but the last commits before a power loss or an OS crash can be lost, and the file stays
+	// consistent. It is faster (docs/performance.md measures by how much); choose it for a
+	// development machine where losing the last seconds of writes on a crash is acceptable.
+	Normal
+)
+
+// String is the name of d, as the serve command's --durability flag takes it.
+func (d Durability) String() string {
+	if d == Normal {
+		return "normal"
+	}
+	return "full"
+}
+
+// ParseDurability reads a Durability by name ("full" or "normal").
+func ParseDurability(s string) (Durability, error) {
+	switch s {
+	case "full":
+		return Full, nil
+	case "normal":
+		return Normal, nil
+	}
+	return 0, fmt.Errorf("sqlite: durability %q is neither full nor normal", s)
 }
 
 // WithClock sets the clock that decides expiry; tests pass a fake one. The default is
@@ -73,8 +108,14 @@ func WithBusyTimeout(d time.Duration) Option {
 	return func(o *options) { o.busyTimeout = d }
 }
 
+// WithDurability sets what a commit survives; the default is Full.
+func WithDurability(d Durability) Option {
+	return func(o *options) { o.durability = d }
+}
+
 // Open opens (creating if needed) the store file at path and migrates its schema. The
-// directory is created with mode 0700 when missing, since the file holds account data.
+// directory is created with mode 0700 when missing and the file with mode 0600, since it
+// holds account data (SQLite gives its -wal and -shm files the database file's mode).
 func Open(path string, opts ...Option) (*Store, error) {
 	o := options{
 		now:         time.Now,
@@ -88,6 +129,8 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return nil, errors.New("sqlite: WithClock needs a clock")
 	case o.busyTimeout < 0:
 		return nil, errors.New("sqlite: busy timeout must not be negative")
+	case o.durability != Full && o.durability != Normal:
+		return nil, errors.New("sqlite: unknown durability")
 	}
 	// A DSN carries its parameters after '?', and a "file:" name or ":memory:" would change
 	// how SQLite reads it; a private in-memory database also could not be shared by the
@@ -98,8 +141,14 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
+	// SQLite would create the file with the process umask (often 0644): create it first.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	f.Close()
 
-	write, err := sql.Open("sqlite", dsn(path, o.busyTimeout, false))
+	write, err := sql.Open("sqlite", dsn(path, o.busyTimeout, o.durability, false))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
@@ -107,7 +156,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
 	write.SetConnMaxIdleTime(0)
-	read, err := sql.Open("sqlite", dsn(path, o.busyTimeout, true))
+	read, err := sql.Open("sqlite", dsn(path, o.busyTimeout, o.durability, true))
 	if err != nil {
 		write.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -137,11 +186,11 @@ func Open(path string, opts ...Option) (*Store, error) {
 // reaches every connection. _txlock=immediate makes BeginTx take the write lock up front, so
 // a transaction never has to upgrade a read snapshot to a write, which in WAL mode can fail
 // at once (SQLITE_BUSY_SNAPSHOT) instead of waiting out the busy timeout.
-func dsn(path string, busy time.Duration, readOnly bool) string {
+func dsn(path string, busy time.Duration, d Durability, readOnly bool) string {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "synchronous("+strings.ToUpper(d.String())+")")
 	if readOnly {
 		// A guard, not a lock: a write slipped onto the read pool would bypass the
 		// single-writer serialization and could meet SQLITE_BUSY.

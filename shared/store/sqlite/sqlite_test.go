@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,7 +69,7 @@ func TestPragmas(t *testing.T) {
 		require.NoError(t, db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version))
 		assert.Equal(t, "wal", mode)
 		assert.Equal(t, 5000, busy)
-		assert.Equal(t, 1, sync, "NORMAL")
+		assert.Equal(t, 2, sync, "FULL, the default: an acknowledged write survives a power loss")
 		assert.Equal(t, len(migrations()), version)
 	}
 	_, err := s.read.ExecContext(ctx, `DELETE FROM items`)
@@ -83,6 +84,41 @@ func TestPragmas(t *testing.T) {
 	require.NoError(t, s2.Close())
 	_, err = Open(path)
 	assert.ErrorContains(t, err, "newer")
+}
+
+func TestDurabilityNormal(t *testing.T) {
+	s, _ := openTemp(t, WithDurability(Normal))
+	defer s.Close()
+	for _, db := range []*sql.DB{s.read, s.write} {
+		var sync int
+		require.NoError(t, db.QueryRowContext(t.Context(), `PRAGMA synchronous`).Scan(&sync))
+		assert.Equal(t, 1, sync, "NORMAL")
+	}
+	for _, name := range []string{"full", "normal"} {
+		d, err := ParseDurability(name)
+		require.NoError(t, err)
+		assert.Equal(t, name, d.String())
+	}
+	_, err := ParseDurability("off")
+	assert.Error(t, err)
+	_, err = Open(filepath.Join(t.TempDir(), "x.db"), WithDurability(Durability(7)))
+	assert.Error(t, err)
+}
+
+// The store holds account data: the file and SQLite's -wal and -shm beside it are the
+// owner's alone, whatever the umask.
+func TestFilesPrivate(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	s, path := openTemp(t)
+	defer s.Close()
+	_, err := s.Add(t.Context(), store.Key{PK: "p", SK: "s"}, 1, time.Time{})
+	require.NoError(t, err)
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		st, err := os.Stat(p)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), st.Mode().Perm(), p)
+	}
 }
 
 // TestQueryPlans guards the access paths: every query must seek an index (no full scan)
