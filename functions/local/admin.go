@@ -77,7 +77,9 @@ func admin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // isHelp reports whether arg asks for help.
-func isHelp(arg string) bool { return arg == "help" || arg == "-h" || arg == "--help" || arg == "-help" }
+func isHelp(arg string) bool {
+	return arg == "help" || arg == "-h" || arg == "--help" || arg == "-help"
+}
 
 type usageError string
 
