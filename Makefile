@@ -12,15 +12,24 @@ CDK_CLI   := aws-cdk@2.1148.1
 # jsii (the CDK's Go bindings) unpacks its modules into the ignored .cache, not the home directory.
 CDK_ENV   := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 JSII_RUNTIME_PACKAGE_CACHE_ROOT=$(CURDIR)/.cache/jsii
 
-.PHONY: run test test-dynamodb lint build bench synth deploy clean
+.PHONY: run test test-dynamodb fuzz fuzz-short lint build bench synth deploy clean
 
 ## run: start the local API on $(ADDR) with its data in $(DATA) (demo account on first start)
 run:
 	$(GO) run ./functions/local serve --addr $(ADDR) --data $(DATA)
 
-## test: formatting, vet, the DynamoDB store on DynamoDB Local, and every test (unit, store conformance, end-to-end) with the race detector
+## test: formatting, vet, the DynamoDB store on DynamoDB Local, and every test (unit, store conformance, end-to-end) with the race detector, then each fuzz target for a few seconds
 test: lint test-dynamodb
 	$(GO) test -race -shuffle=on -count=1 -timeout 20m ./...
+	$(MAKE) fuzz-short
+
+## fuzz: every native fuzz target (strict decoder, cursor codecs, token parser, webhook parsers) for FUZZTIME each
+FUZZTIME ?= 60s
+fuzz:
+	GO="$(GO)" FUZZTIME=$(FUZZTIME) bash tests/fuzz/run.sh
+
+fuzz-short:
+	GO="$(GO)" FUZZTIME=3s bash tests/fuzz/run.sh
 
 ## test-dynamodb: the DynamoDB store (conformance suite included) against AWS's DynamoDB Local, which the
 ## script installs under .cache/ and runs with the test binary in a private network namespace

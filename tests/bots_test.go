@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -146,6 +148,46 @@ func TestBodyLimits(t *testing.T) {
 	assert.Equal(t, http.StatusMethodNotAllowed, r.Status)
 	assert.Equal(t, "method_not_allowed", r.Code(t))
 	assert.Equal(t, "GET, POST", r.Header.Get("Allow"))
+}
+
+// The reported attack: 100,000 '[' then ']' (and 1 MiB of '[') to POST /api/bots with a
+// valid token grew the process to 23 GB. Now each is a 400 naming the limit, and the
+// process's peak resident memory (VmHWM) grows by less than 50 MB over all of them.
+func TestDeeplyNestedBodies(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	require.Equal(t, http.StatusOK, s.get(s.demo.Token, "/api/bots").Status) // warm
+	before := peakRSS(t, s.cmd.Process.Pid)
+	for _, body := range []string{
+		strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000),
+		strings.Repeat("[", 1<<20),
+		`{"name":"x","settings":` + strings.Repeat(`{"a":`, 200_000),
+	} {
+		r := s.post(s.demo.Token, "/api/bots", body)
+		require.Equal(t, http.StatusBadRequest, r.Status, "%.200s", r.Body)
+		assert.Equal(t, "invalid_body", r.Code(t))
+		assert.Contains(t, string(r.Body), "64 levels")
+		assert.EqualValues(t, 64, r.JSON(t)["max_depth"])
+	}
+	grew := peakRSS(t, s.cmd.Process.Pid) - before
+	t.Logf("peak RSS grew by %d KB", grew>>10)
+	assert.Less(t, grew, int64(50<<20))
+}
+
+// peakRSS reads the process's peak resident set size (VmHWM) from /proc.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			require.NoError(t, err)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc status")
+	return 0
 }
 
 func TestPaginationAndCursors(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/jsonguard"
 	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/store"
@@ -149,7 +150,7 @@ func (s *Service) unauthentic(r *http.Request, k channel.Kind, ch string, err er
 	return httpapi.E(httpapi.KindUnauthenticated, "unauthentic_webhook", "the delivery failed the provider's authentication")
 }
 
-// readBody reads the whole body, at most MaxBodyBytes.
+// readBody reads the whole body, at most MaxBodyBytes, nesting at most jsonguard.MaxDepth.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
@@ -158,6 +159,11 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	}
 	if err != nil {
 		return nil, httpapi.E(httpapi.KindInvalid, "invalid_body", "the body could not be read").Wrap(err)
+	}
+	// Before any parser sees it (VK's confirmation check reads it before the signature is
+	// checked). Only the depth: the text is what users typed, passed on as the provider sent it.
+	if err := jsonguard.CheckDepth(body); err != nil {
+		return nil, httpapi.Errorf(httpapi.KindInvalid, "invalid_body", "the body nests deeper than %d levels", jsonguard.MaxDepth)
 	}
 	return body, nil
 }

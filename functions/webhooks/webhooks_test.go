@@ -246,6 +246,21 @@ func TestTelegramWebhook(t *testing.T) {
 	assert.Equal(t, "invalid_body", code(t, w))
 }
 
+// A body nested deeper than the platform reads is refused before any parser or signature
+// check walks it, for every provider's webhook; what users typed (even bytes that are not
+// UTF-8) is not the webhook's to refuse.
+func TestWebhooksRefuseDeepBodies(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	deep := []byte(`{"type":"confirmation","object":` + strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000) + `}`)
+	for _, path := range []string{"/webhooks/telegram/" + f.tg.ID, "/webhooks/vk/" + f.vk.ID, "/webhooks/whatsapp"} {
+		w := f.post(t, path, deep, "X-Telegram-Bot-Api-Secret-Token", tgSecret)
+		assert.Equal(t, 400, w.Code, path)
+		assert.Equal(t, "invalid_body", code(t, w), path)
+		assert.Contains(t, w.Body, "64 levels", path)
+	}
+}
+
 func TestVKWebhook(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

@@ -76,7 +76,7 @@ type fixture struct {
 }
 
 // newFixture opens a fresh SQLite store on a fake clock and creates one account.
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	clock := newClock()
 	raw, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(clock.Now))
@@ -90,7 +90,7 @@ func newFixture(t *testing.T) *fixture {
 }
 
 // pat issues a PAT for the owner with the given scopes, valid for 30 days.
-func (f *fixture) pat(t *testing.T, scopes ...Scope) (PAT, string) {
+func (f *fixture) pat(t testing.TB, scopes ...Scope) (PAT, string) {
 	t.Helper()
 	if len(scopes) == 0 {
 		scopes = Scopes{Full}

@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/botplatform/api/shared/jsonguard"
 )
 
 // MaxBodyBytes caps every request body.
@@ -113,26 +115,107 @@ var errStop = errors.New("stop")
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
-// checkMembers walks the body alongside the Go type it will be decoded into and refuses what
-// encoding/json would let through or report poorly: a member whose name matches a field only
-// case-insensitively ("Name" for "name"), a member given twice (encoding/json keeps the last
-// silently), and an unknown member, which it names by its path ("settings.colour") where
-// encoding/json names only the key.
+// checkMembers refuses, before the body is decoded, what encoding/json would let through or
+// report poorly. First, in one linear pass (jsonguard.Check), nesting deeper than
+// jsonguard.MaxDepth, invalid UTF-8 and escaped lone surrogates (encoding/json would replace
+// the last two with U+FFFD: the value stored would not be the value sent). Then it walks the
+// body alongside the Go type it will be decoded into: a member whose name matches a field
+// only case-insensitively ("Name" for "name"), a member given twice (encoding/json keeps the
+// last silently), and an unknown member, which it names by its path ("settings.colour")
+// where encoding/json names only the key. The walk's memory is linear in the body: paths are
+// kept as a stack of segments and spelled out only for an error.
 func checkMembers(body []byte, t reflect.Type, path string) error {
+	gerr := jsonguard.Check(body)
+	var ge *jsonguard.Error
+	if errors.As(gerr, &ge) && ge.Kind == jsonguard.TooDeep {
+		return Errorf(KindInvalid, "invalid_body", "the JSON body nests deeper than %d levels (arrays and objects, at byte %d)", jsonguard.MaxDepth, ge.Offset).
+			With("max_depth", jsonguard.MaxDepth)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	if err := walkMembers(dec, t, path); err != nil && err != errStop {
+	w := &walker{dec: dec, base: path, bad: -1}
+	if ge != nil {
+		w.bad = int64(ge.Offset) // the walk names the member or element that holds it
+		w.badKind = ge.Kind
+	}
+	err := w.walk(t)
+	if err != nil && err != errStop {
 		return err
+	}
+	if ge != nil { // the walk stopped before reaching it: refuse without a path
+		return encodingError(ge.Kind, "")
 	}
 	return nil
 }
 
-// walkMembers consumes one value. t is the type it decodes into, nil when unknown (any,
-// json.RawMessage, a type that decodes itself, or a mismatch the decoder will report).
-func walkMembers(dec *json.Decoder, t reflect.Type, path string) error {
-	tok, err := dec.Token()
+// encodingError is the problem for text the platform cannot store faithfully.
+func encodingError(kind, field string) error {
+	what := "invalid UTF-8"
+	if kind == jsonguard.LoneSurrogate {
+		what = "an escaped lone surrogate (\\ud800 to \\udfff unpaired), which is no character"
+	}
+	if field == "" {
+		return Errorf(KindInvalid, "invalid_body", "the JSON body holds %s", what)
+	}
+	return Errorf(KindInvalid, "invalid_body", "field %q holds %s", field, what).With("field", field)
+}
+
+// walker walks one JSON document token by token.
+type walker struct {
+	dec  *json.Decoder
+	base string
+	segs []segment // the path of the value being walked, below base
+	// bad is the offset of the byte jsonguard refused (-1: none); the token that spans it
+	// is named in the error.
+	bad     int64
+	badKind string
+}
+
+// segment is one step of a path: a member name, or an array index when key is "" and
+// index >= 0.
+type segment struct {
+	key   string
+	index int
+}
+
+// path spells out the current path ("steps[2].text").
+func (w *walker) path() string {
+	var b strings.Builder
+	b.WriteString(w.base)
+	for _, s := range w.segs {
+		if s.index >= 0 {
+			b.WriteByte('[')
+			b.WriteString(strconv.Itoa(s.index))
+			b.WriteByte(']')
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(s.key)
+	}
+	return b.String()
+}
+
+// token reads the next token, failing when it spans the byte jsonguard refused.
+func (w *walker) token() (json.Token, error) {
+	tok, err := w.dec.Token()
 	if err != nil {
-		return errStop
+		return nil, errStop
+	}
+	if w.bad >= 0 && w.dec.InputOffset() > w.bad {
+		return nil, encodingError(w.badKind, w.path())
+	}
+	return tok, nil
+}
+
+// walk consumes one value. t is the type it decodes into, nil when unknown (any,
+// json.RawMessage, a type that decodes itself, or a mismatch the decoder will report). It
+// recurses once per level, at most jsonguard.MaxDepth deep.
+func (w *walker) walk(t reflect.Type) error {
+	tok, err := w.token()
+	if err != nil {
+		return err
 	}
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -142,15 +225,19 @@ func walkMembers(dec *json.Decoder, t reflect.Type, path string) error {
 	}
 	switch tok {
 	case json.Delim('{'):
-		seen := map[string]bool{}
-		for dec.More() {
-			kt, err := dec.Token()
+		var seen map[string]bool
+		for w.dec.More() {
+			kt, err := w.token() // a bad byte in a member name names the object
 			if err != nil {
-				return errStop
+				return err
 			}
 			key, _ := kt.(string)
-			sub := joinPath(path, key)
+			w.segs = append(w.segs, segment{key: key, index: -1})
+			if seen == nil {
+				seen = map[string]bool{}
+			}
 			if seen[key] {
+				sub := w.path()
 				return Errorf(KindInvalid, "duplicate_field", "field %q is given more than once", sub).With("field", sub)
 			}
 			seen[key] = true
@@ -162,30 +249,34 @@ func walkMembers(dec *json.Decoder, t reflect.Type, path string) error {
 			case t.Kind() == reflect.Struct:
 				var ok bool
 				if ft, ok = exactField(t, key); !ok {
+					sub := w.path()
 					return Errorf(KindInvalid, "unknown_field", "unknown field %q", sub).With("field", sub)
 				}
 			default:
 				return errStop // an object where t is no object: the decoder reports the type
 			}
-			if err := walkMembers(dec, ft, sub); err != nil {
+			if err := w.walk(ft); err != nil {
 				return err
 			}
+			w.segs = w.segs[:len(w.segs)-1]
 		}
-		if _, err := dec.Token(); err != nil {
-			return errStop
+		if _, err := w.token(); err != nil {
+			return err
 		}
 	case json.Delim('['):
 		var et reflect.Type
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			et = t.Elem()
 		}
-		for i := 0; dec.More(); i++ {
-			if err := walkMembers(dec, et, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+		for i := 0; w.dec.More(); i++ {
+			w.segs = append(w.segs, segment{index: i})
+			if err := w.walk(et); err != nil {
 				return err
 			}
+			w.segs = w.segs[:len(w.segs)-1]
 		}
-		if _, err := dec.Token(); err != nil {
-			return errStop
+		if _, err := w.token(); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -115,6 +115,18 @@ func TestDecode(t *testing.T) {
 		{"empty body", js, ``, 400, "invalid_body", "", "required"},
 		{"blank body", js, " \n ", 400, "invalid_body", "", "required"},
 
+		{"nested at the limit", js, `{"tags":{"a":{"locales":[]}},"items":[` + strings.Repeat("[", 61) + strings.Repeat("]", 61) + `]}`, 400, "invalid_body", "items", ""},
+		{"nested too deep", js, `{"items":[` + strings.Repeat("[", 63) + strings.Repeat("]", 63) + `]}`, 400, "invalid_body", "", "deeper than 64 levels"},
+		{"deep and unbalanced", js, strings.Repeat("[", 100000), 400, "invalid_body", "", "deeper than 64 levels"},
+		{"invalid UTF-8 in a value", js, "{\"settings\":{\"timezone\":\"Europe/\xffBerlin\"}}", 400, "invalid_body", "settings.timezone", "invalid UTF-8"},
+		{"invalid UTF-8 in an array element", js, "{\"items\":[{},{\"locales\":[\"en\",\"\xc3\"]}]}", 400, "invalid_body", "items[1].locales[1]", "invalid UTF-8"},
+		{"invalid UTF-8 in a key", js, "{\"tags\":{\"\xfe\":{}}}", 400, "invalid_body", "tags", "invalid UTF-8"},
+		{"invalid UTF-8 in an unknown member", js, "{\"extra\":\"\xff\"}", 400, "unknown_field", "extra", ""},
+		{"invalid UTF-8 where the type is wrong", js, "{\"count\":[\"\xff\"]}", 400, "invalid_body", "", "invalid UTF-8"},
+		{"lone surrogate escape", js, `{"name":"a\ud800b"}`, 400, "invalid_body", "name", "lone surrogate"},
+		{"lone low surrogate in a map key", js, `{"tags":{"\udc00":{}}}`, 400, "invalid_body", "", "lone surrogate"},
+		{"escaped pair is a character", js, `{"name":"\ud83d\ude00"}`, 0, "", "", ""},
+
 		{"over the cap", js, big, 413, "body_too_large", "", "1048576"},
 		{"over the cap with garbage", js, strings.Repeat("x", httpapi.MaxBodyBytes+1), 413, "body_too_large", "", ""},
 		{"over the cap by trailing space", js, `{}` + strings.Repeat(" ", httpapi.MaxBodyBytes), 413, "body_too_large", "", ""},

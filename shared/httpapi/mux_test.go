@@ -129,7 +129,7 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.Buffer.Write(p)
 }
 
-func newKernel(t *testing.T) *kernel {
+func newKernel(t testing.TB) *kernel {
 	t.Helper()
 	k := &kernel{bots: &botLoader{}, audit: &publisher{}}
 	logs := &syncBuffer{}

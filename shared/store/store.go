@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"time"
 	"unicode/utf8"
+
+	"github.com/botplatform/api/shared/jsonguard"
 )
 
 // Errors every implementation returns (possibly wrapped) so callers can branch with errors.Is.
@@ -335,6 +337,37 @@ func (q Query) Shape(version string) string {
 		fmt.Fprintf(h, "%d:%s", len(part), part)
 	}
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:9])
+}
+
+// EncodeCursor makes a store's opaque cursor: base64url of the JSON array [shape,
+// position...], where shape is the query's Shape and position the raw keys of the page's
+// last item in the query's order. Every store spells its cursors this way.
+func EncodeCursor(shape string, pos []string) string {
+	b, err := json.Marshal(append([]string{shape}, pos...))
+	if err != nil { // strings always marshal
+		panic(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DecodeCursor opens a cursor EncodeCursor made: it must be for shape and hold a position of
+// exactly n keys; anything else is ErrInvalidCursor. A store checks the keys themselves.
+func DecodeCursor(cursor, shape string, n int) ([]string, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil {
+		return nil, fmt.Errorf("%w: not base64url", ErrInvalidCursor)
+	}
+	if err := jsonguard.Check(raw); err != nil {
+		return nil, fmt.Errorf("%w: malformed", ErrInvalidCursor)
+	}
+	var parts []string
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return nil, fmt.Errorf("%w: malformed", ErrInvalidCursor)
+	}
+	if len(parts) != n+1 || parts[0] != shape {
+		return nil, fmt.Errorf("%w: made for another query", ErrInvalidCursor)
+	}
+	return parts[1:], nil
 }
 
 // PageLimit returns the effective limit.

@@ -245,7 +245,8 @@ func messageUpdates(v messagesValue) []Update {
 		default:
 			continue
 		}
-		if in.UpdateID == "" || in.UserID == "" {
+		// A message without text or payload (an empty reply id) carries nothing to react to.
+		if in.UpdateID == "" || in.UserID == "" || in.Text == "" && in.Payload == "" {
 			continue
 		}
 		out = append(out, Update{PhoneNumberID: v.Metadata.PhoneNumberID, Inbound: in})

@@ -209,11 +209,11 @@ func TestCursorTamper(t *testing.T) {
 
 	shape, gshape := queryShape(q), queryShape(gq)
 	tampered := map[string]store.Query{
-		"position outside the prefix":              {PK: q.PK, Prefix: "a", Cursor: encodeCursor(shape, []string{"b1"})},
-		"position past the range":                  {Index: store.GSI1, PK: gq.PK, From: "xa", To: "xa9", Cursor: encodeCursor(gshape, []string{"xb1", pk("p"), "b1"})},
-		"empty primary key":                        {Index: store.GSI1, PK: gq.PK, From: "xa", To: "xa9", Cursor: encodeCursor(gshape, []string{"xa1", "", "a1"})},
-		"key longer than DynamoDB's":               {PK: q.PK, Prefix: "a", Cursor: encodeCursor(shape, []string{"a" + strings.Repeat("z", 1100)})},
-		"index key too long to encode":             {Index: store.GSI1, PK: gq.PK, From: "xa", To: "xa9", Cursor: encodeCursor(gshape, []string{"xa1", strings.Repeat("p", 1020), "a1"})},
+		"position outside the prefix":              {PK: q.PK, Prefix: "a", Cursor: store.EncodeCursor(shape, []string{"b1"})},
+		"position past the range":                  {Index: store.GSI1, PK: gq.PK, From: "xa", To: "xa9", Cursor: store.EncodeCursor(gshape, []string{"xb1", pk("p"), "b1"})},
+		"empty primary key":                        {Index: store.GSI1, PK: gq.PK, From: "xa", To: "xa9", Cursor: store.EncodeCursor(gshape, []string{"xa1", "", "a1"})},
+		"key longer than DynamoDB's":               {PK: q.PK, Prefix: "a", Cursor: store.EncodeCursor(shape, []string{"a" + strings.Repeat("z", 1100)})},
+		"index key too long to encode":             {Index: store.GSI1, PK: gq.PK, From: "xa", To: "xa9", Cursor: store.EncodeCursor(gshape, []string{"xa1", strings.Repeat("p", 1020), "a1"})},
 		"a table cursor on the index":              {Index: store.GSI1, PK: gq.PK, From: "xa", To: "xa9", Cursor: page.Next},
 		"an index cursor on the table":             {PK: q.PK, Prefix: "a", Cursor: gpage.Next},
 		"one byte changed":                         {PK: q.PK, Prefix: "a", Cursor: flipByte(page.Next)},

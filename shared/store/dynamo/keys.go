@@ -1,8 +1,6 @@
 package dynamo
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -141,34 +139,16 @@ func position(idx store.Index, it store.Item) []string {
 	}
 }
 
-// encodeCursor makes the opaque cursor: base64url of the JSON array [shape, position...].
-// It is opaque, not secret: the HTTP layer seals it with an HMAC before a client sees it.
-func encodeCursor(shape string, pos []string) string {
-	b, err := json.Marshal(append([]string{shape}, pos...))
-	if err != nil { // strings always marshal
-		panic(err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
 // decodeCursor checks that the cursor was made for q and returns its position.
 func decodeCursor(q store.Query) ([]string, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(q.Cursor)
-	if err != nil {
-		return nil, fmt.Errorf("%w: not base64url", store.ErrInvalidCursor)
-	}
-	var parts []string
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return nil, fmt.Errorf("%w: malformed", store.ErrInvalidCursor)
-	}
 	n := 1
 	if q.Index != store.Primary {
 		n = 3
 	}
-	if len(parts) != n+1 || parts[0] != queryShape(q) {
-		return nil, fmt.Errorf("%w: made for another query", store.ErrInvalidCursor)
+	pos, err := store.DecodeCursor(q.Cursor, queryShape(q), n)
+	if err != nil {
+		return nil, err
 	}
-	pos := parts[1:]
 	for _, p := range pos {
 		if p == "" {
 			return nil, fmt.Errorf("%w: empty key", store.ErrInvalidCursor)

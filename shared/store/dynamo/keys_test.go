@@ -93,14 +93,14 @@ func TestIndexBounds(t *testing.T) {
 func TestDecodeCursor(t *testing.T) {
 	t.Parallel()
 	q := store.Query{PK: "p", Prefix: "b"}
-	good := encodeCursor(queryShape(q), []string{"b1"})
+	good := store.EncodeCursor(queryShape(q), []string{"b1"})
 	q.Cursor = good
 	pos, err := decodeCursor(q)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"b1"}, pos)
 
 	gq := store.Query{PK: "g", Index: store.GSI1, From: "2031", To: "2032"}
-	gq.Cursor = encodeCursor(queryShape(gq), []string{"2031-05", "p", "s"})
+	gq.Cursor = store.EncodeCursor(queryShape(gq), []string{"2031-05", "p", "s"})
 	_, err = decodeCursor(gq)
 	require.NoError(t, err)
 
@@ -111,10 +111,10 @@ func TestDecodeCursor(t *testing.T) {
 		"other partition":        {PK: "q", Prefix: "b", Cursor: good},
 		"other direction":        {PK: "p", Prefix: "b", Reverse: true, Cursor: good},
 		"other index":            {PK: "p", Prefix: "b", Index: store.GSI2, Cursor: good},
-		"outside the prefix":     {PK: "p", Prefix: "b", Cursor: encodeCursor(queryShape(store.Query{PK: "p", Prefix: "b"}), []string{"c"})},
-		"outside the range":      {PK: "g", Index: store.GSI1, From: "2031", To: "2032", Cursor: encodeCursor(queryShape(gq), []string{"2033", "p", "s"})},
-		"empty key in position":  {PK: "g", Index: store.GSI1, From: "2031", To: "2032", Cursor: encodeCursor(queryShape(gq), []string{"2031-05", "", "s"})},
-		"too short for an index": {PK: "g", Index: store.GSI1, From: "2031", To: "2032", Cursor: encodeCursor(queryShape(gq), []string{"2031-05"})},
+		"outside the prefix":     {PK: "p", Prefix: "b", Cursor: store.EncodeCursor(queryShape(store.Query{PK: "p", Prefix: "b"}), []string{"c"})},
+		"outside the range":      {PK: "g", Index: store.GSI1, From: "2031", To: "2032", Cursor: store.EncodeCursor(queryShape(gq), []string{"2033", "p", "s"})},
+		"empty key in position":  {PK: "g", Index: store.GSI1, From: "2031", To: "2032", Cursor: store.EncodeCursor(queryShape(gq), []string{"2031-05", "", "s"})},
+		"too short for an index": {PK: "g", Index: store.GSI1, From: "2031", To: "2032", Cursor: store.EncodeCursor(queryShape(gq), []string{"2031-05"})},
 		"the SQLite store's":     {PK: "p", Cursor: "WyJzaGFwZSIsImIxIl0"},
 	}
 	for name, q := range cases {

@@ -3,8 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -35,7 +33,7 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	var after []string
 	if q.Cursor != "" {
 		var err error
-		if after, err = decodeCursor(q.Cursor, shape, len(order)); err != nil {
+		if after, err = store.DecodeCursor(q.Cursor, shape, len(order)); err != nil {
 			return store.Page{}, err
 		}
 	}
@@ -134,7 +132,7 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	page := store.Page{Items: items}
 	if len(items) > limit {
 		page.Items = items[:limit]
-		page.Next = encodeCursor(shape, position(q.Index, items[limit-1]))
+		page.Next = store.EncodeCursor(shape, position(q.Index, items[limit-1]))
 	}
 	return page, nil
 }
@@ -189,27 +187,3 @@ func position(idx store.Index, it store.Item) []string {
 
 // queryShape is the query's cursor fingerprint in this store's cursor format.
 func queryShape(q store.Query) string { return q.Shape("v1") }
-
-// encodeCursor makes the opaque cursor: base64url of the JSON array [shape, position...].
-func encodeCursor(shape string, pos []string) string {
-	b, err := json.Marshal(append([]string{shape}, pos...))
-	if err != nil { // strings always marshal
-		panic(err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeCursor(cursor, shape string, n int) ([]string, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(cursor)
-	if err != nil {
-		return nil, fmt.Errorf("%w: not base64url", store.ErrInvalidCursor)
-	}
-	var parts []string
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return nil, fmt.Errorf("%w: malformed", store.ErrInvalidCursor)
-	}
-	if len(parts) != n+1 || parts[0] != shape {
-		return nil, fmt.Errorf("%w: made for another query", store.ErrInvalidCursor)
-	}
-	return parts[1:], nil
-}

@@ -146,7 +146,7 @@ func TestQueryPlans(t *testing.T) {
 		if q.Index != store.Primary {
 			pos = []string{"a", "p", "a"}
 		}
-		q.Cursor = encodeCursor(queryShape(q), pos)
+		q.Cursor = store.EncodeCursor(queryShape(q), pos)
 		_, err = s.Query(ctx, q)
 		require.NoError(t, err)
 	}
@@ -217,7 +217,7 @@ func TestForgedCursorStaysInRange(t *testing.T) {
 	for _, tc := range cases {
 		q := tc.q
 		q.PK = "p"
-		q.Cursor = encodeCursor(queryShape(q), []string{tc.at})
+		q.Cursor = store.EncodeCursor(queryShape(q), []string{tc.at})
 		page, err := s.Query(ctx, q)
 		require.NoError(t, err)
 		var got []string
