@@ -447,14 +447,14 @@ func (s *Service) commit(ctx context.Context, c *collectionDoc, bot string, b ba
 			store.CheckOp(collectionKey(bot, c.ID), store.RevisionIs(c.Revision)),
 		}
 		if creates > 0 {
-			cnt, err := s.readCounter(ctx, recordCountKey(bot, c.ID), creates)
+			cnt, err := store.ReadCounter(ctx, s.store, recordCountKey(bot, c.ID), creates)
 			if err != nil {
 				return err
 			}
-			if cnt.count+creates > s.maxRecords {
-				return limitReached("the batch would create %d records in a collection of %d; a collection may have at most %d", creates, cnt.count, s.maxRecords)
+			if cnt.Count+creates > s.maxRecords {
+				return limitReached("the batch would create %d records in a collection of %d; a collection may have at most %d", creates, cnt.Count, s.maxRecords)
 			}
-			writes = append(writes, cnt.write)
+			writes = append(writes, cnt.Write)
 		}
 		err = s.store.Transact(ctx, writes)
 		switch failedAt(err) {

@@ -69,11 +69,11 @@ func (s *Service) CreateRecord(ctx context.Context, bot, col string, extKey *str
 		if err := p.Err(); err != nil {
 			return Record{}, err
 		}
-		cnt, err := s.readCounter(ctx, recordCountKey(bot, col), +1)
+		cnt, err := store.ReadCounter(ctx, s.store, recordCountKey(bot, col), +1)
 		if err != nil {
 			return Record{}, err
 		}
-		if cnt.count >= s.maxRecords {
+		if cnt.Count >= s.maxRecords {
 			return Record{}, limitReached("a collection may have at most %d records", s.maxRecords)
 		}
 		d := &recordDoc{ID: id, Current: v}
@@ -82,7 +82,7 @@ func (s *Service) CreateRecord(ctx context.Context, bot, col string, extKey *str
 			return Record{}, err
 		}
 		writes := []store.Write{
-			cnt.write,
+			cnt.Write,
 			store.CheckOp(collectionKey(bot, col), store.RevisionIs(c.Revision)),
 			store.PutOp(it, store.MustNotExist),
 		}
@@ -230,12 +230,12 @@ func (s *Service) DeleteRecord(ctx context.Context, bot, col, rec string, expect
 		if expected != nil && d.Current.Revision != *expected {
 			return httpapi.StaleRevision(d.Current.Revision)
 		}
-		cnt, err := s.readCounter(ctx, recordCountKey(bot, col), -1)
+		cnt, err := store.ReadCounter(ctx, s.store, recordCountKey(bot, col), -1)
 		if err != nil {
 			return err
 		}
 		writes := []store.Write{
-			cnt.write,
+			cnt.Write,
 			store.CheckOp(collectionKey(bot, col), store.MustExist),
 			store.DeleteOp(recordKey(bot, col, rec), store.RevisionIs(itemRev)),
 		}

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"time"
 
+	"github.com/botplatform/api/shared/backoff"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/jobs"
@@ -44,20 +44,14 @@ func (s *Service) logError(ctx context.Context, msg string, args ...any) {
 // writer (not because the request is wrong).
 const attempts = 8
 
-// pause waits before retry n of a write that lost a race (none before the first try), a
-// random time up to 2^n ms, so that writers contending for one counter spread out instead
-// of colliding again at once.
-func pause(ctx context.Context, n int) {
-	if n == 0 {
-		return
-	}
-	t := time.NewTimer(time.Duration(rand.Int64N(int64(time.Millisecond) << min(n, 7))))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
+// contention spaces the retries of a write that lost a race: a random time up to 2^n ms
+// before retry n (at most 128 ms), so that writers contending for one counter spread out
+// instead of colliding again at once.
+var contention = backoff.Policy{Base: 2 * time.Millisecond, Max: 128 * time.Millisecond, Jitter: backoff.Full}
+
+// pause waits before retry n (none before the first try); an ended context ends it early,
+// and the write that follows reports the context's error.
+func pause(ctx context.Context, n int) { _ = contention.Sleep(ctx, n) }
 
 func busy(what string) error {
 	return fmt.Errorf("collections: %s keeps changing: %w", what, store.ErrUnavailable)
@@ -78,26 +72,6 @@ func failedAt(err error) int {
 		return ce.Index
 	}
 	return -1
-}
-
-// counter is a count as read, with the write that moves it by delta if nobody else moved it
-// meanwhile: limits hold under concurrency because the new count is conditioned on the old.
-type counter struct {
-	count int64
-	rev   int64
-	write store.Write
-}
-
-func (s *Service) readCounter(ctx context.Context, key store.Key, delta int64) (counter, error) {
-	it, err := s.store.Get(ctx, key)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return counter{write: store.PutOp(store.Item{Key: key, Count: delta, Revision: 1}, store.MustNotExist)}, nil
-	case err != nil:
-		return counter{}, err
-	}
-	return counter{count: it.Count, rev: it.Revision,
-		write: store.PutOp(store.Item{Key: key, Count: it.Count + delta, Revision: it.Revision + 1}, store.RevisionIs(it.Revision))}, nil
 }
 
 // load returns a collection as stored; a malformed or unknown id is not found.
@@ -143,15 +117,15 @@ func (s *Service) CreateCollection(ctx context.Context, bot, name string, fields
 	}
 	for attempt := range attempts {
 		pause(ctx, attempt)
-		cnt, err := s.readCounter(ctx, collectionCountKey(bot), +1)
+		cnt, err := store.ReadCounter(ctx, s.store, collectionCountKey(bot), +1)
 		if err != nil {
 			return Collection{}, err
 		}
-		if cnt.count >= MaxCollectionsPerBot {
+		if cnt.Count >= MaxCollectionsPerBot {
 			return Collection{}, limitReached("a bot may have at most %d collections; delete one first", MaxCollectionsPerBot)
 		}
 		err = s.store.Transact(ctx, []store.Write{
-			cnt.write,
+			cnt.Write,
 			store.PutOp(store.Item{Key: nameKey(bot, name), Data: []byte(`"` + c.ID + `"`), Revision: 1}, store.MustNotExist),
 			store.PutOp(store.Item{Key: collectionKey(bot, c.ID), Data: data, Revision: c.Revision}, store.MustNotExist),
 			store.PutOp(store.Item{Key: recordCountKey(bot, c.ID), Revision: 1}, store.MustNotExist),
@@ -334,7 +308,7 @@ func (s *Service) DeleteCollection(ctx context.Context, bot, col string, expecte
 		if !force && countIt.Revision > 0 {
 			countDel = store.DeleteOp(recordCountKey(bot, col), store.RevisionIs(countIt.Revision))
 		}
-		cnt, err := s.readCounter(ctx, collectionCountKey(bot), -1)
+		cnt, err := store.ReadCounter(ctx, s.store, collectionCountKey(bot), -1)
 		if err != nil {
 			return err
 		}
@@ -344,7 +318,7 @@ func (s *Service) DeleteCollection(ctx context.Context, bot, col string, expecte
 			return err
 		}
 		err = s.store.Transact(ctx, []store.Write{
-			cnt.write,
+			cnt.Write,
 			store.DeleteOp(collectionKey(bot, col), store.RevisionIs(c.Revision)),
 			store.DeleteOp(nameKey(bot, c.Name), store.Always),
 			countDel,

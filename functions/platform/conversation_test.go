@@ -1,7 +1,6 @@
 package platform
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,29 +13,10 @@ import (
 	"github.com/botplatform/api/functions/reactions"
 	"github.com/botplatform/api/functions/runtime"
 	"github.com/botplatform/api/functions/subscribers"
-	"github.com/botplatform/api/functions/webhooks"
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/queue"
 )
-
-// The webhooks enqueue what the runtime decodes: the same type name and a body whose every
-// member the runtime reads.
-func TestInboundMessageContract(t *testing.T) {
-	t.Parallel()
-	assert.Equal(t, webhooks.InboundMessage, runtime.InboundMessage)
-	sent := webhooks.Delivery{ChannelID: "ch_1", BotID: "bot_1", AccountID: "acct_1", Kind: channel.VK,
-		Inbound: channel.Inbound{UpdateID: "u", UserID: "7", FirstName: "A", LastName: "B", Locale: "en", Text: "hi",
-			Payload: "p", At: time.Unix(1_800_000_000, 0).UTC(), CallbackID: "cb"},
-		ReceivedAt: time.Unix(1_800_000_001, 0).UTC()}
-	b, err := json.Marshal(sent)
-	require.NoError(t, err)
-	var got runtime.Delivery
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	require.NoError(t, dec.Decode(&got))
-	assert.Equal(t, runtime.Delivery(sent), got)
-}
 
 // The adapters map the families' answers to what the runtime branches on.
 func TestRuntimeAdapters(t *testing.T) {

@@ -72,7 +72,7 @@ type event struct {
 	bot  string
 	kind channel.Kind
 	// delivery is set for an inbound update, label for a label_added event.
-	delivery *Delivery
+	delivery *channel.Delivery
 	label    *labelEvent
 	// attempt is the queue's delivery count of the message.
 	attempt int
@@ -109,7 +109,7 @@ func LabelAddedMessage(bot, subscriberID string, k channel.Kind, labelID string,
 }
 
 func (r *Runtime) handleInbound(ctx context.Context, m queue.Message) error {
-	var d Delivery
+	var d channel.Delivery
 	if err := m.Decode(&d); err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func (r *Runtime) claim(ctx context.Context, ev *event) (*claim, error) {
 
 // answerCallback acknowledges a button press to providers that want it (Telegram shows a
 // spinner until then). It is cosmetic: a failure is logged, never retried.
-func (r *Runtime) answerCallback(ctx context.Context, d *Delivery, a channel.Adapter, conn channel.Connection) {
+func (r *Runtime) answerCallback(ctx context.Context, d *channel.Delivery, a channel.Adapter, conn channel.Connection) {
 	if d.Inbound.CallbackID == "" {
 		return
 	}
@@ -266,7 +266,7 @@ func (r *Runtime) answerCallback(ctx context.Context, d *Delivery, a channel.Ada
 // attempt, created after the update was received. ok is false when the subscribers family
 // refuses the identity itself (a malformed user id): such an update is counted and
 // otherwise ignored.
-func (r *Runtime) upsert(ctx context.Context, d *Delivery, attempt int) (sub Subscriber, first, ok bool, err error) {
+func (r *Runtime) upsert(ctx context.Context, d *channel.Delivery, attempt int) (sub Subscriber, first, ok bool, err error) {
 	in := d.Inbound
 	seen := in.At
 	if now := r.now(); seen.IsZero() || seen.After(now) {

@@ -442,7 +442,7 @@ func (f *fixture) inbound(text, payload string) queue.Message {
 
 func (f *fixture) inboundFrom(user, update, text, payload string) queue.Message {
 	now := f.clock.Now()
-	m, err := queue.New(InboundMessage, Delivery{ChannelID: "ch_test", BotID: f.bot, AccountID: "acct_test", Kind: channel.Telegram,
+	m, err := queue.New(InboundMessage, channel.Delivery{ChannelID: "ch_test", BotID: f.bot, AccountID: "acct_test", Kind: channel.Telegram,
 		Inbound:    channel.Inbound{UpdateID: update, UserID: user, FirstName: "Ann", Locale: "en", Text: text, Payload: payload, At: now},
 		ReceivedAt: now})
 	require.NoError(f.t, err)

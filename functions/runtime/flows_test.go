@@ -136,7 +136,7 @@ func TestFirstContactSurvivesARetry(t *testing.T) {
 	m := f.inboundFrom("9", "u1", "hi", "")
 	// The first attempt creates the subscriber and fails before claiming (the queue is down).
 	f.q.fail = fmt.Errorf("queue down")
-	d := Delivery{}
+	d := channel.Delivery{}
 	require.NoError(t, m.Decode(&d))
 	_, first, ok, err := f.rt.upsert(t.Context(), &d, 1)
 	require.NoError(t, err)

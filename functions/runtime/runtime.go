@@ -26,24 +26,13 @@ import (
 
 // The queue message types the runtime handles.
 const (
-	// InboundMessage carries one update from a webhook (body: Delivery).
-	InboundMessage = "runtime.inbound"
+	// InboundMessage carries one update from a webhook (body: channel.Delivery).
+	InboundMessage = channel.InboundMessage
 	// ResumeMessage wakes a run suspended by a wait step (body: wake).
 	ResumeMessage = "runtime.resume"
 	// TriggerMessage starts the label_added reactions of a label a run added (body: labelEvent).
 	TriggerMessage = "runtime.trigger"
 )
-
-// Delivery is the body of an InboundMessage: one update and the channel it arrived on. The
-// webhooks family sends it; its JSON is the contract between the two.
-type Delivery struct {
-	ChannelID  string          `json:"channel_id"`
-	BotID      string          `json:"bot_id"`
-	AccountID  string          `json:"account_id"`
-	Kind       channel.Kind    `json:"kind"`
-	Inbound    channel.Inbound `json:"inbound"`
-	ReceivedAt time.Time       `json:"received_at"`
-}
 
 // Deps are the runtime's dependencies.
 type Deps struct {

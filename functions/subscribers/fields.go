@@ -111,12 +111,12 @@ func (s *Service) CreateField(ctx context.Context, bot string, spec FieldSpec) (
 	if err != nil {
 		return Field{}, err
 	}
-	err = s.withCount(ctx, countKey(bot, fieldsCounter), +1, func(count store.Write, before int64) error {
-		if before >= MaxFieldsPerBot {
+	err = store.Counted(ctx, s.store, countKey(bot, fieldsCounter), +1, func(c store.Counter) error {
+		if c.Count >= MaxFieldsPerBot {
 			return limitReached("a bot may have at most %d custom fields; delete one first", MaxFieldsPerBot)
 		}
 		err := s.store.Transact(ctx, []store.Write{
-			count,
+			c.Write,
 			store.PutOp(store.Item{Key: fieldKey(bot, f.ID), Data: data, Revision: 1}, store.MustNotExist),
 			store.PutOp(ref, store.MustNotExist),
 		})
@@ -194,9 +194,9 @@ func (s *Service) DeleteField(ctx context.Context, bot, id string) error {
 	if err != nil {
 		return err
 	}
-	err = s.withCount(ctx, countKey(bot, fieldsCounter), -1, func(count store.Write, _ int64) error {
+	err = store.Counted(ctx, s.store, countKey(bot, fieldsCounter), -1, func(c store.Counter) error {
 		return s.store.Transact(ctx, []store.Write{
-			count,
+			c.Write,
 			store.DeleteOp(fieldKey(bot, id), store.MustExist),
 			store.DeleteOp(fieldNameKey(bot, f.Name), store.Always),
 			store.PutOp(store.Item{Key: fieldGoneKey(bot, id), Revision: 1}, store.Always),

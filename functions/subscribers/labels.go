@@ -78,12 +78,12 @@ func (s *Service) CreateLabel(ctx context.Context, bot, name string) (Label, err
 	if err != nil {
 		return Label{}, err
 	}
-	err = s.withCount(ctx, countKey(bot, labelsCounter), +1, func(count store.Write, before int64) error {
-		if before >= MaxLabelsPerBot {
+	err = store.Counted(ctx, s.store, countKey(bot, labelsCounter), +1, func(c store.Counter) error {
+		if c.Count >= MaxLabelsPerBot {
 			return limitReached("a bot may have at most %d labels; delete one first", MaxLabelsPerBot)
 		}
 		err := s.store.Transact(ctx, []store.Write{
-			count,
+			c.Write,
 			store.PutOp(store.Item{Key: labelKey(bot, l.ID), Data: data, Revision: 1}, store.MustNotExist),
 			store.PutOp(ref, store.MustNotExist),
 		})
@@ -234,9 +234,9 @@ func (s *Service) DeleteLabel(ctx context.Context, bot, id string, expected *int
 			return httpapi.StaleRevision(l.Revision)
 		}
 		marker := store.Item{Key: labelGoneKey(bot, id), Revision: 1}
-		err = s.withCount(ctx, countKey(bot, labelsCounter), -1, func(count store.Write, _ int64) error {
+		err = store.Counted(ctx, s.store, countKey(bot, labelsCounter), -1, func(c store.Counter) error {
 			return s.store.Transact(ctx, []store.Write{
-				count,
+				c.Write,
 				store.DeleteOp(labelKey(bot, id), store.RevisionIs(l.Revision)),
 				store.DeleteOp(labelNameKey(bot, fold(l.Name)), store.Always),
 				store.PutOp(marker, store.Always),

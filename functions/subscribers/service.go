@@ -8,9 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
+	"github.com/botplatform/api/shared/backoff"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/store"
@@ -114,56 +114,17 @@ func stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
 // attempts bounds the retries of a read-modify-write that lost a race to another writer.
 const attempts = 12
 
-// pause waits before retry number try (none before the first attempt): a random time up to
-// a bound that doubles with each try, from 1 ms to 64 ms, so that writers who collided
+// contention spaces the retries of a read-modify-write that lost a race: a random time up
+// to a bound that doubles with each try, from 1 ms to 64 ms, so that writers who collided
 // spread out instead of colliding again.
-func pause(ctx context.Context, try int) error {
-	if try == 0 {
-		return nil
-	}
-	bound := time.Millisecond << min(try-1, 6)
-	t := time.NewTimer(rand.N(bound))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+var contention = backoff.Policy{Base: time.Millisecond, Max: 64 * time.Millisecond, Jitter: backoff.Full}
+
+// pause waits before retry number try (none before the first attempt).
+func pause(ctx context.Context, try int) error { return contention.Sleep(ctx, try) }
 
 // busy is the answer when a write keeps losing races: 503, so the client retries later.
 func busy(what string) error {
 	return fmt.Errorf("subscribers: %s keeps changing: %w", what, store.ErrUnavailable)
-}
-
-// withCount runs write with the counter write that moves key's Count by delta (conditioned
-// on the count it read) and the count before. When another writer moved the counter first
-// (the counter write, first in the transaction, fails), it reads again and retries. This is
-// what makes a per-bot limit hold under concurrent creations.
-func (s *Service) withCount(ctx context.Context, key store.Key, delta int64, write func(count store.Write, before int64) error) error {
-	for try := range attempts {
-		if err := pause(ctx, try); err != nil {
-			return err
-		}
-		var count store.Write
-		var before int64
-		it, err := s.store.Get(ctx, key)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			count = store.PutOp(store.Item{Key: key, Count: max(delta, 0), Revision: 1}, store.MustNotExist)
-		case err != nil:
-			return err
-		default:
-			before = it.Count
-			count = store.PutOp(store.Item{Key: key, Count: max(it.Count+delta, 0), Revision: it.Revision + 1}, store.RevisionIs(it.Revision))
-		}
-		err = write(count, before)
-		if failedAt(err) != 0 {
-			return err
-		}
-	}
-	return busy("counter " + key.SK)
 }
 
 // failedAt returns the index of the transaction write whose condition failed, or -1.

@@ -29,20 +29,6 @@ import (
 	"github.com/botplatform/api/shared/store"
 )
 
-// InboundMessage is the queue message type of one update for the conversation runtime.
-const InboundMessage = "runtime.inbound"
-
-// Delivery is the body of an InboundMessage. The runtime decodes the same JSON
-// (runtime.Delivery); the two are the contract between the families.
-type Delivery struct {
-	ChannelID  string          `json:"channel_id"`
-	BotID      string          `json:"bot_id"`
-	AccountID  string          `json:"account_id"`
-	Kind       channel.Kind    `json:"kind"`
-	Inbound    channel.Inbound `json:"inbound"`
-	ReceivedAt time.Time       `json:"received_at"`
-}
-
 // Channel is a connected channel as a webhook needs it: who it belongs to and the
 // connection (webhook secret and credentials opened) to verify deliveries with.
 type Channel struct {
@@ -329,7 +315,7 @@ func (s *Service) enqueue(ctx context.Context, ch Channel, updates []channel.Inb
 			}
 			markers = append(markers, key)
 		}
-		m, err := queue.New(InboundMessage, Delivery{ChannelID: ch.ID, BotID: ch.BotID, AccountID: ch.AccountID,
+		m, err := queue.New(channel.InboundMessage, channel.Delivery{ChannelID: ch.ID, BotID: ch.BotID, AccountID: ch.AccountID,
 			Kind: ch.Kind, Inbound: in, ReceivedAt: now.UTC()})
 		if err != nil {
 			return err

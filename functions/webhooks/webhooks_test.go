@@ -44,14 +44,14 @@ func (q *memQueue) Send(_ context.Context, msgs ...queue.Message) error {
 	return nil
 }
 
-func (q *memQueue) deliveries(t *testing.T) []Delivery {
+func (q *memQueue) deliveries(t *testing.T) []channel.Delivery {
 	t.Helper()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	out := []Delivery{}
+	out := []channel.Delivery{}
 	for _, m := range q.msgs {
-		require.Equal(t, InboundMessage, m.Type)
-		var d Delivery
+		require.Equal(t, channel.InboundMessage, m.Type)
+		var d channel.Delivery
 		require.NoError(t, m.Decode(&d))
 		out = append(out, d)
 	}

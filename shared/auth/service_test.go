@@ -173,6 +173,120 @@ func TestIssuePATLimit(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// 150 concurrent creations for one user: exactly 100 tokens exist afterwards. (Read, then
+// write, as the limit once was, let all 150 through.) A creation that kept losing the
+// counter's race answers ErrUnavailable, the API's 503, and is retried as a client would.
+func TestIssuePATLimitUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	exp := f.clock.Now().Add(time.Hour)
+	issue := func(i int) error {
+		_, _, err := f.svc.IssuePAT(ctx, f.acct.ID, f.owner.ID, fmt.Sprint("t", i), Scopes{"bots:read"}, exp)
+		return err
+	}
+	errs := make([]error, 150)
+	var wg sync.WaitGroup
+	begin := make(chan struct{})
+	for i := range errs {
+		wg.Go(func() { <-begin; errs[i] = issue(i) })
+	}
+	close(begin)
+	wg.Wait()
+	created, limited := 0, 0
+	for i, err := range errs {
+		if errors.Is(err, store.ErrUnavailable) {
+			err = issue(i)
+		}
+		switch {
+		case err == nil:
+			created++
+		case errors.Is(err, ErrLimitReached):
+			limited++
+		default:
+			t.Errorf("creation %d: %v", i, err)
+		}
+	}
+	assert.Equal(t, MaxPATsPerUser, created)
+	assert.Equal(t, 150-MaxPATsPerUser, limited)
+	all := listAll(t, f)
+	assert.Len(t, all, MaxPATsPerUser, "tokens stored")
+}
+
+// Expired PATs give their places back although nothing moves the counter when they expire
+// (their records vanish later, by TTL): at the limit, the count is taken again.
+func TestIssuePATLimitFreesExpired(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	soon, later := f.clock.Now().Add(time.Hour), f.clock.Now().Add(48*time.Hour)
+	var short []PAT
+	for i := range MaxPATsPerUser {
+		exp := later
+		if i < 10 {
+			exp = soon
+		}
+		p, _, err := f.svc.IssuePAT(ctx, f.acct.ID, f.owner.ID, fmt.Sprint("t", i), Scopes{"bots:read"}, exp)
+		require.NoError(t, err, i)
+		if i < 10 {
+			short = append(short, p)
+		}
+	}
+	_, _, err := f.svc.IssuePAT(ctx, f.acct.ID, f.owner.ID, "full", Scopes{"bots:read"}, later)
+	require.ErrorIs(t, err, ErrLimitReached)
+
+	f.clock.Advance(2 * time.Hour) // ten have expired (still listed, within their grace)
+	// Revoking an expired one gives back no place: it is no longer counted.
+	require.NoError(t, f.svc.RevokePAT(ctx, f.acct.ID, f.owner.ID, short[0].ID))
+	for i := range 10 {
+		_, _, err := f.svc.IssuePAT(ctx, f.acct.ID, f.owner.ID, fmt.Sprint("new", i), Scopes{"bots:read"}, later)
+		require.NoError(t, err, "place %d of an expired token", i)
+	}
+	_, _, err = f.svc.IssuePAT(ctx, f.acct.ID, f.owner.ID, "full again", Scopes{"bots:read"}, later)
+	require.ErrorIs(t, err, ErrLimitReached, "ninety live and ten new: full")
+	it, err := f.raw.Get(ctx, patCountKey(f.acct.ID, f.owner.ID))
+	require.NoError(t, err)
+	assert.EqualValues(t, MaxPATsPerUser, it.Count, "the counter was repaired to the live count")
+}
+
+// A user whose PATs were issued before the counter existed: the first creation counts them.
+func TestIssuePATLimitWithoutCounter(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	exp := f.clock.Now().Add(time.Hour)
+	for i := range MaxPATsPerUser {
+		_, _, err := f.svc.IssuePAT(ctx, f.acct.ID, f.owner.ID, fmt.Sprint("t", i), Scopes{"bots:read"}, exp)
+		require.NoError(t, err)
+	}
+	require.NoError(t, f.raw.Delete(ctx, patCountKey(f.acct.ID, f.owner.ID), store.MustExist))
+	_, _, err := f.svc.IssuePAT(ctx, f.acct.ID, f.owner.ID, "over", Scopes{"bots:read"}, exp)
+	require.ErrorIs(t, err, ErrLimitReached)
+
+	all := listAll(t, f)
+	require.NoError(t, f.raw.Delete(ctx, patCountKey(f.acct.ID, f.owner.ID), store.Always))
+	require.NoError(t, f.svc.RevokePAT(ctx, f.acct.ID, f.owner.ID, all[0].ID), "revoking without a counter")
+	_, _, err = f.svc.IssuePAT(ctx, f.acct.ID, f.owner.ID, "in", Scopes{"bots:read"}, exp)
+	require.NoError(t, err)
+	_, _, err = f.svc.IssuePAT(ctx, f.acct.ID, f.owner.ID, "over", Scopes{"bots:read"}, exp)
+	require.ErrorIs(t, err, ErrLimitReached)
+}
+
+func listAll(t *testing.T, f *fixture) []PAT {
+	t.Helper()
+	var all []PAT
+	cursor := ""
+	for {
+		page, next, err := f.svc.ListPATs(t.Context(), f.acct.ID, f.owner.ID, 200, cursor)
+		require.NoError(t, err)
+		all = append(all, page...)
+		if next == "" {
+			return all
+		}
+		cursor = next
+	}
+}
+
 func TestCreatePAT(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

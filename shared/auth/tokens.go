@@ -121,13 +121,6 @@ func (s *Service) IssuePAT(ctx context.Context, account, user, name string, scop
 	if err := CheckExpiry(expiresAt, now); err != nil {
 		return PAT{}, "", err
 	}
-	page, err := s.store.Query(ctx, store.Query{PK: accountPK(account), Prefix: "PAT#" + user + "#", Limit: MaxPATsPerUser + 1})
-	if err != nil {
-		return PAT{}, "", err
-	}
-	if len(page.Items) >= MaxPATsPerUser {
-		return PAT{}, "", ErrLimitReached
-	}
 	tok := NewToken(KindPAT)
 	rec := patRecord{
 		PAT:  PAT{ID: ids.At("pat", now), UserID: user, Name: name, Scopes: scopes, ExpiresAt: expiresAt, CreatedAt: stamp(now)},
@@ -139,15 +132,69 @@ func (s *Service) IssuePAT(ctx context.Context, account, user, name string, scop
 	if err != nil {
 		return PAT{}, "", err
 	}
-	err = s.store.Transact(ctx, append(writes, store.CheckOp(userKey(account, user), store.MustExist)))
-	var ce *store.ConditionError
-	if errors.As(err, &ce) && ce.Index == len(writes) {
-		return PAT{}, "", ErrNotFound // the user is gone
+	// The counter moves in the token's transaction under a revision condition: of
+	// concurrent creations that read the same count, one commits and the others read again.
+	err = store.Counted(ctx, s.store, patCountKey(account, user), +1, func(c store.Counter) error {
+		if !c.Exists || c.Count >= MaxPATsPerUser {
+			// A missing counter (PATs issued before it existed) starts from a count, and a
+			// full one is recounted: an expired PAT vanishes without moving it.
+			live, err := s.livePATs(ctx, account, user, now)
+			if err != nil {
+				return err
+			}
+			if live >= MaxPATsPerUser {
+				return ErrLimitReached
+			}
+			c = c.Set(live + 1)
+		}
+		all := append(append([]store.Write{c.Write}, writes...), store.CheckOp(userKey(account, user), store.MustExist))
+		err := s.store.Transact(ctx, all)
+		var ce *store.ConditionError
+		if errors.As(err, &ce) && ce.Index == len(all)-1 {
+			return ErrNotFound // the user is gone
+		}
+		return err
+	})
+	if errors.Is(err, ErrLimitReached) || errors.Is(err, ErrNotFound) {
+		return PAT{}, "", err
 	}
 	if err != nil {
 		return PAT{}, "", fmt.Errorf("write token: %w", err)
 	}
 	return rec.PAT, tok, nil
+}
+
+// patCountKey holds how many live PATs a user has: PATs issued and not revoked, including
+// some that have expired since (their records vanish without moving it). IssuePAT recounts
+// when it says the limit is reached, so it can only be too high, never too low, and never
+// for long.
+func patCountKey(account, user string) store.Key {
+	return store.Key{PK: accountPK(account), SK: "PATCOUNT#" + user}
+}
+
+// livePATs counts the user's PATs that have not expired at now.
+func (s *Service) livePATs(ctx context.Context, account, user string, now time.Time) (int64, error) {
+	q := store.Query{PK: accountPK(account), Prefix: "PAT#" + user + "#"}
+	var n int64
+	for {
+		page, err := s.store.Query(ctx, q)
+		if err != nil {
+			return 0, err
+		}
+		for _, it := range page.Items {
+			rec, err := store.Decode[patRecord](it)
+			if err != nil {
+				return 0, err
+			}
+			if rec.ExpiresAt.After(now) {
+				n++
+			}
+		}
+		if page.Next == "" {
+			return n, nil
+		}
+		q.Cursor = page.Next
+	}
 }
 
 // tokenWrites returns the two writes that create a token: its listing record and its credential.
@@ -198,15 +245,32 @@ func (s *Service) RevokePAT(ctx context.Context, account, user, id string) error
 	if err != nil {
 		return err
 	}
-	return s.deleteToken(ctx, key, rec.Hash)
+	defer s.cache.forget(rec.Hash)
+	deletes := []store.Write{
+		store.DeleteOp(key, store.MustExist),
+		store.DeleteOp(credentialKey(rec.Hash), store.Always),
+	}
+	// Only a live PAT gives its place back: an expired one may already be left out of the
+	// count (a recount skips it), and a count too low would let the limit be passed.
+	if !rec.ExpiresAt.After(s.clock()) {
+		return mapRevokeErr(s.store.Transact(ctx, deletes))
+	}
+	return store.Counted(ctx, s.store, patCountKey(account, user), -1, func(c store.Counter) error {
+		if !c.Exists {
+			// No counter yet: the next issue counts the PATs there are.
+			return mapRevokeErr(s.store.Transact(ctx, deletes))
+		}
+		err := s.store.Transact(ctx, append([]store.Write{c.Write}, deletes...))
+		var ce *store.ConditionError
+		if errors.As(err, &ce) && ce.Index == 1 {
+			return ErrNotFound // revoked concurrently
+		}
+		return err
+	})
 }
 
-func (s *Service) deleteToken(ctx context.Context, meta store.Key, hash string) error {
-	err := s.store.Transact(ctx, []store.Write{
-		store.DeleteOp(meta, store.MustExist),
-		store.DeleteOp(credentialKey(hash), store.Always),
-	})
-	s.cache.forget(hash)
+// mapRevokeErr is the answer of a revocation's transaction without a counter.
+func mapRevokeErr(err error) error {
 	if err != nil {
 		return fmt.Errorf("revoke token: %w", mapCond(err))
 	}
@@ -231,11 +295,11 @@ func (s *Service) IssueBotToken(ctx context.Context, account, bot, createdBy, na
 	if err != nil {
 		return BotToken{}, "", err
 	}
-	err = s.withCount(ctx, botTokenCountKey(account, bot), +1, func(count store.Write, before int64) error {
-		if before >= MaxBotTokensPerBot {
+	err = store.Counted(ctx, s.store, botTokenCountKey(account, bot), +1, func(c store.Counter) error {
+		if c.Count >= MaxBotTokensPerBot {
 			return ErrLimitReached
 		}
-		all := append(append([]store.Write{count}, writes...), guards...)
+		all := append(append([]store.Write{c.Write}, writes...), guards...)
 		err := s.store.Transact(ctx, all)
 		var ce *store.ConditionError
 		if errors.As(err, &ce) && ce.Index > len(writes) {
@@ -254,35 +318,6 @@ func (s *Service) IssueBotToken(ctx context.Context, account, bot, createdBy, na
 // and deleting the bot always finds every token within one transaction.
 func botTokenCountKey(account, bot string) store.Key {
 	return store.Key{PK: accountPK(account), SK: "BOTTOKENCOUNT#" + bot}
-}
-
-// countAttempts bounds retries when concurrent writers move the same counter.
-const countAttempts = 8
-
-// withCount runs write with the counter write that moves key's Count by delta (conditioned on
-// the count it read) and the count before. When another writer moved the counter first (the
-// counter write, first in the transaction, fails), it reads again and retries.
-func (s *Service) withCount(ctx context.Context, key store.Key, delta int64, write func(count store.Write, before int64) error) error {
-	for attempt := 0; attempt < countAttempts; attempt++ {
-		var count store.Write
-		var before int64
-		it, err := s.store.Get(ctx, key)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			count = store.PutOp(store.Item{Key: key, Count: delta, Revision: 1}, store.MustNotExist)
-		case err != nil:
-			return err
-		default:
-			before = it.Count
-			count = store.PutOp(store.Item{Key: key, Count: it.Count + delta, Revision: it.Revision + 1}, store.RevisionIs(it.Revision))
-		}
-		err = write(count, before)
-		var ce *store.ConditionError
-		if !errors.As(err, &ce) || ce.Index != 0 {
-			return err
-		}
-	}
-	return fmt.Errorf("auth: counter %s/%s: %w", key.PK, key.SK, store.ErrUnavailable)
 }
 
 // ListBotTokens returns one page of the bot's tokens, oldest first.
@@ -317,9 +352,9 @@ func (s *Service) RevokeBotToken(ctx context.Context, account, bot, id string) e
 		return err
 	}
 	defer s.cache.forget(rec.Hash)
-	return s.withCount(ctx, botTokenCountKey(account, bot), -1, func(count store.Write, _ int64) error {
+	return store.Counted(ctx, s.store, botTokenCountKey(account, bot), -1, func(c store.Counter) error {
 		err := s.store.Transact(ctx, []store.Write{
-			count,
+			c.Write,
 			store.DeleteOp(key, store.MustExist),
 			store.DeleteOp(credentialKey(rec.Hash), store.Always),
 		})

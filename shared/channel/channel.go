@@ -168,6 +168,21 @@ type Inbound struct {
 	CallbackID string `json:"callback_id,omitempty"`
 }
 
+// InboundMessage is the work-queue message type that carries one inbound update from the
+// webhooks to the conversation runtime; its body is a Delivery.
+const InboundMessage = "runtime.inbound"
+
+// Delivery is the body of an InboundMessage: one update and the channel it arrived on. It
+// is the contract between the webhooks, which send it, and the runtime, which handles it.
+type Delivery struct {
+	ChannelID  string    `json:"channel_id"`
+	BotID      string    `json:"bot_id"`
+	AccountID  string    `json:"account_id"`
+	Kind       Kind      `json:"kind"`
+	Inbound    Inbound   `json:"inbound"`
+	ReceivedAt time.Time `json:"received_at"`
+}
+
 // CallbackAnswerer is implemented by adapters whose button presses must be acknowledged to
 // the provider (Telegram's answerCallbackQuery). The runtime calls it for an Inbound with a
 // CallbackID, once, whatever the reaction does; a failure there is cosmetic, never a reason

@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"runtime/debug"
 	"time"
 )
@@ -227,27 +226,4 @@ func ExtendVisibility(ctx context.Context, d time.Duration) error {
 		return ErrNotHandling
 	}
 	return e.ExtendVisibility(ctx, d)
-}
-
-// Backoff is the delay before a failed message's next attempt: Min doubled per failed
-// attempt, capped at Max, with equal jitter (uniform in [d/2, d]) so that messages that
-// failed together (a downstream outage) do not come back in lockstep.
-type Backoff struct {
-	Min, Max time.Duration
-}
-
-// Delay returns the wait after the attempt-th failure (1-based).
-func (b Backoff) Delay(attempt int) time.Duration {
-	if b.Min <= 0 {
-		return 0
-	}
-	d := b.Min
-	for i := 1; i < attempt && d < b.Max; i++ {
-		d *= 2
-	}
-	if b.Max > 0 && d > b.Max {
-		d = b.Max
-	}
-	half := d / 2
-	return half + rand.N(d-half+1)
 }

@@ -46,19 +46,6 @@ func TestNewRefusesBadMessages(t *testing.T) {
 	assert.Equal(t, len("1")+len("type")+len("String")+len("ok"), m.Size())
 }
 
-func TestBackoffDoublesWithinJitterAndCap(t *testing.T) {
-	t.Parallel()
-	b := queue.Backoff{Min: 100 * time.Millisecond, Max: time.Second}
-	for range 200 {
-		for attempt, full := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 3: 400 * time.Millisecond, 10: time.Second} {
-			d := b.Delay(attempt)
-			assert.GreaterOrEqual(t, d, full/2, "attempt %d", attempt)
-			assert.LessOrEqual(t, d, full, "attempt %d", attempt)
-		}
-	}
-	assert.Zero(t, queue.Backoff{}.Delay(3))
-}
-
 type extender struct{ got time.Duration }
 
 func (e *extender) ExtendVisibility(_ context.Context, d time.Duration) error { e.got = d; return nil }

@@ -350,6 +350,20 @@ func EncodeCursor(shape string, pos []string) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// Position is where a page ended, for its cursor: the last returned item's place in the
+// query's full order (an index's sort key, then the item's key). It holds raw keys, never a
+// store's combined encoding, so that the cursor format does not depend on the table layout.
+func Position(idx Index, it Item) []string {
+	switch idx {
+	case GSI1:
+		return []string{it.GSI1.SK, it.PK, it.SK}
+	case GSI2:
+		return []string{it.GSI2.SK, it.PK, it.SK}
+	default:
+		return []string{it.SK}
+	}
+}
+
 // DecodeCursor opens a cursor EncodeCursor made: it must be for shape and hold a position of
 // exactly n keys; anything else is ErrInvalidCursor. A store checks the keys themselves.
 func DecodeCursor(cursor, shape string, n int) ([]string, error) {

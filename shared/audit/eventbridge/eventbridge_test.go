@@ -17,6 +17,7 @@ import (
 	"github.com/botplatform/api/shared/audit/eventbridge"
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/awsfake"
+	"github.com/botplatform/api/shared/batch"
 	"github.com/botplatform/api/shared/ids"
 )
 
@@ -190,11 +191,11 @@ func TestPublishReportsEntriesThatStillFail(t *testing.T) {
 		return ""
 	})
 	err := newPublisher(t, b).PublishBatch(context.Background(), es)
-	var perr *eventbridge.PublishError
+	var perr *batch.Error
 	require.ErrorAs(t, err, &perr)
-	assert.Equal(t, []eventbridge.Failure{
-		{Index: 0, EventID: es[0].ID, Code: "InternalFailure", Message: "fake failure"},
-		{Index: 1, EventID: es[1].ID, Code: "AccessDeniedException", Message: "fake failure"},
+	assert.Equal(t, []batch.Failure{
+		{Index: 0, ID: es[0].ID, Code: "InternalFailure", Message: "fake failure"},
+		{Index: 1, ID: es[1].ID, Code: "AccessDeniedException", Message: "fake failure"},
 	}, perr.Failures)
 	b.mu.Lock()
 	defer b.mu.Unlock()

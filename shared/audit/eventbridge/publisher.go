@@ -11,9 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -21,6 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
 	"github.com/botplatform/api/shared/audit"
+	"github.com/botplatform/api/shared/backoff"
+	"github.com/botplatform/api/shared/batch"
 )
 
 // The entry fields the audit rule matches on.
@@ -56,8 +56,9 @@ type Config struct {
 
 // Publisher puts audit events on an EventBridge bus. It is safe for concurrent use.
 type Publisher struct {
-	client API
-	cfg    Config
+	client  API
+	cfg     Config
+	backoff backoff.Policy // MinBackoff doubling to MaxBackoff, equal jitter
 }
 
 var _ audit.Publisher = (*Publisher)(nil)
@@ -89,39 +90,8 @@ func New(client API, cfg Config) (*Publisher, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("eventbridge publisher config: %w", err)
 	}
-	return &Publisher{client: client, cfg: cfg}, nil
+	return &Publisher{client: client, cfg: cfg, backoff: backoff.Policy{Base: cfg.MinBackoff, Max: cfg.MaxBackoff}}, nil
 }
-
-// Failure is one event PublishBatch could not put.
-type Failure struct {
-	Index         int // position in PublishBatch's argument
-	EventID       string
-	Code, Message string
-}
-
-// PublishError lists the events that were not accepted by the bus; every other one was.
-type PublishError struct {
-	Failures []Failure
-	// Err is the whole-call error, if a call failed (it matches errors.Is/As).
-	Err error
-}
-
-// Error names the first few events that failed and why.
-func (e *PublishError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "eventbridge: %d audit event(s) not published", len(e.Failures))
-	for i, f := range e.Failures {
-		if i == 3 {
-			fmt.Fprintf(&b, "; and %d more", len(e.Failures)-i)
-			break
-		}
-		fmt.Fprintf(&b, "; %s: %s: %s", f.EventID, f.Code, f.Message)
-	}
-	return b.String()
-}
-
-// Unwrap returns the whole-call error.
-func (e *PublishError) Unwrap() error { return e.Err }
 
 // Publish puts one event and returns once the bus has accepted it.
 func (p *Publisher) Publish(ctx context.Context, e audit.Event) error {
@@ -130,7 +100,7 @@ func (p *Publisher) Publish(ctx context.Context, e audit.Event) error {
 
 // PublishBatch puts events in PutEvents calls of up to MaxBatchEntries entries. Entries the
 // bus fails are put again, alone, with backoff, up to MaxAttempts; what still fails is
-// returned as a *PublishError.
+// returned as a *batch.Error (a failure's ID is the event's id).
 func (p *Publisher) PublishBatch(ctx context.Context, es []audit.Event) error {
 	entries := make([]types.PutEventsRequestEntry, len(es))
 	for i, e := range es {
@@ -140,7 +110,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, es []audit.Event) error {
 		}
 		entries[i] = ent
 	}
-	perr := &PublishError{}
+	perr := &batch.Error{What: "eventbridge: audit event(s) not published"}
 	for start := 0; start < len(entries); {
 		end, size := start, 0
 		for end < len(entries) && end-start < MaxBatchEntries && size+entrySize(entries[end]) <= MaxBatchBytes {
@@ -155,7 +125,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, es []audit.Event) error {
 		start = end
 	}
 	if len(perr.Failures) > 0 {
-		slices.SortFunc(perr.Failures, func(a, b Failure) int { return a.Index - b.Index })
+		slices.SortFunc(perr.Failures, func(a, b batch.Failure) int { return a.Index - b.Index })
 		return perr
 	}
 	return nil
@@ -209,23 +179,23 @@ var permanent = map[string]bool{
 }
 
 // put sends entries[idx] and resends the ones the bus failed.
-func (p *Publisher) put(ctx context.Context, es []audit.Event, entries []types.PutEventsRequestEntry, idx []int, perr *PublishError) {
+func (p *Publisher) put(ctx context.Context, es []audit.Event, entries []types.PutEventsRequestEntry, idx []int, perr *batch.Error) {
 	for attempt := 1; ; attempt++ {
-		batch := make([]types.PutEventsRequestEntry, len(idx))
+		call := make([]types.PutEventsRequestEntry, len(idx))
 		for i, j := range idx {
-			batch[i] = entries[j]
+			call[i] = entries[j]
 		}
-		out, err := p.client.PutEvents(ctx, &awseb.PutEventsInput{Entries: batch})
+		out, err := p.client.PutEvents(ctx, &awseb.PutEventsInput{Entries: call})
 		if err != nil {
 			// The SDK has already retried throttling and 5xx; what is left is final.
 			perr.Err = err
 			for _, j := range idx {
-				perr.Failures = append(perr.Failures, Failure{Index: j, EventID: es[j].ID, Code: "CallFailed", Message: err.Error()})
+				perr.Failures = append(perr.Failures, batch.Failure{Index: j, ID: es[j].ID, Code: "CallFailed", Message: err.Error()})
 			}
 			return
 		}
 		var retry []int
-		var failures []Failure
+		var failures []batch.Failure
 		for i, j := range idx {
 			var r types.PutEventsResultEntry
 			if i < len(out.Entries) {
@@ -236,7 +206,7 @@ func (p *Publisher) put(ctx context.Context, es []audit.Event, entries []types.P
 			if r.ErrorCode == nil && r.EventId != nil {
 				continue
 			}
-			f := Failure{Index: j, EventID: es[j].ID, Code: aws.ToString(r.ErrorCode), Message: aws.ToString(r.ErrorMessage)}
+			f := batch.Failure{Index: j, ID: es[j].ID, Code: aws.ToString(r.ErrorCode), Message: aws.ToString(r.ErrorMessage)}
 			if permanent[f.Code] {
 				perr.Failures = append(perr.Failures, f)
 				continue
@@ -247,7 +217,7 @@ func (p *Publisher) put(ctx context.Context, es []audit.Event, entries []types.P
 		if len(retry) == 0 {
 			return
 		}
-		if attempt >= p.cfg.MaxAttempts || sleep(ctx, p.backoff(attempt)) != nil {
+		if attempt >= p.cfg.MaxAttempts || p.backoff.Sleep(ctx, attempt) != nil {
 			perr.Failures = append(perr.Failures, failures...)
 			if ctx.Err() != nil {
 				perr.Err = ctx.Err()
@@ -255,29 +225,5 @@ func (p *Publisher) put(ctx context.Context, es []audit.Event, entries []types.P
 			return
 		}
 		idx = retry
-	}
-}
-
-// backoff doubles MinBackoff per attempt up to MaxBackoff, with equal jitter.
-func (p *Publisher) backoff(attempt int) time.Duration {
-	d := p.cfg.MinBackoff
-	for i := 1; i < attempt && d < p.cfg.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, p.cfg.MaxBackoff)
-	if d <= 0 {
-		return 0
-	}
-	return d/2 + rand.N(d-d/2+1)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/botplatform/api/shared/backoff"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/store"
@@ -43,7 +44,7 @@ type Config struct {
 	// dead-lettered (default 5), like an SQS redrive policy's maxReceiveCount.
 	MaxAttempts int
 	// Backoff spaces retries (default 1 s doubling to 5 min).
-	Backoff queue.Backoff
+	Backoff backoff.Policy
 	// PollInterval is how often idle workers look for due messages (default 1 s). Sends and
 	// retries scheduled by this process wake workers at once; polling finds messages sent
 	// by another process (the admin CLI) and leases abandoned by a crashed one.
@@ -68,8 +69,8 @@ func (c *Config) setDefaults() {
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 5
 	}
-	if c.Backoff == (queue.Backoff{}) {
-		c.Backoff = queue.Backoff{Min: time.Second, Max: 5 * time.Minute}
+	if c.Backoff == (backoff.Policy{}) {
+		c.Backoff = backoff.Policy{Base: time.Second, Max: 5 * time.Minute}
 	}
 	if c.PollInterval == 0 {
 		c.PollInterval = time.Second
@@ -100,7 +101,7 @@ func (c Config) Validate() error {
 	if c.MaxAttempts < 1 {
 		errs = append(errs, errors.New("max attempts must be at least 1"))
 	}
-	if c.Backoff.Min < 0 || c.Backoff.Max < c.Backoff.Min {
+	if c.Backoff.Base < 0 || c.Backoff.Max < c.Backoff.Base {
 		errs = append(errs, errors.New("backoff needs 0 <= min <= max"))
 	}
 	if c.PollInterval <= 0 {

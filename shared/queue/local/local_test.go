@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/botplatform/api/shared/backoff"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/queue/local"
 	"github.com/botplatform/api/shared/store"
@@ -160,7 +161,7 @@ func TestRetryWithBackoffThenSuccess(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "s.db"))
 	// A long poll interval: the retries must come from the scheduled wake-ups, on time.
 	q := newQueue(t, st, local.Config{
-		Backoff: queue.Backoff{Min: 80 * time.Millisecond, Max: time.Second}, PollInterval: time.Minute,
+		Backoff: backoff.Policy{Base: 80 * time.Millisecond, Max: time.Second}, PollInterval: time.Minute,
 	})
 	var mu sync.Mutex
 	var attempts []int
@@ -191,7 +192,7 @@ func TestRetryWithBackoffThenSuccess(t *testing.T) {
 func TestDeadLetterAfterMaxAttemptsAndRedrive(t *testing.T) {
 	t.Parallel()
 	st := openStore(t, filepath.Join(t.TempDir(), "s.db"))
-	q := newQueue(t, st, local.Config{MaxAttempts: 3, Backoff: queue.Backoff{Min: time.Millisecond, Max: 5 * time.Millisecond}})
+	q := newQueue(t, st, local.Config{MaxAttempts: 3, Backoff: backoff.Policy{Base: time.Millisecond, Max: 5 * time.Millisecond}})
 	var calls atomic.Int32
 	var fixed atomic.Bool
 	start(t, q, func(ctx context.Context, m queue.Message) error {
@@ -349,7 +350,7 @@ func TestStopDrainsInFlightWork(t *testing.T) {
 func TestStopCancelsHandlersAtItsDeadline(t *testing.T) {
 	t.Parallel()
 	st := openStore(t, filepath.Join(t.TempDir(), "s.db"))
-	q := newQueue(t, st, local.Config{Concurrency: 1, Backoff: queue.Backoff{Min: time.Hour, Max: time.Hour}})
+	q := newQueue(t, st, local.Config{Concurrency: 1, Backoff: backoff.Policy{Base: time.Hour, Max: time.Hour}})
 	began := make(chan struct{})
 	cancelled := make(chan struct{})
 	require.NoError(t, q.Start(queue.HandlerFunc(func(ctx context.Context, m queue.Message) error {
@@ -408,7 +409,7 @@ func TestSendRefusesBadMessagesAndConfig(t *testing.T) {
 func TestRetryAfterOutlastsTheBackoff(t *testing.T) {
 	t.Parallel()
 	st := openStore(t, filepath.Join(t.TempDir(), "s.db"))
-	q := newQueue(t, st, local.Config{Backoff: queue.Backoff{Min: time.Millisecond, Max: time.Millisecond}, PollInterval: time.Minute})
+	q := newQueue(t, st, local.Config{Backoff: backoff.Policy{Base: time.Millisecond, Max: time.Millisecond}, PollInterval: time.Minute})
 	var mu sync.Mutex
 	var times []time.Time
 	start(t, q, func(ctx context.Context, m queue.Message) error {

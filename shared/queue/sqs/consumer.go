@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/botplatform/api/shared/backoff"
 	"github.com/botplatform/api/shared/queue"
 )
 
@@ -39,7 +40,7 @@ type ConsumerConfig struct {
 	// RetryBackoff, when set, makes a failed record visible again after the backoff for
 	// its receive count instead of after the queue's whole visibility timeout, which is
 	// sized for the slowest job rather than for a quick retry.
-	RetryBackoff *queue.Backoff
+	RetryBackoff *backoff.Policy
 	// QueueURL maps a record's eventSourceARN to its queue URL, for visibility changes.
 	// The default builds the regional endpoint URL from the ARN.
 	QueueURL func(arn string) (string, error)

@@ -13,13 +13,14 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/botplatform/api/shared/backoff"
+	"github.com/botplatform/api/shared/batch"
 	"github.com/botplatform/api/shared/queue"
 )
 
@@ -42,7 +43,7 @@ type SenderConfig struct {
 	// (default 4). Whole-call failures are the SDK retryer's business, not ours.
 	MaxAttempts int
 	// Backoff spaces those retries (default 50 ms doubling to 1 s).
-	Backoff queue.Backoff
+	Backoff backoff.Policy
 }
 
 // Sender sends messages to one SQS queue. It is safe for concurrent use.
@@ -58,8 +59,8 @@ func NewSender(client SendAPI, cfg SenderConfig) (*Sender, error) {
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = 4
 	}
-	if cfg.Backoff == (queue.Backoff{}) {
-		cfg.Backoff = queue.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
+	if cfg.Backoff == (backoff.Policy{}) {
+		cfg.Backoff = backoff.Policy{Base: 50 * time.Millisecond, Max: time.Second}
 	}
 	var errs []error
 	if client == nil {
@@ -77,43 +78,9 @@ func NewSender(client SendAPI, cfg SenderConfig) (*Sender, error) {
 	return &Sender{client: client, cfg: cfg}, nil
 }
 
-// Failure is one message Send could not enqueue.
-type Failure struct {
-	// Index is the message's position in Send's arguments.
-	Index int
-	// Code and Message are SQS's (or the call's error, when the whole call failed).
-	Code, Message string
-	// SenderFault tells a message SQS refused as malformed from a failure on SQS's side.
-	SenderFault bool
-}
-
-// SendError lists the messages of a Send that were not enqueued; every other one was.
-type SendError struct {
-	Failures []Failure
-	// Err is the last whole-call error, if any (it also matches errors.Is/As).
-	Err error
-}
-
-// Error names the first few messages that failed and why.
-func (e *SendError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "sqs: %d message(s) not sent", len(e.Failures))
-	for i, f := range e.Failures {
-		if i == 3 {
-			fmt.Fprintf(&b, "; and %d more", len(e.Failures)-i)
-			break
-		}
-		fmt.Fprintf(&b, "; #%d: %s: %s", f.Index, f.Code, f.Message)
-	}
-	return b.String()
-}
-
-// Unwrap returns the whole-call error.
-func (e *SendError) Unwrap() error { return e.Err }
-
 // Send enqueues msgs in batches of at most MaxBatchEntries entries and MaxBatchBytes bytes.
 // Entries SQS fails on its side are resent, alone, with backoff; entries it refuses as the
-// sender's fault are not. On failure it returns a *SendError naming exactly the messages
+// sender's fault are not. On failure it returns a *batch.Error naming exactly the messages
 // that were not enqueued, so a caller can retry those and only those.
 func (s *Sender) Send(ctx context.Context, msgs ...queue.Message) error {
 	for i, m := range msgs {
@@ -121,7 +88,7 @@ func (s *Sender) Send(ctx context.Context, msgs ...queue.Message) error {
 			return fmt.Errorf("message %d: %w", i, err)
 		}
 	}
-	serr := &SendError{}
+	serr := &batch.Error{What: "sqs: message(s) not sent"}
 	for start := 0; start < len(msgs); {
 		end, size := start, 0
 		for end < len(msgs) && end-start < MaxBatchEntries && size+msgs[end].Size() <= MaxBatchBytes {
@@ -132,7 +99,7 @@ func (s *Sender) Send(ctx context.Context, msgs ...queue.Message) error {
 		start = end
 	}
 	if len(serr.Failures) > 0 {
-		slices.SortFunc(serr.Failures, func(a, b Failure) int { return a.Index - b.Index })
+		slices.SortFunc(serr.Failures, func(a, b batch.Failure) int { return a.Index - b.Index })
 		return serr
 	}
 	return nil
@@ -140,7 +107,7 @@ func (s *Sender) Send(ctx context.Context, msgs ...queue.Message) error {
 
 // sendBatch sends msgs[start:end] as one batch, resending the entries that failed on SQS's
 // side, and records what could not be sent in serr.
-func (s *Sender) sendBatch(ctx context.Context, msgs []queue.Message, start, end int, serr *SendError) {
+func (s *Sender) sendBatch(ctx context.Context, msgs []queue.Message, start, end int, serr *batch.Error) {
 	pending := make([]types.SendMessageBatchRequestEntry, 0, end-start)
 	for i := start; i < end; i++ {
 		pending = append(pending, entry(i, msgs[i]))
@@ -154,7 +121,7 @@ func (s *Sender) sendBatch(ctx context.Context, msgs []queue.Message, start, end
 			// The SDK has retried what it deems retryable; what is left is not ours to fix.
 			serr.Err = err
 			for _, e := range pending {
-				serr.Failures = append(serr.Failures, Failure{Index: index(e.Id), Code: "CallFailed", Message: err.Error()})
+				serr.Failures = append(serr.Failures, batch.Failure{Index: index(e.Id), Code: "CallFailed", Message: err.Error()})
 			}
 			return
 		}
@@ -166,14 +133,14 @@ func (s *Sender) sendBatch(ctx context.Context, msgs []queue.Message, start, end
 		for _, ok := range out.Successful {
 			delete(byID, aws.ToString(ok.Id))
 		}
-		var failures []Failure
+		var failures []batch.Failure
 		for _, f := range out.Failed {
 			e, known := byID[aws.ToString(f.Id)]
 			if !known {
 				continue
 			}
 			delete(byID, aws.ToString(f.Id))
-			fail := Failure{Index: index(e.Id), Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
+			fail := batch.Failure{Index: index(e.Id), Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
 			if f.SenderFault {
 				serr.Failures = append(serr.Failures, fail)
 				continue
@@ -185,12 +152,12 @@ func (s *Sender) sendBatch(ctx context.Context, msgs []queue.Message, start, end
 		// at-least-once consumers absorb, while dropping it would lose a job.
 		for _, e := range byID {
 			retry = append(retry, e)
-			failures = append(failures, Failure{Index: index(e.Id), Code: "NotConfirmed", Message: "entry missing from the response"})
+			failures = append(failures, batch.Failure{Index: index(e.Id), Code: "NotConfirmed", Message: "entry missing from the response"})
 		}
 		if len(retry) == 0 {
 			return
 		}
-		if attempt >= s.cfg.MaxAttempts || sleep(ctx, s.cfg.Backoff.Delay(attempt)) != nil {
+		if attempt >= s.cfg.MaxAttempts || s.cfg.Backoff.Sleep(ctx, attempt) != nil {
 			serr.Failures = append(serr.Failures, failures...)
 			if ctx.Err() != nil {
 				serr.Err = ctx.Err()
@@ -221,16 +188,4 @@ func entry(i int, m queue.Message) types.SendMessageBatchRequestEntry {
 func index(id *string) int {
 	n, _ := strconv.Atoi(aws.ToString(id))
 	return n
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -22,6 +22,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/shared/awsfake"
+	"github.com/botplatform/api/shared/backoff"
+	"github.com/botplatform/api/shared/batch"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/queue/sqs"
 )
@@ -140,7 +142,7 @@ func newSender(t *testing.T, f *fakeSQS, attempts int) *sqs.Sender {
 	t.Helper()
 	client := awssqs.NewFromConfig(f.Config())
 	s, err := sqs.NewSender(client, sqs.SenderConfig{
-		QueueURL: queueURL, MaxAttempts: attempts, Backoff: queue.Backoff{Min: time.Millisecond, Max: 4 * time.Millisecond},
+		QueueURL: queueURL, MaxAttempts: attempts, Backoff: backoff.Policy{Base: time.Millisecond, Max: 4 * time.Millisecond},
 	})
 	require.NoError(t, err)
 	return s
@@ -210,11 +212,11 @@ func TestSendReportsWhatStillFailed(t *testing.T) {
 		return ""
 	})
 	err := newSender(t, f, 3).Send(context.Background(), jobs(t, bodies...)...)
-	var serr *sqs.SendError
+	var serr *batch.Error
 	require.ErrorAs(t, err, &serr)
 	require.Len(t, serr.Failures, 2)
-	assert.Equal(t, sqs.Failure{Index: 1, Code: "InternalError", Message: "fake failure"}, serr.Failures[0])
-	assert.Equal(t, sqs.Failure{Index: 2, Code: "InvalidParameterValue", Message: "fake failure", SenderFault: true}, serr.Failures[1])
+	assert.Equal(t, batch.Failure{Index: 1, Code: "InternalError", Message: "fake failure"}, serr.Failures[0])
+	assert.Equal(t, batch.Failure{Index: 2, Code: "InvalidParameterValue", Message: "fake failure", SenderFault: true}, serr.Failures[1])
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	assert.Equal(t, 3, f.seen[bodies[1]], "retried up to MaxAttempts")
@@ -233,7 +235,7 @@ func TestSendCallFailureAndDelay(t *testing.T) {
 	m := jobs(t, `1`)[0]
 	m.Delay = 1500 * time.Millisecond
 	err = s.Send(context.Background(), m)
-	var serr *sqs.SendError
+	var serr *batch.Error
 	require.ErrorAs(t, err, &serr)
 	assert.Equal(t, []int{0}, []int{serr.Failures[0].Index})
 	assert.ErrorContains(t, err, "NonExistentQueue")
@@ -268,7 +270,7 @@ func TestConsumerReportsOnlyFailedRecords(t *testing.T) {
 	c, err := sqs.NewConsumer(sqs.ConsumerConfig{
 		Client:       awssqs.NewFromConfig(f.Config()),
 		Concurrency:  3,
-		RetryBackoff: &queue.Backoff{Min: 10 * time.Second, Max: 10 * time.Minute},
+		RetryBackoff: &backoff.Policy{Base: 10 * time.Second, Max: 10 * time.Minute},
 		Handler: queue.HandlerFunc(func(ctx context.Context, m queue.Message) error {
 			mu.Lock()
 			handled = append(handled, m)
@@ -411,7 +413,7 @@ func TestQueueURLFromARN(t *testing.T) {
 // A handler's queue.RetryAfter delay wins over a shorter backoff, and applies without one.
 func TestConsumerHonoursRetryAfter(t *testing.T) {
 	t.Parallel()
-	for _, backoff := range []*queue.Backoff{{Min: time.Second, Max: time.Second}, nil} {
+	for _, backoff := range []*backoff.Policy{{Base: time.Second, Max: time.Second}, nil} {
 		f := awsfake.New(t, awsfake.SQS)
 		f.Handle("ChangeMessageVisibility", func(json.RawMessage) (any, *awsfake.Error) { return struct{}{}, nil })
 		ev := sampleEvent(t)

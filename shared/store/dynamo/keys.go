@@ -125,19 +125,6 @@ func inRange(q store.Query, sk string) bool {
 // queryShape is the query's cursor fingerprint in this store's cursor format.
 func queryShape(q store.Query) string { return q.Shape("dynamo/v1") }
 
-// position is where a page ended: the last returned item's place in the query's order.
-// It holds raw keys, never the combined encoding, so that the cursor format does not
-// depend on the table layout.
-func position(idx store.Index, it store.Item) []string {
-	switch idx {
-	case store.GSI1:
-		return []string{it.GSI1.SK, it.PK, it.SK}
-	case store.GSI2:
-		return []string{it.GSI2.SK, it.PK, it.SK}
-	default:
-		return []string{it.SK}
-	}
-}
 
 // decodeCursor checks that the cursor was made for q and returns its position.
 func decodeCursor(q store.Query) ([]string, error) {

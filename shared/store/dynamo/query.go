@@ -115,7 +115,7 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	page := store.Page{Items: items}
 	if len(items) > limit {
 		page.Items = items[:limit]
-		page.Next = store.EncodeCursor(queryShape(q), position(q.Index, items[limit-1]))
+		page.Next = store.EncodeCursor(queryShape(q), store.Position(q.Index, items[limit-1]))
 	}
 	return page, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -13,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/botplatform/api/shared/backoff"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -57,26 +57,9 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	return p
 }
 
-// delay returns the sleep before retry n (n >= 1).
-func (p RetryPolicy) delay(n int) time.Duration {
-	ceiling := p.BaseDelay
-	for i := 1; i < n && ceiling < p.MaxDelay; i++ {
-		ceiling *= 2
-	}
-	ceiling = min(ceiling, p.MaxDelay)
-	return time.Duration(rand.Int64N(int64(ceiling) + 1))
-}
-
-// sleep waits before retry n of our own retry loops, or returns early when ctx ends.
-func (p RetryPolicy) sleep(ctx context.Context, n int) error {
-	t := time.NewTimer(p.delay(n))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+// backoff is the policy's delays: full jitter (see RetryPolicy).
+func (p RetryPolicy) backoff() backoff.Policy {
+	return backoff.Policy{Base: p.BaseDelay, Max: p.MaxDelay, Jitter: backoff.Full}
 }
 
 // retryer configures the SDK's standard retryer with the policy. The SDK keeps what it
@@ -92,7 +75,7 @@ func (p RetryPolicy) retryer() aws.Retryer {
 		o.MaxBackoff = p.MaxDelay
 		o.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) {
 			// The SDK numbers the first retry 1, or 0 under AWS_NEW_RETRIES_2026.
-			return p.delay(max(attempt, 1)), nil
+			return p.backoff().Delay(max(attempt, 1)), nil
 		})
 		o.RateLimiter = ratelimit.None
 		o.Retryables = append(o.Retryables, retry.RetryableErrorCode{Codes: extraRetryableCodes()})

@@ -284,7 +284,7 @@ func TestBackoffDelays(t *testing.T) {
 		ceiling *= time.Millisecond
 		seen := map[time.Duration]bool{}
 		for range 200 {
-			d := p.delay(n)
+			d := p.backoff().Delay(n)
 			require.GreaterOrEqual(t, d, time.Duration(0))
 			require.LessOrEqual(t, d, ceiling, "retry %d", n)
 			seen[d] = true

@@ -53,7 +53,7 @@ func (s *Store) Transact(ctx context.Context, writes []store.Write) error {
 			if retries >= s.retry.MaxAttempts {
 				return fmt.Errorf("dynamo: transact: %w after %d attempts: %w", store.ErrUnavailable, retries, tce)
 			}
-			if err := s.retry.sleep(ctx, retries); err != nil {
+			if err := s.retry.backoff().Sleep(ctx, retries); err != nil {
 				return fmt.Errorf("dynamo: transact: %w", err)
 			}
 		case verdict.failed >= 0:

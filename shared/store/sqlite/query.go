@@ -132,7 +132,7 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	page := store.Page{Items: items}
 	if len(items) > limit {
 		page.Items = items[:limit]
-		page.Next = store.EncodeCursor(shape, position(q.Index, items[limit-1]))
+		page.Next = store.EncodeCursor(shape, store.Position(q.Index, items[limit-1]))
 	}
 	return page, nil
 }
@@ -173,17 +173,6 @@ func successor(prefix string) (string, bool) {
 	return "", false
 }
 
-// position is where a page ended, in the index's full order.
-func position(idx store.Index, it store.Item) []string {
-	switch idx {
-	case store.GSI1:
-		return []string{it.GSI1.SK, it.PK, it.SK}
-	case store.GSI2:
-		return []string{it.GSI2.SK, it.PK, it.SK}
-	default:
-		return []string{it.SK}
-	}
-}
 
 // queryShape is the query's cursor fingerprint in this store's cursor format.
 func queryShape(q store.Query) string { return q.Shape("v1") }

@@ -19,6 +19,7 @@ package storetest
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -65,6 +66,8 @@ func Run(t *testing.T, open func(t *testing.T, now func() time.Time) store.Store
 		{"TransactInvalid", testTransactInvalid},
 		{"InvalidQueries", testInvalidQueries},
 		{"ContextCanceled", testContextCanceled},
+		{"CountedLimit", testCountedLimit},
+		{"CounterRepair", testCounterRepair},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -454,6 +457,76 @@ func testConcurrentWriters(t *testing.T, h *harness) {
 		errs = race(writers, func(int) error { return h.s.Delete(h.ctx, key, store.MustExist) })
 		onlyWinner(t, errs)
 	}
+}
+
+// A limit kept with store.Counted holds when many creations race: 150 concurrent creations
+// against a limit of 100 create exactly 100 items and move the counter to exactly 100. A
+// creation that keeps losing the race answers ErrUnavailable (the API's 503: retry later);
+// retried, it then meets the limit. No creation is lost and none passes the limit.
+func testCountedLimit(t *testing.T, h *harness) {
+	const limit, creators = 100, 150
+	counter := h.key("c", "COUNT")
+	errLimit := errors.New("limit reached")
+	create := func(i int) error {
+		return store.Counted(h.ctx, h.s, counter, +1, func(c store.Counter) error {
+			if c.Count >= limit {
+				return errLimit
+			}
+			return h.s.Transact(h.ctx, []store.Write{c.Write,
+				store.PutOp(store.Item{Key: h.key("c", fmt.Sprintf("item-%03d", i)), Revision: 1}, store.MustNotExist)})
+		})
+	}
+	errs := race(creators, create)
+	created, limited, busy := 0, 0, 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			created++
+		case errors.Is(err, errLimit):
+			limited++
+		case errors.Is(err, store.ErrUnavailable):
+			busy++
+			// What a client does with a 503: try again (alone now).
+			if err := create(i); err == nil {
+				created++
+			} else if errors.Is(err, errLimit) {
+				limited++
+			} else {
+				t.Errorf("creation %d retried: %v", i, err)
+			}
+		default:
+			t.Errorf("creation %d: %v", i, err)
+		}
+	}
+	t.Logf("%d created, %d refused at the limit, %d busy at first", created, limited, busy)
+	assert.Equal(t, limit, created, "exactly the limit is created")
+	assert.Equal(t, creators-limit, limited)
+	assert.EqualValues(t, limit, h.get(t, counter).Count, "the counter counts every creation")
+	page, err := h.s.Query(h.ctx, store.Query{PK: h.pk("c"), Prefix: "item-"})
+	require.NoError(t, err)
+	assert.Len(t, page.Items, limit, "the items created")
+}
+
+// A counter read for a move can instead be set (a recount repairs it), under the same
+// condition; a new counter never goes below zero.
+func testCounterRepair(t *testing.T, h *harness) {
+	key := h.key("c", "COUNT")
+	c, err := store.ReadCounter(h.ctx, h.s, key, -1)
+	require.NoError(t, err)
+	assert.False(t, c.Exists)
+	require.NoError(t, h.s.Transact(h.ctx, []store.Write{c.Write}))
+	assert.Zero(t, h.get(t, key).Count, "a count never goes below zero")
+
+	c, err = store.ReadCounter(h.ctx, h.s, key, +1)
+	require.NoError(t, err)
+	stale := c
+	require.NoError(t, h.s.Transact(h.ctx, []store.Write{c.Set(40).Write}))
+	assert.EqualValues(t, 40, h.get(t, key).Count)
+	err = h.s.Transact(h.ctx, []store.Write{stale.Set(7).Write})
+	var ce *store.ConditionError
+	require.ErrorAs(t, err, &ce, "a counter moved since it was read cannot be set")
+	assert.Equal(t, 0, ce.Index)
+	assert.EqualValues(t, 40, h.get(t, key).Count)
 }
 
 func testQuery(t *testing.T, h *harness) {
