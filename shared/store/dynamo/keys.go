@@ -125,7 +125,6 @@ func inRange(q store.Query, sk string) bool {
 // queryShape is the query's cursor fingerprint in this store's cursor format.
 func queryShape(q store.Query) string { return q.Shape("dynamo/v1") }
 
-
 // decodeCursor checks that the cursor was made for q and returns its position.
 func decodeCursor(q store.Query) ([]string, error) {
 	n := 1

@@ -173,6 +173,5 @@ func successor(prefix string) (string, bool) {
 	return "", false
 }
 
-
 // queryShape is the query's cursor fingerprint in this store's cursor format.
 func queryShape(q store.Query) string { return q.Shape("v1") }
