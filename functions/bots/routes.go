@@ -3,7 +3,6 @@ package bots
 import (
 	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/httpapi"
@@ -95,13 +94,9 @@ func (h *Handlers) update(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handlers) delete(w http.ResponseWriter, r *http.Request) error {
-	var expected *int64
-	if s := r.URL.Query().Get("expected_revision"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 1 {
-			return httpapi.InvalidParam("expected_revision", "expected_revision must be a positive integer")
-		}
-		expected = &n
+	expected, err := httpapi.ExpectedRevision(r)
+	if err != nil {
+		return err
 	}
 	if err := h.svc.Delete(r.Context(), httpapi.Caller(r).AccountID, r.PathValue("botID"), expected); err != nil {
 		return err

@@ -4,7 +4,6 @@ import (
 	"mime"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -75,8 +74,6 @@ func (e *editTemplateRequest) Validate() error {
 	var p httpapi.Problems
 	if e.ExpectedRevision == nil {
 		p.Add("expected_revision", "is required: send the revision you last read")
-	} else if *e.ExpectedRevision < 1 {
-		p.Add("expected_revision", "must be a positive integer")
 	}
 	if e.Category != nil && !slices.Contains(creatableCategories, *e.Category) {
 		p.Add("category", "must be marketing or utility")
@@ -138,13 +135,9 @@ func (h *Handlers) editTemplate(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handlers) deleteTemplate(w http.ResponseWriter, r *http.Request) error {
-	var expected *int64
-	if q := r.URL.Query(); q.Has("expected_revision") {
-		n, err := strconv.ParseInt(q.Get("expected_revision"), 10, 64)
-		if err != nil || n < 1 {
-			return httpapi.InvalidParam("expected_revision", "expected_revision must be a positive integer")
-		}
-		expected = &n
+	expected, err := httpapi.ExpectedRevision(r)
+	if err != nil {
+		return err
 	}
 	if err := h.svc.DeleteTemplate(r.Context(), r.PathValue("botID"), r.PathValue("channelID"), r.PathValue("templateID"), expected); err != nil {
 		return retryAfter(w, err)

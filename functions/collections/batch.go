@@ -109,13 +109,8 @@ func checkBatchShape(entries []BatchEntry) error {
 				keys[*e.ExternalKey] = i
 			}
 		}
-		if e.ExpectedRevision != nil {
-			switch {
-			case e.ID == nil:
-				p.Add(path+".expected_revision", "is only allowed with id")
-			case *e.ExpectedRevision < 1:
-				p.Add(path+".expected_revision", "must be a positive integer")
-			}
+		if e.ExpectedRevision != nil && e.ID == nil {
+			p.Add(path+".expected_revision", "is only allowed with id")
 		}
 	}
 	return p.Err()

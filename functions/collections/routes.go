@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/botplatform/api/shared/auth"
@@ -109,22 +108,9 @@ func (h *Handlers) updateCollection(w http.ResponseWriter, r *http.Request) erro
 	return httpapi.WriteJSON(w, http.StatusOK, c)
 }
 
-// expectedRevision reads the optional ?expected_revision of a DELETE.
-func expectedRevision(q url.Values) (*int64, error) {
-	s := q.Get("expected_revision")
-	if s == "" {
-		return nil, nil
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 1 {
-		return nil, httpapi.InvalidParam("expected_revision", "expected_revision must be a positive integer")
-	}
-	return &n, nil
-}
-
 func (h *Handlers) deleteCollection(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	expected, err := expectedRevision(q)
+	expected, err := httpapi.ExpectedRevision(r)
 	if err != nil {
 		return err
 	}
@@ -243,7 +229,7 @@ func (h *Handlers) updateRecord(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handlers) deleteRecord(w http.ResponseWriter, r *http.Request) error {
-	expected, err := expectedRevision(r.URL.Query())
+	expected, err := httpapi.ExpectedRevision(r)
 	if err != nil {
 		return err
 	}

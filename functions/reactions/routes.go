@@ -114,13 +114,9 @@ func (h *Handlers) update(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handlers) delete(w http.ResponseWriter, r *http.Request) error {
-	var expected *int64
-	if s := r.URL.Query().Get("expected_revision"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 1 {
-			return httpapi.InvalidParam("expected_revision", "expected_revision must be a positive integer")
-		}
-		expected = &n
+	expected, err := httpapi.ExpectedRevision(r)
+	if err != nil {
+		return err
 	}
 	if err := h.svc.Delete(r.Context(), r.PathValue("botID"), r.PathValue("reactionID"), expected); err != nil {
 		return err

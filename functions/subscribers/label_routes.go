@@ -59,7 +59,7 @@ func (h *Handlers) renameLabel(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handlers) deleteLabel(w http.ResponseWriter, r *http.Request) error {
-	expected, err := expectedRevision(r)
+	expected, err := httpapi.ExpectedRevision(r)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package subscribers
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/httpapi"
@@ -43,23 +42,10 @@ func Routes(mux *httpapi.Mux, svc *Service, cursors *httpapi.Cursors) {
 
 func bot(r *http.Request) string { return r.PathValue("botID") }
 
-// expectedRevision reads the optional ?expected_revision=N of a DELETE.
-func expectedRevision(r *http.Request) (*int64, error) {
-	s := r.URL.Query().Get("expected_revision")
-	if s == "" {
-		return nil, nil // an empty value is the same as none, as on DELETE /api/bots/{botID}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 1 {
-		return nil, httpapi.InvalidParam("expected_revision", "expected_revision must be a positive integer")
-	}
-	return &n, nil
-}
-
+// requireRevision: a PATCH must say which revision it changes (values below 1 never reach
+// here: the strict decoder refuses them).
 func requireRevision(p *httpapi.Problems, rev *int64) {
 	if rev == nil {
 		p.Add("expected_revision", "is required: send the revision you last read")
-	} else if *rev < 1 {
-		p.Add("expected_revision", "must be a positive integer")
 	}
 }

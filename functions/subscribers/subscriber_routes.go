@@ -188,7 +188,7 @@ func (h *Handlers) update(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handlers) delete(w http.ResponseWriter, r *http.Request) error {
-	expected, err := expectedRevision(r)
+	expected, err := httpapi.ExpectedRevision(r)
 	if err != nil {
 		return err
 	}

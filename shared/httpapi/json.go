@@ -176,6 +176,9 @@ type walker struct {
 type segment struct {
 	key   string
 	index int
+	// revision: the member is a request type's expected_revision field (not a key of
+	// customer data that happens to have that name).
+	revision bool
 }
 
 // path spells out the current path ("steps[2].text").
@@ -197,6 +200,13 @@ func (w *walker) path() string {
 	return b.String()
 }
 
+// atRevision reports whether the value being walked is a request type's expected_revision.
+// Revisions start at 1 everywhere (docs/conventions.md), so the kernel refuses 0 and negative
+// ones for every route: a route cannot forget to, and none answers them 409 as stale.
+func (w *walker) atRevision() bool {
+	return len(w.segs) > 0 && w.segs[len(w.segs)-1].revision
+}
+
 // token reads the next token, failing when it spans the byte jsonguard refused.
 func (w *walker) token() (json.Token, error) {
 	tok, err := w.dec.Token()
@@ -216,6 +226,12 @@ func (w *walker) walk(t reflect.Type) error {
 	tok, err := w.token()
 	if err != nil {
 		return err
+	}
+	if n, ok := tok.(json.Number); ok && w.atRevision() {
+		if v, err := strconv.ParseInt(string(n), 10, 64); err == nil && v < 1 {
+			f := w.path()
+			return Errorf(KindInvalid, "invalid_body", "field %q must be a revision you read: an integer of at least 1", f).With("field", f)
+		}
 	}
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -252,6 +268,7 @@ func (w *walker) walk(t reflect.Type) error {
 					sub := w.path()
 					return Errorf(KindInvalid, "unknown_field", "unknown field %q", sub).With("field", sub)
 				}
+				w.segs[len(w.segs)-1].revision = key == "expected_revision"
 			default:
 				return errStop // an object where t is no object: the decoder reports the type
 			}

@@ -214,3 +214,38 @@ func TestProblems(t *testing.T) {
 		{Field: "settings.timezone", Message: `unknown time zone "Mars/Base"`},
 	}, he.Extensions["errors"])
 }
+
+// expected_revision members of request types are revisions (at least 1) wherever they
+// stand; customer data that happens to use the name is data.
+func TestDecodeRevisions(t *testing.T) {
+	t.Parallel()
+	type entry struct {
+		ExpectedRevision *int64         `json:"expected_revision"`
+		Values           map[string]any `json:"values"`
+	}
+	type body struct {
+		ExpectedRevision *int64  `json:"expected_revision"`
+		Entries          []entry `json:"entries"`
+	}
+	for in, field := range map[string]string{
+		`{"expected_revision":0}`:                    "expected_revision",
+		`{"expected_revision":-1}`:                   "expected_revision",
+		`{"entries":[{},{"expected_revision":-5}]}`:  "entries[1].expected_revision",
+		`{"expected_revision":-9223372036854775808}`: "expected_revision",
+	} {
+		var v body
+		he := asHTTPError(t, decode(t, "application/json", in, &v))
+		assert.Equal(t, "invalid_body", he.Code, in)
+		assert.Equal(t, field, he.Extensions["field"], in)
+	}
+	for _, in := range []string{
+		`{"expected_revision":1}`,
+		`{"entries":[{"expected_revision":3,"values":{"expected_revision":0}}]}`,
+	} {
+		var v body
+		assert.NoError(t, decode(t, "application/json", in, &v), in)
+	}
+	var v body
+	he := asHTTPError(t, decode(t, "application/json", `{"expected_revision":1.5}`, &v))
+	assert.Equal(t, "invalid_body", he.Code, "not an integer: the decoder's type error")
+}
