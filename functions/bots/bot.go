@@ -11,6 +11,7 @@ import (
 	_ "time/tzdata" // Lambda's provided.al2023 image has no zoneinfo; IANA names must still resolve
 
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/text"
 )
 
 // Bot is a chatbot of an account.
@@ -126,6 +127,8 @@ func checkName(p *httpapi.Problems, name string) string {
 		p.Add("name", "is required")
 	case len([]rune(name)) > MaxNameLen:
 		p.Add("name", "must be at most %d characters", MaxNameLen)
+	default:
+		p.Text("name", name, text.Name)
 	}
 	return name
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/text"
 )
 
 // Handlers serves the channel routes.
@@ -92,8 +93,10 @@ func (h *Handlers) connect(w http.ResponseWriter, r *http.Request) error {
 	if !slices.Contains(restTypes, req.Type) {
 		p.Add("type", "must be whatsapp or vk; a Telegram channel is connected by an operator (admin channel connect)")
 	}
-	if len([]rune(strings.TrimSpace(req.Name))) > 100 {
+	if name := strings.TrimSpace(req.Name); len([]rune(name)) > 100 {
 		p.Add("name", "must be at most 100 characters")
+	} else {
+		p.Text("name", name, text.Name)
 	}
 	if len(req.Credentials) == 0 || string(req.Credentials) == "null" {
 		p.Add("credentials", "is required")

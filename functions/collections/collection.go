@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/text"
 )
 
 // FieldType is the type of a field's values.
@@ -138,6 +139,8 @@ func checkName(p *httpapi.Problems, name string) string {
 		p.Add("name", "is required")
 	case len([]rune(name)) > MaxNameLen:
 		p.Add("name", "must be at most %d characters", MaxNameLen)
+	default:
+		p.Text("name", name, text.Name)
 	}
 	return name
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/botplatform/api/shared/text"
 )
 
 // canonical checks a JSON value against a field and returns its stored form: numbers as
@@ -34,6 +36,9 @@ func canonical(f Field, raw json.RawMessage) (json.RawMessage, string) {
 		}
 		if utf8.RuneCountInString(s) > limit {
 			return nil, fmt.Sprintf("must be at most %d characters", limit)
+		}
+		if err := text.Check(s, text.Message); err != nil {
+			return nil, err.Error()
 		}
 		out = s
 	case TypeNumber:
@@ -81,6 +86,9 @@ func canonical(f Field, raw json.RawMessage) (json.RawMessage, string) {
 			}
 			if utf8.RuneCountInString(s) > MaxListItemLen {
 				return nil, fmt.Sprintf("item %d must be at most %d characters", i, MaxListItemLen)
+			}
+			if err := text.Check(s, text.Line); err != nil {
+				return nil, fmt.Sprintf("item %d %v", i, err)
 			}
 			items[i] = s
 		}

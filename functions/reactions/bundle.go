@@ -11,6 +11,7 @@ import (
 
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/store"
+	"github.com/botplatform/api/shared/text"
 )
 
 // FormatVersion is the bundle format this server writes and reads.
@@ -189,6 +190,7 @@ func checkVocabularyName(r *report, path, name string, max int, seen map[string]
 		r.shape.Add(path, "is required")
 	case utf8.RuneCountInString(name) > max:
 		r.shape.Add(path, "must be at most %d characters", max)
+	case !r.shape.Text(path, name, text.Name):
 	default:
 		k := strings.ToLower(name)
 		if j, dup := seen[k]; dup {

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/botplatform/api/shared/channel/whatsapp"
+	"github.com/botplatform/api/shared/text"
 )
 
 // StepType names what a step does; docs/reactions.md gives each one's exact semantics.
@@ -239,6 +240,8 @@ func (s Step) check(r *report, path string) {
 		checkURL(r, path+".url", s.URL, true)
 		if utf8.RuneCountInString(s.Caption) > MaxCaptionLen {
 			r.shape.Add(path+".caption", "must be at most %d characters", MaxCaptionLen)
+		} else {
+			r.shape.Text(path+".caption", s.Caption, text.Message)
 		}
 	case StepSendTemplate:
 		allowed = []string{"template_name", "template_language", "params", "fallback_text"}
@@ -334,14 +337,16 @@ func (s Step) checkTemplate(r *report, path string) {
 // checkParamText applies WhatsApp's rules for a template parameter's text: not blank, at
 // most MaxTemplateParamLen characters, and no new line, tab or more than four spaces in a
 // row (the Cloud API refuses those, error 132018).
-func checkParamText(r *report, path, text string) {
+func checkParamText(r *report, path, s string) {
 	switch {
-	case strings.TrimSpace(text) == "":
+	case strings.TrimSpace(s) == "":
 		r.shape.Add(path, "must not be blank")
-	case utf8.RuneCountInString(text) > MaxTemplateParamLen:
+	case utf8.RuneCountInString(s) > MaxTemplateParamLen:
 		r.shape.Add(path, "must be at most %d characters", MaxTemplateParamLen)
-	case strings.ContainsAny(text, "\n\r\t") || strings.Contains(text, "     "):
+	case strings.ContainsAny(s, "\n\r\t") || strings.Contains(s, "     "):
 		r.shape.Add(path, "must be one line: WhatsApp refuses parameters with a new line, a tab or more than 4 spaces in a row")
+	default:
+		r.shape.Text(path, s, text.Line)
 	}
 }
 
@@ -364,6 +369,8 @@ func (s Step) checkButtons(r *report, path string) {
 			r.shape.Add(bp+".title", "is required")
 		case utf8.RuneCountInString(b.Title) > MaxButtonTitleLen:
 			r.shape.Add(bp+".title", "must be at most %d characters", MaxButtonTitleLen)
+		default:
+			r.shape.Text(bp+".title", b.Title, text.Line)
 		}
 		n := 0
 		for _, set := range []bool{b.Payload != "", b.URL != "", b.StepID != ""} {
@@ -434,12 +441,14 @@ func required(r *report, path, v string) {
 	}
 }
 
-func checkText(r *report, path, text string, max int) {
+func checkText(r *report, path, s string, max int) {
 	switch {
-	case strings.TrimSpace(text) == "":
+	case strings.TrimSpace(s) == "":
 		r.shape.Add(path, "is required")
-	case utf8.RuneCountInString(text) > max:
+	case utf8.RuneCountInString(s) > max:
 		r.shape.Add(path, "must be at most %d characters", max)
+	default:
+		r.shape.Text(path, s, text.Message)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/botplatform/api/shared/text"
 )
 
 // TriggerType names what starts a reaction.
@@ -102,6 +104,7 @@ func (t Trigger) checkKeyword(r *report, path string) {
 		switch {
 		case utf8.RuneCountInString(t.Pattern) > MaxPatternLen:
 			r.shape.Add(path+".pattern", "must be at most %d characters", MaxPatternLen)
+		case !r.shape.Text(path+".pattern", t.Pattern, text.Line):
 		default:
 			// RE2 (Go's regexp) runs in time linear in the input: no pattern can stall the runtime.
 			if _, err := regexp.Compile("(?i)" + t.Pattern); err != nil {
@@ -125,6 +128,7 @@ func (t Trigger) checkKeyword(r *report, path string) {
 			r.shape.Add(kp, "must not be empty")
 		case utf8.RuneCountInString(k) > MaxKeywordLen:
 			r.shape.Add(kp, "must be at most %d characters", MaxKeywordLen)
+		case !r.shape.Text(kp, k, text.Line):
 		default:
 			if j, dup := seen[norm]; dup {
 				r.shape.Add(kp, "repeats keywords[%d] (keywords are compared ignoring case)", j)

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/text"
 )
 
 // report collects a request's problems in two classes: shape problems (400
@@ -119,6 +120,8 @@ func (c Content) check(r *report, prefix, self string) uses {
 		r.shape.Add(join(prefix, "name"), "is required")
 	case utf8.RuneCountInString(c.Name) > MaxNameLen:
 		r.shape.Add(join(prefix, "name"), "must be at most %d characters", MaxNameLen)
+	default:
+		r.shape.Text(join(prefix, "name"), c.Name, text.Name)
 	}
 	c.Trigger.check(r, join(prefix, "trigger"))
 	if len(c.Steps) > MaxSteps {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"time"
 	"unicode/utf8"
+
+	"github.com/botplatform/api/shared/text"
 )
 
 // Vocabulary is what reactions refer to outside themselves: the bot's labels and custom
@@ -75,6 +77,9 @@ func (t FieldType) checkValue(v json.RawMessage) string {
 		}
 		if utf8.RuneCountInString(s) > MaxStringValueLen {
 			return "must be at most " + itoa(MaxStringValueLen) + " characters"
+		}
+		if err := text.Check(s, text.Message); err != nil {
+			return err.Error()
 		}
 	case FieldNumber:
 		if _, ok := x.(float64); !ok {

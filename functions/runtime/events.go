@@ -9,13 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/stats"
 	"github.com/botplatform/api/shared/store"
+	"github.com/botplatform/api/shared/text"
 )
 
 // An event (an inbound update, a label added by a run) is handled once: the first handler
@@ -290,15 +290,11 @@ func (r *Runtime) upsert(ctx context.Context, d *channel.Delivery, attempt int) 
 	return sub, first, true, nil
 }
 
-// personName keeps a name within the subscribers family's rules: at most 100 characters,
-// no control characters.
+// personName keeps a messenger user's name within the subscribers family's rules: at most
+// 100 characters of what a name may hold (text.Name; a user's name is theirs, so what
+// does not fit is left out rather than the name refused).
 func personName(s string) string {
-	s = strings.TrimSpace(strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return -1
-		}
-		return r
-	}, s))
+	s = strings.TrimSpace(text.Strip(s, text.Name))
 	if utf8.RuneCountInString(s) > 100 {
 		s = string([]rune(s)[:100])
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/store"
+	"github.com/botplatform/api/shared/text"
 )
 
 // FieldType is the type of a custom field's values. It never changes: a field of another
@@ -347,6 +348,9 @@ func (t FieldType) value(v any) (any, string) {
 		}
 		if len([]rune(s)) > MaxStringValueLen {
 			return nil, fmt.Sprintf("must be at most %d characters", MaxStringValueLen)
+		}
+		if err := text.Check(s, text.Message); err != nil {
+			return nil, err.Error()
 		}
 		return s, ""
 	case TypeNumber:

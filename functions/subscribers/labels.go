@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 
 	"golang.org/x/text/cases"
 	"golang.org/x/text/unicode/norm"
@@ -14,6 +13,7 @@ import (
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/store"
+	"github.com/botplatform/api/shared/text"
 )
 
 // Label tags subscribers ("vip", "Asked for a refund"). Subscribers carry label ids; the
@@ -49,8 +49,8 @@ func checkLabelName(p *httpapi.Problems, field, name string) string {
 		p.Add(field, "is required")
 	case len([]rune(name)) > MaxLabelNameLen:
 		p.Add(field, "must be at most %d characters", MaxLabelNameLen)
-	case strings.ContainsFunc(name, unicode.IsControl):
-		p.Add(field, "must not contain control characters")
+	default:
+		p.Text(field, name, text.Name)
 	}
 	return name
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/store"
+	"github.com/botplatform/api/shared/text"
 )
 
 // Subscriber is a person who talks to the bot on one channel. Their identity there is
@@ -110,12 +111,11 @@ func checkIdentity(p *httpapi.Problems, channel, externalID string) {
 	switch {
 	case externalID == "":
 		p.Add("external_id", "is required")
-	case !utf8.ValidString(externalID):
-		p.Add("external_id", "must be UTF-8 text")
+	case !p.Text("external_id", externalID, text.Line):
 	case utf8.RuneCountInString(externalID) > MaxExternalIDLen:
 		p.Add("external_id", "must be at most %d characters", MaxExternalIDLen)
-	case strings.ContainsFunc(externalID, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
-		p.Add("external_id", "must not contain white space or control characters")
+	case strings.ContainsFunc(externalID, unicode.IsSpace):
+		p.Add("external_id", "must not contain white space")
 	}
 }
 
@@ -127,8 +127,8 @@ func checkPersonName(p *httpapi.Problems, field string, name *string) {
 	switch {
 	case utf8.RuneCountInString(n) > MaxNameLen:
 		p.Add(field, "must be at most %d characters", MaxNameLen)
-	case strings.ContainsFunc(n, unicode.IsControl):
-		p.Add(field, "must not contain control characters")
+	default:
+		p.Text(field, n, text.Name)
 	}
 }
 

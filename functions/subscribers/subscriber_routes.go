@@ -8,6 +8,7 @@ import (
 
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/text"
 )
 
 func (h *Handlers) list(w http.ResponseWriter, r *http.Request) error {
@@ -67,6 +68,9 @@ func parseFilter(r *http.Request) (Filter, error) {
 		return f, err
 	}
 	if f.Query != "" {
+		if err := text.Check(f.Query, text.Line); err != nil {
+			return f, httpapi.InvalidParam("q", "q "+err.Error())
+		}
 		if _, ok := parseSearch(f.Query); !ok || utf8.RuneCountInString(f.Query) > MaxQueryLen {
 			return f, httpapi.InvalidParam("q", "q must hold a letter or digit and at most 100 characters")
 		}

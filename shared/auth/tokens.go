@@ -9,6 +9,7 @@ import (
 
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/store"
+	"github.com/botplatform/api/shared/text"
 )
 
 // PAT is a personal access token as listed: never its value.
@@ -74,6 +75,9 @@ func CheckName(name string) (string, error) {
 		return "", errors.New("name is required")
 	case len([]rune(name)) > MaxNameLen:
 		return "", fmt.Errorf("name must be at most %d characters", MaxNameLen)
+	}
+	if err := text.Check(name, text.Name); err != nil {
+		return "", fmt.Errorf("name %w", err)
 	}
 	return name, nil
 }

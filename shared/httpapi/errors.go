@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/botplatform/api/shared/store"
+	"github.com/botplatform/api/shared/text"
 )
 
 // Kind classifies an error; status() is the one place a kind becomes an HTTP status.
@@ -135,6 +136,16 @@ type Problems []FieldError
 // Add records a problem with field.
 func (p *Problems) Add(field, format string, args ...any) {
 	*p = append(*p, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// Text records a problem with field when s breaks rule (shared/text) and reports whether s
+// passed: every family checks the text it keeps with this one rule book.
+func (p *Problems) Text(field, s string, rule text.Rule) bool {
+	if err := text.Check(s, rule); err != nil {
+		p.Add(field, "%s", err.Error())
+		return false
+	}
+	return true
 }
 
 // Err returns nil without problems, else a 400 validation_failed listing them.
