@@ -34,6 +34,8 @@ type appConfig struct {
 	PublicURL string
 	// Providers locates the messaging providers' APIs.
 	Providers platform.Providers
+	// Durability is what a commit survives (serve's --durability; sqlite.Full by default).
+	Durability sqlite.Durability
 }
 
 // openApp opens (creating if needed) the data directory: the SQLite store and the master key.
@@ -50,7 +52,7 @@ func openAppWith(dataDir string, log *slog.Logger, cfg appConfig) (*app, error) 
 	if err != nil {
 		return nil, err
 	}
-	st, err := sqlite.Open(filepath.Join(dataDir, "store.db"), sqlite.WithClock(time.Now))
+	st, err := sqlite.Open(filepath.Join(dataDir, "store.db"), sqlite.WithClock(time.Now), sqlite.WithDurability(cfg.Durability))
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

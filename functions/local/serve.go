@@ -15,6 +15,7 @@ import (
 
 	"github.com/botplatform/api/functions/platform"
 	"github.com/botplatform/api/shared/reqlog"
+	"github.com/botplatform/api/shared/store/sqlite"
 )
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -23,6 +24,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
 	dataDir := fs.String("data", "./.data", "data directory (store, keys, bootstrap.json)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	durability := fs.String("durability", "full", "what an acknowledged write survives: full (a power loss: the write-ahead log is synced at every commit) or normal (a crash of this process, not of the machine; faster, see docs/performance.md)")
 	providers := platform.ProvidersFromEnv(os.Getenv)
 	publicURL := fs.String("public-url", os.Getenv("PUBLIC_URL"), "public base URL providers deliver webhooks to, e.g. a tunnel's https URL (env PUBLIC_URL; default none: no webhook is registered)")
 	fs.StringVar(&providers.TelegramBaseURL, "telegram-base-url", providers.TelegramBaseURL, "Telegram Bot API server (env TELEGRAM_BASE_URL; default https://api.telegram.org)")
@@ -33,10 +35,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// Media the local process uploads (VK) may come from this machine or its network.
 	providers.AllowPrivateMediaURLs = true
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0 // the usage went to stderr, as flag prints it; asking is not a mistake
+		}
 		return 2
 	}
 	cfg := appConfig{Providers: providers}
 	var err error
+	if cfg.Durability, err = sqlite.ParseDurability(*durability); err != nil {
+		fmt.Fprintf(stderr, "--durability: %v\n", err)
+		return 2
+	}
 	if cfg.PublicURL, err = checkPublicURL(*publicURL); err != nil {
 		fmt.Fprintf(stderr, "--public-url: %v\n", err)
 		return 2

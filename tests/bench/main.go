@@ -153,37 +153,67 @@ func run(duration, warmup time.Duration, conc int) error {
 		bots[i] = id
 	}
 
+	// The same writes against a process that syncs only at checkpoints (--durability normal):
+	// what the default, a sync at every commit, costs.
+	fast, fastURL, err := startProc(exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--durability", "normal", "--data", filepath.Join(dir, "fast")), `API listening on (http://\S+)`)
+	if err != nil {
+		return err
+	}
+	defer stopProc(fast)
+	var fastDemo struct {
+		Token string `json:"token"`
+	}
+	if b, err = os.ReadFile(filepath.Join(dir, "fast", "bootstrap.json")); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &fastDemo); err != nil {
+		return err
+	}
+	fastBots := make([]string, conc)
+	for i := range fastBots {
+		if fastBots[i], err = createBot(client, fastURL, fastDemo.Token, fmt.Sprintf("bench %d", i)); err != nil {
+			return err
+		}
+	}
+	patch := func(base, token string, bots []string) func(int, *int64) (*http.Request, int) {
+		return func(w int, rev *int64) (*http.Request, int) {
+			body := fmt.Sprintf(`{"expected_revision":%d,"settings":{"session_timeout_minutes":%d}}`, *rev, 1+*rev%600)
+			r, _ := http.NewRequest(http.MethodPatch, base+"/api/bots/"+bots[w], strings.NewReader(body))
+			r.Header.Set("Authorization", "Bearer "+token)
+			r.Header.Set("Content-Type", "application/json")
+			*rev++
+			return r, 200
+		}
+	}
+
 	auth := "Bearer " + demo.Token
 	scenarios := []struct {
 		name string
 		next func(worker int, rev *int64) (*http.Request, int)
+		revs []int64
 	}{
 		{"bare net/http GET (baseline)", func(int, *int64) (*http.Request, int) {
 			r, _ := http.NewRequest(http.MethodGet, bareURL+"/api/bots/"+demo.BotID, nil)
 			return r, 200
-		}},
+		}, nil},
 		{"GET /api/bots/{botID} (PAT)", func(int, *int64) (*http.Request, int) {
 			r, _ := http.NewRequest(http.MethodGet, apiURL+"/api/bots/"+demo.BotID, nil)
 			r.Header.Set("Authorization", auth)
 			return r, 200
-		}},
-		{"PATCH /api/bots/{botID} (expected_revision)", func(w int, rev *int64) (*http.Request, int) {
-			body := fmt.Sprintf(`{"expected_revision":%d,"settings":{"session_timeout_minutes":%d}}`, *rev, 1+*rev%600)
-			r, _ := http.NewRequest(http.MethodPatch, apiURL+"/api/bots/"+bots[w], strings.NewReader(body))
-			r.Header.Set("Authorization", auth)
-			r.Header.Set("Content-Type", "application/json")
-			*rev++
-			return r, 200
-		}},
-	}
-	revs := make([]int64, conc)
-	for i := range revs {
-		revs[i] = 1
+		}, nil},
+		{"PATCH /api/bots/{botID} (expected_revision; --durability full, the default)", patch(apiURL, demo.Token, bots), nil},
+		{"PATCH /api/bots/{botID} (expected_revision; --durability normal)", patch(fastURL, fastDemo.Token, fastBots), nil},
 	}
 	var results []result
 	for _, sc := range scenarios {
-		load(client, conc, warmup, sc.next, revs)
-		res := load(client, conc, duration, sc.next, revs)
+		if sc.revs == nil {
+			sc.revs = make([]int64, conc)
+			for i := range sc.revs {
+				sc.revs[i] = 1
+			}
+		}
+		load(client, conc, warmup, sc.next, sc.revs)
+		res := load(client, conc, duration, sc.next, sc.revs)
 		res.name = sc.name
 		results = append(results, res)
 	}
