@@ -437,3 +437,60 @@ func TestWhatsAppTemplateStepOutsideTheWindow(t *testing.T) {
 	assert.Equal(t, "131047", failed["error"].(map[string]any)["provider_code"])
 	assert.Len(t, wa.Messages(), 1, "nothing more reached the subscriber")
 }
+
+// Publishing warns, per connected channel, about a step that channel cannot send as it is
+// (a link button beside a reply button on WhatsApp), and a run that reaches it anyway fails
+// with the reason in its trace, not only in the server's log.
+func TestPublishWarnsAboutWhatAChannelCannotSend(t *testing.T) {
+	t.Parallel()
+	s, wa := startWhatsApp(t)
+	tok, bot := s.demo.Token, s.demo.BotID
+	api := "/api/bots/" + bot
+	r := s.post(tok, api+"/channels", map[string]any{"type": "whatsapp", "credentials": wa.Credentials()})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	channelID := r.JSON(t)["id"].(string)
+
+	r = s.post(tok, api+"/reactions", map[string]any{"name": "Menu", "trigger": map[string]any{"type": "keyword", "keywords": []any{"menu"}},
+		"steps": []any{
+			map[string]any{"id": "menu", "type": "buttons", "text": "What next?", "style": "inline", "buttons": []any{
+				map[string]any{"title": "Our shop", "url": "https://shop.example.com"},
+				map[string]any{"title": "Talk to us", "payload": "talk"},
+			}},
+		}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	reaction := api + "/reactions/" + r.JSON(t)["id"].(string)
+	r = s.post(tok, reaction+"/publish", map[string]any{"expected_revision": 1})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	conforms(t, http.MethodPost, "/api/bots/{botID}/reactions/{reactionID}/publish", reaction+"/publish", r)
+	warnings := r.JSON(t)["warnings"].([]any)
+	require.Len(t, warnings, 1, "%s", r.Body)
+	w := warnings[0].(map[string]any)
+	assert.Equal(t, "steps[0].buttons", w["field"])
+	assert.Equal(t, channelID, w["channel_id"])
+	assert.Equal(t, "whatsapp", w["channel_type"])
+	assert.Contains(t, w["message"], "link button")
+
+	const waID = "4915100000001"
+	body, _ := fakewhatsapp.TextMessage(fakewhatsapp.PhoneNumberID, waID, "Ann", "menu")
+	code, err := wa.Deliver(s.base+"/webhooks/whatsapp", body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
+	var failed map[string]any
+	eventually(t, 10*time.Second, "the run fails at the step", func() bool {
+		r := s.get(tok, api+"/subscribers?channel=whatsapp&external_id="+waID)
+		data, _ := r.JSON(t)["data"].([]any)
+		if len(data) != 1 {
+			return false
+		}
+		r = s.get(tok, api+"/subscribers/"+data[0].(map[string]any)["id"].(string)+"/executions")
+		runs, _ := r.JSON(t)["data"].([]any)
+		if len(runs) == 1 && runs[0].(map[string]any)["status"] == "failed" {
+			failed = runs[0].(map[string]any)
+		}
+		return failed != nil
+	})
+	e := failed["error"].(map[string]any)
+	assert.Equal(t, "rejected", e["kind"])
+	assert.Contains(t, e["provider_reason"], "link button alone", "the trace says why")
+	assert.Empty(t, wa.Messages(), "nothing reached the subscriber")
+}

@@ -196,7 +196,29 @@ func providerProblem(err error) error {
 
 // List returns one page of the bot's channels.
 func (s *Service) List(ctx context.Context, bot string, limit int, cursor string) ([]Channel, string, error) {
-	page, err := s.store.Query(ctx, store.Query{Index: store.GSI1, PK: botPartition(bot), Limit: limit, Cursor: cursor})
+	return listPage(ctx, s.store, bot, limit, cursor)
+}
+
+// BotChannels returns every channel of the bot (at most one per type) from the store alone:
+// it needs no key, so families that only need to know what is connected (publishing a
+// reaction) can read it where credentials cannot be opened.
+func BotChannels(ctx context.Context, st store.Store, bot string) ([]Channel, error) {
+	var all []Channel
+	for cursor := ""; ; {
+		page, next, err := listPage(ctx, st, bot, 0, cursor)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all, nil
+		}
+		cursor = next
+	}
+}
+
+func listPage(ctx context.Context, st store.Store, bot string, limit int, cursor string) ([]Channel, string, error) {
+	page, err := st.Query(ctx, store.Query{Index: store.GSI1, PK: botPartition(bot), Limit: limit, Cursor: cursor})
 	if err != nil {
 		return nil, "", err
 	}

@@ -67,6 +67,8 @@ type Env struct {
 	Jobs jobs.Starter
 	// WhatsAppVerifyToken answers Meta's webhook subscription check ("" refuses it).
 	WhatsAppVerifyToken string
+	// Adapters are the messaging providers this deployment speaks to (Deps.Adapters).
+	Adapters []channel.Adapter
 }
 
 // RunJobsOn makes the environment start jobs as steps on q and returns the runner, whose
@@ -166,6 +168,7 @@ func NewEnv(d Deps) (*Env, error) {
 		RequestLog: reqlog.NewLog(d.Store),
 
 		WhatsAppVerifyToken: d.WhatsAppVerifyToken,
+		Adapters:            d.Adapters,
 	}, nil
 }
 

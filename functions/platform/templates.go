@@ -5,7 +5,9 @@ import (
 
 	"github.com/botplatform/api/functions/channels"
 	"github.com/botplatform/api/functions/reactions"
+	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/channel/whatsapp"
+	"github.com/botplatform/api/shared/store"
 )
 
 // reactionTemplates gives the reactions family the bot's stored WhatsApp template catalog,
@@ -18,7 +20,33 @@ func reactionTemplates(env *Env) reactions.Templates {
 
 // reactionService is the reactions family's service as every process builds it.
 func reactionService(env *Env) *reactions.Service {
-	return reactions.NewService(env.Store, reactionVocabulary(env), env.Now, env.Log).WithTemplates(reactionTemplates(env))
+	return reactions.NewService(env.Store, reactionVocabulary(env), env.Now, env.Log).
+		WithTemplates(reactionTemplates(env)).
+		WithChannels(connectedChannels{store: env.Store, adapters: env.Adapters})
+}
+
+// connectedChannels gives the reactions family the bot's connected channels with their
+// type's capabilities, from the store alone (like the template catalog: the reactions
+// Lambda opens no credentials).
+type connectedChannels struct {
+	store    store.Store
+	adapters []channel.Adapter
+}
+
+func (c connectedChannels) Connected(ctx context.Context, bot string) ([]reactions.ConnectedChannel, error) {
+	list, err := channels.BotChannels(ctx, c.store, bot)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]reactions.ConnectedChannel, 0, len(list))
+	for _, ch := range list {
+		for _, a := range c.adapters {
+			if a.Kind() == ch.Type {
+				out = append(out, reactions.ConnectedChannel{ID: ch.ID, Name: ch.Name, Capabilities: a.Capabilities()})
+			}
+		}
+	}
+	return out, nil
 }
 
 // templateCatalogReader adapts *channels.Catalog to reactions.Templates.

@@ -153,7 +153,7 @@ func (h *Handlers) publish(w http.ResponseWriter, r *http.Request) error {
 // but will not work as things stand (a template not approved yet), each with its path.
 type publication struct {
 	Reaction
-	Warnings []httpapi.FieldError `json:"warnings"`
+	Warnings []Warning `json:"warnings"`
 }
 
 func (h *Handlers) versions(w http.ResponseWriter, r *http.Request) error {

@@ -23,6 +23,8 @@ type Service struct {
 	log   *slog.Logger
 	// templates is the bot's template catalog (WithTemplates); nil checks no template.
 	templates Templates
+	// channels are the bot's connected channels (WithChannels); nil warns about none.
+	channels Channels
 	// cache keeps what the conversation runtime reads on every message (Published,
 	// PublishedVersion) in this process.
 	cache *publishedCache
@@ -405,13 +407,23 @@ func (s *Service) Publish(ctx context.Context, bot, id string, expected int64) (
 // after validating it again against the bot as it is now, send_template steps against the
 // bot's template catalog included (checkTemplates). Publishing a draft that is already the
 // newest version changes nothing. The warnings are what publishing does not refuse but that
-// will fail at run time as things stand (a template not approved yet).
-func (s *Service) PublishWithWarnings(ctx context.Context, bot, id string, expected int64) (Reaction, []httpapi.FieldError, error) {
-	rx, warnings, err := s.publish(ctx, bot, id, expected)
-	if warnings == nil {
-		warnings = []httpapi.FieldError{}
+// will fail at run time as things stand (a template not approved yet), and the steps a
+// connected channel cannot send as they are (its capabilities, per channel).
+func (s *Service) PublishWithWarnings(ctx context.Context, bot, id string, expected int64) (Reaction, []Warning, error) {
+	rx, templateWarnings, err := s.publish(ctx, bot, id, expected)
+	if err != nil {
+		return rx, nil, err
 	}
-	return rx, warnings, err
+	warnings := make([]Warning, 0, len(templateWarnings))
+	for _, w := range templateWarnings {
+		warnings = append(warnings, Warning{Field: w.Field, Message: w.Message})
+	}
+	// Right after a publish the draft is the published version.
+	cw, err := s.channelWarnings(ctx, bot, rx.Content)
+	if err != nil {
+		return rx, nil, err
+	}
+	return rx, append(warnings, cw...), nil
 }
 
 func (s *Service) publish(ctx context.Context, bot, id string, expected int64) (Reaction, []httpapi.FieldError, error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/stats"
 	"github.com/botplatform/api/shared/store"
+	"github.com/botplatform/api/shared/text"
 )
 
 // drive runs rec until it suspends or ends, settles what that leaves to do (queue messages,
@@ -479,7 +480,7 @@ func (d *driver) sendMessage(ctx context.Context, e *Entry, m channel.Message) (
 	se := StepError{Kind: "unavailable", Message: "the provider could not be reached"}
 	var ce *channel.Error
 	if errors.As(err, &ce) {
-		se.ProviderCode = ce.Code
+		se.ProviderCode, se.ProviderReason = ce.Code, clipReason(ce.Message)
 	}
 	switch {
 	case errors.Is(err, channel.ErrRateLimited):
@@ -592,6 +593,15 @@ func (d *driver) buttons(ctx context.Context, s Step, e *Entry) ([]store.Write, 
 
 // clipAt bounds the texts a trace keeps of a step's input.
 const clipAt = 200
+
+// clipReason bounds a provider's reason for the trace.
+func clipReason(s string) string {
+	s = text.Strip(s, text.Line)
+	if utf8.RuneCountInString(s) > 300 {
+		return string([]rune(s)[:300]) + "…"
+	}
+	return s
+}
 
 // clip shortens a bot-authored text for the trace.
 func clip(s string) string {

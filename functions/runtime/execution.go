@@ -119,6 +119,11 @@ type StepError struct {
 	Kind string `json:"kind"`
 	// ProviderCode is the provider's error code, when a provider answered.
 	ProviderCode string `json:"provider_code,omitempty"`
+	// ProviderReason is why the provider (or the adapter, checking the provider's rules
+	// before a call) refused the message, in its words, at most 300 characters: "WhatsApp
+	// sends one link button alone, not with other buttons". Adapters never put credentials
+	// in it; it names rules, not what the subscriber sent.
+	ProviderReason string `json:"provider_reason,omitempty"`
 	// Message says what happened, for people (written by the platform, never a credential
 	// or anything the subscriber sent).
 	Message string `json:"message"`

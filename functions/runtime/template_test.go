@@ -131,4 +131,6 @@ func TestSendTemplateRefusedByTheProvider(t *testing.T) {
 	assert.Equal(t, StatusFailed, run.Status)
 	assert.Equal(t, "rejected", run.Error.Kind)
 	assert.Equal(t, "132001", run.Error.ProviderCode)
+	assert.Equal(t, "Template name does not exist in the translation", run.Error.ProviderReason,
+		"the trace says why, not only the server log")
 }

@@ -87,6 +87,9 @@ type ButtonLimits struct {
 	Max            int  `json:"max"`
 	MaxTitleLength int  `json:"max_title_length"`
 	URLButtons     bool `json:"url_buttons"`
+	// URLButtonAlone: a link button must be the message's only button (WhatsApp sends a
+	// link as a call-to-action message of its own, never beside reply buttons).
+	URLButtonAlone bool `json:"url_button_alone"`
 }
 
 // MediaType is a kind of media.

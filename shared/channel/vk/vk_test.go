@@ -60,7 +60,7 @@ func TestCapabilities(t *testing.T) {
 	assert.Equal(t, channel.VK, c.Kind)
 	assert.True(t, c.ConnectableOverREST)
 	assert.Equal(t, 4096, c.MaxTextLength)
-	assert.Equal(t, channel.ButtonLimits{Max: 10, MaxTitleLength: 40, URLButtons: true}, c.Buttons)
+	assert.Equal(t, channel.ButtonLimits{Max: 10, MaxTitleLength: 40, URLButtons: true, URLButtonAlone: false}, c.Buttons)
 	assert.Zero(t, c.SessionWindowSeconds)
 	assert.False(t, c.TemplateOutsideWindow)
 	require.Len(t, c.Media, 2)

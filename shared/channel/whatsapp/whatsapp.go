@@ -159,7 +159,8 @@ func (a *Adapter) Capabilities() channel.Capabilities {
 		Media:                 cloneLimits(sendMedia),
 		MaxTextLength:         maxText,
 		MaxCaptionLength:      maxCaption,
-		Buttons:               channel.ButtonLimits{Max: maxReplyButtons, MaxTitleLength: maxButtonTitle, URLButtons: true},
+		// Up to three reply buttons; four to ten go as a list (whose rows take 24 characters).
+		Buttons: channel.ButtonLimits{Max: maxListRows, MaxTitleLength: maxButtonTitle, URLButtons: true, URLButtonAlone: true},
 		SessionWindowSeconds:  int(SessionWindow / time.Second),
 		TemplateOutsideWindow: true,
 		RateLimit: "80 messages per second per business phone number by default (more after Meta upgrades the number); " +
