@@ -156,11 +156,11 @@ func (a *Adapter) Capabilities() channel.Capabilities {
 		ConnectableOverREST: true,
 		MessageKinds: []string{channel.MessageKindText, channel.MessageKindMedia, channel.MessageKindButtons,
 			channel.MessageKindQuickReplies, channel.MessageKindTemplate},
-		Media:                 cloneLimits(sendMedia),
-		MaxTextLength:         maxText,
-		MaxCaptionLength:      maxCaption,
+		Media:            cloneLimits(sendMedia),
+		MaxTextLength:    maxText,
+		MaxCaptionLength: maxCaption,
 		// Up to three reply buttons; four to ten go as a list (whose rows take 24 characters).
-		Buttons: channel.ButtonLimits{Max: maxListRows, MaxTitleLength: maxButtonTitle, URLButtons: true, URLButtonAlone: true},
+		Buttons:               channel.ButtonLimits{Max: maxListRows, MaxTitleLength: maxButtonTitle, URLButtons: true, URLButtonAlone: true},
 		SessionWindowSeconds:  int(SessionWindow / time.Second),
 		TemplateOutsideWindow: true,
 		RateLimit: "80 messages per second per business phone number by default (more after Meta upgrades the number); " +
