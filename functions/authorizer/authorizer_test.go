@@ -35,11 +35,12 @@ func TestHandler(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := auth.NewService(st, now, log, auth.WithCacheTTL(0))
 	ctx := context.Background()
-	acct, owner, err := svc.CreateAccount(ctx, "A")
+	setup := sqlitetest.Unrecorded(ctx) // the operator's, not the authorizer's
+	acct, owner, err := svc.CreateAccount(setup, "A")
 	require.NoError(t, err)
-	_, tok, err := svc.IssuePAT(ctx, acct.ID, owner.ID, "t", auth.Scopes{"bots:read"}, clock.Add(time.Hour))
+	_, tok, err := svc.IssuePAT(setup, acct.ID, owner.ID, "t", auth.Scopes{"bots:read"}, clock.Add(time.Hour))
 	require.NoError(t, err)
-	_, short, err := svc.IssuePAT(ctx, acct.ID, owner.ID, "short", auth.Scopes{"bots:read"}, clock.Add(time.Second))
+	_, short, err := svc.IssuePAT(setup, acct.ID, owner.ID, "short", auth.Scopes{"bots:read"}, clock.Add(time.Second))
 	require.NoError(t, err)
 	clock = clock.Add(2 * time.Second)
 

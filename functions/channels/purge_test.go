@@ -10,7 +10,7 @@ import (
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/store"
-	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 // connectAll connects a channel of every type to bot (two of them with lookup keys).
@@ -45,7 +45,7 @@ func (l *lookupPerBot) Connect(ctx context.Context, req channel.ConnectRequest) 
 // mentioning returns what the store still holds that names any of needles.
 func mentioning(t *testing.T, s *Service, needles ...string) []store.Item {
 	t.Helper()
-	items, err := s.store.(*sqlite.Store).Mentioning(t.Context(), needles...)
+	items, err := s.store.(*sqlitetest.Store).Mentioning(t.Context(), needles...)
 	require.NoError(t, err)
 	return items
 }

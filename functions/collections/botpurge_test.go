@@ -11,7 +11,7 @@ import (
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/store"
-	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 // fillCollections gives f's bot data of every kind the family stores: collections (names,
@@ -74,7 +74,7 @@ func TestPurgeBotStepErasesEveryCollection(t *testing.T) {
 		jobs: f.jobs, clock: f.clock, bot: ids.At("bot", t0.Add(1))}
 	fillCollections(t, other)
 	fillCollections(t, f)
-	diag := f.raw.(*sqlite.Store)
+	diag := f.raw.(*sqlitetest.Store)
 	before, err := diag.Mentioning(t.Context(), other.bot)
 	require.NoError(t, err)
 	mine, err := diag.Mentioning(t.Context(), f.bot)

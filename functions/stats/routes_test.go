@@ -13,6 +13,7 @@ import (
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
 	counters "github.com/botplatform/api/shared/stats"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -99,7 +100,7 @@ func TestRangeParameters(t *testing.T) {
 func TestSeries(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	ctx := t.Context()
+	ctx := sqlitetest.Unrecorded(t.Context()) // the counters are the other families' to write
 	day := time.Date(2026, 2, 10, 0, 0, 0, 0, time.UTC)
 	require.NoError(t, counters.Add(ctx, s.Store, s.bot, "telegram", counters.NewSubscribers, 2, day.Add(9*time.Hour)))
 	require.NoError(t, counters.Add(ctx, s.Store, s.bot, "whatsapp", counters.NewSubscribers, 1, day.Add(23*time.Hour+59*time.Minute)))

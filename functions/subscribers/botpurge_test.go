@@ -10,7 +10,7 @@ import (
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/stats"
-	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 // fillSubscribers gives f's bot data of every kind the family stores: subscribers on several
@@ -52,7 +52,7 @@ func TestPurgeStepErasesEverySubscriberLabelAndField(t *testing.T) {
 	other := &fixture{svc: f.svc, store: f.store, clock: f.clock, jobs: f.jobs, bot: ids.At("bot", t0.Add(1))}
 	fillSubscribers(t, other)
 	fillSubscribers(t, f)
-	diag := f.store.(*sqlite.Store)
+	diag := f.store.(*sqlitetest.Store)
 	before, err := diag.Mentioning(t.Context(), other.bot)
 	require.NoError(t, err)
 	mine, err := diag.Mentioning(t.Context(), f.bot)

@@ -90,12 +90,13 @@ func New(t testing.TB, cfg Config) *Server {
 		cfg.Auth = auth.NewService(cfg.Store, cfg.Now, nil)
 	}
 	if cfg.Audit == nil {
-		cfg.Audit = audit.NewLog(cfg.Store)
+		// On AWS the family's Lambda publishes the event and the audit sink stores it.
+		cfg.Audit = sinkLog{audit.NewLog(cfg.Store)}
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	acct, owner, err := cfg.Auth.CreateAccount(t.Context(), "Acme")
+	acct, owner, err := cfg.Auth.CreateAccount(sqlitetest.Unrecorded(t.Context()), "Acme")
 	require.NoError(t, err)
 	if cfg.Bots == nil {
 		cfg.Bots = accountBots{account: acct.ID, bots: slices.Clone(cfg.BotIDs)}
@@ -110,10 +111,24 @@ func New(t testing.TB, cfg Config) *Server {
 func (s *Server) NewMux(t testing.TB) *httpapi.Mux {
 	t.Helper()
 	mux, err := httpapi.NewMux(httpapi.Config{
-		Authenticate: httpapi.BearerAuth(s.Auth), Bots: s.cfg.Bots, Audit: s.cfg.Audit, Log: s.cfg.Log, Now: s.cfg.Now,
+		Authenticate: s.authenticate, Bots: s.cfg.Bots, Audit: s.cfg.Audit, Log: s.cfg.Log, Now: s.cfg.Now,
 	})
 	require.NoError(t, err)
 	return mux
+}
+
+// authenticate is the kernel's bearer authentication; on AWS the authorizer Lambda does it,
+// so the store reads and writes it makes are recorded as that Lambda's (sqlitetest.As).
+func (s *Server) authenticate(r *http.Request) (*auth.Principal, error) {
+	return s.Auth.Authenticate(sqlitetest.As(r.Context(), "authorizer"), r.Header.Get("Authorization"))
+}
+
+// sinkLog stores audit events as the audit sink Lambda does on AWS (the family's Lambda
+// only publishes them to the bus).
+type sinkLog struct{ log *audit.Log }
+
+func (l sinkLog) Publish(ctx context.Context, e audit.Event) error {
+	return l.log.Publish(sqlitetest.As(ctx, "auditsink"), e)
 }
 
 // accountBots is the default tenancy check: the listed bots are the account's.
@@ -136,7 +151,7 @@ func (s *Server) PAT(t testing.TB, user auth.User, scopes ...auth.Scope) string 
 	if len(scopes) == 0 {
 		scopes = auth.Scopes{auth.Full}
 	}
-	_, tok, err := s.Auth.IssuePAT(t.Context(), user.AccountID, user.ID, "test", scopes, s.cfg.Now().Add(30*24*time.Hour))
+	_, tok, err := s.Auth.IssuePAT(sqlitetest.Unrecorded(t.Context()), user.AccountID, user.ID, "test", scopes, s.cfg.Now().Add(30*24*time.Hour))
 	require.NoError(t, err)
 	return tok
 }
@@ -144,7 +159,7 @@ func (s *Server) PAT(t testing.TB, user auth.User, scopes ...auth.Scope) string 
 // BotToken mints a bot API token bound to bot in the Server's account.
 func (s *Server) BotToken(t testing.TB, bot string) string {
 	t.Helper()
-	_, tok, err := s.Auth.IssueBotToken(t.Context(), s.Account.ID, bot, s.Owner.ID, "test")
+	_, tok, err := s.Auth.IssueBotToken(sqlitetest.Unrecorded(t.Context()), s.Account.ID, bot, s.Owner.ID, "test")
 	require.NoError(t, err)
 	return tok
 }

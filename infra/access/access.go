@@ -1,0 +1,216 @@
+// Package access is the one table of every IAM permission the AWS stack grants: which
+// Lambda (or service role) may do what on which resource. It imports nothing of the CDK or of
+// the families, so that the families' tests can hold what their code does against it
+// (docs/aws.md, "Least privilege"); infra/stack turns it into policies and holds the
+// synthesized template equal to it.
+package access
+
+// Resource names what a grant's actions apply to. The stack turns each into concrete ARNs.
+type Resource int
+
+// The resources a role can be granted actions on.
+const (
+	// Table is the single DynamoDB table and its indexes (table ARN and table ARN/index/*).
+	Table Resource = iota + 1
+	// Bus is the audit event bus.
+	Bus
+	// CursorKey is the KMS HMAC_256 key list cursors are signed with.
+	CursorKey
+	// SecretsKey is the KMS symmetric key for envelope encryption of stored credentials.
+	SecretsKey
+	// JobsQueue is the SQS queue of background jobs.
+	JobsQueue
+	// JobsStateMachine is the Step Functions state machine of long-running jobs.
+	JobsStateMachine
+	// AuditDLQ is the dead-letter queue of audit deliveries.
+	AuditDLQ
+	// JobsFunction is the jobs Lambda (for the state machine's role).
+	JobsFunction
+	// OwnLogGroup is the log group of the Lambda the grant belongs to.
+	OwnLogGroup
+	// NoResource is for APIs that support no resource-level permissions ("Resource": "*").
+	NoResource
+	// WhatsAppAppSecretParameter and WhatsAppVerifyTokenParameter are the SSM Parameter
+	// Store SecureString parameters that hold the WhatsApp secrets. The operator creates
+	// them; the stack knows only their names (context whatsappAppSecretParameter,
+	// whatsappVerifyTokenParameter), and a grant on one applies only when it is named.
+	WhatsAppAppSecretParameter
+	WhatsAppVerifyTokenParameter
+	// ParameterKey is the KMS key of those parameters (AWS-managed aws/ssm, or the
+	// operator's): its ARN is unknown to the stack, so the grant is on the account's keys
+	// in the stack's region, only through SSM (kms:ViaService) and only for the parameters
+	// the same Lambda may read (kms:EncryptionContext:PARAMETER_ARN). It applies only with
+	// at least one of them.
+	ParameterKey
+)
+
+// Grant is a set of actions on one resource.
+type Grant struct {
+	On      Resource
+	Actions []string
+}
+
+// StateMachineRole is the Access key of the jobs state machine's role.
+const StateMachineRole = "jobs state machine"
+
+// OutboxScheduleRole is the Access key of the role EventBridge Scheduler assumes to invoke
+// the jobs Lambda with platform.OutboxSweepEvent every minute (the outbox's relay).
+const OutboxScheduleRole = "outbox sweep schedule"
+
+// ServiceRoles are the Access rows of roles that AWS services assume, not Lambdas.
+func ServiceRoles() []string { return []string{StateMachineRole, OutboxScheduleRole} }
+
+// Access is the one table of every permission the stack grants: Lambda (or role) -> grants.
+// Nothing else in the stack adds an action to a Lambda's role, a Lambda's environment names
+// only the resources it has a grant on (see EnvNames), and the tests hold the synthesized
+// template equal to this table. No action has a wildcard.
+//
+// The table grants are held to what the code does: every family's tests record the store
+// operations they make, dynamo.Actions turns them into the DynamoDB actions the AWS store
+// sends (held to what it really sends on DynamoDB Local), and each family's TestMain fails
+// when one is not granted here to the Lambda that runs that code (accesstest). DynamoDB
+// transactions have no IAM action of their own: TransactWriteItems is authorized per
+// contained operation (Put -> PutItem, Update -> UpdateItem, Delete -> DeleteItem,
+// ConditionCheck -> ConditionCheckItem). UpdateItem is what store.Add and store.AddOp
+// (atomic counters) become.
+//
+// KMS Decrypt/GenerateDataKey on SecretsKey goes to the Lambdas that seal or open provider
+// credentials (the channels family), which also gives them SECRETS_KEY_ID. Likewise
+// states:StartExecution on JobsStateMachine gives JOBS_STATE_MACHINE_ARN, and
+// ssm:GetParameter on a secret's parameter gives its name (WHATSAPP_APP_SECRET_PARAMETER).
+// Grants on parameters the configuration does not name are left out (AccessFor).
+func Access() map[string][]Grant {
+	logs := Grant{OwnLogGroup, []string{"logs:CreateLogStream", "logs:PutLogEvents"}}
+	tableReadWrite := []string{
+		"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem",
+		"dynamodb:Query", "dynamodb:ConditionCheckItem",
+	}
+	return map[string][]Grant{
+		// Serves /openapi.yaml and /healthz: no table, no keys.
+		"public": {logs},
+		"pats": {logs,
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+		},
+		"bots": {logs,
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+			{JobsQueue, []string{"sqs:SendMessage"}}, // job steps (SendMessageBatch): a deleted bot's purge
+		},
+		"subscribers": {logs,
+			{Table, tableReadWrite}, // UpdateItem: the new-subscriber counters (store.AddOp)
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+			{JobsQueue, []string{"sqs:SendMessage"}}, // the removal of deleted labels and fields
+		},
+		"collections": {logs,
+			// No UpdateItem: counts are conditioned puts (limits), not atomic adds.
+			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"}},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+			{JobsQueue, []string{"sqs:SendMessage"}}, // the purge of a deleted collection's records
+		},
+		// Channels and WhatsApp templates: the provider credentials it stores are sealed
+		// under SecretsKey (GenerateDataKey) and opened to call the provider (Decrypt).
+		"channels": {logs,
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+			{SecretsKey, []string{"kms:Decrypt", "kms:GenerateDataKey"}},
+		},
+		// The providers' public webhooks: resolve the channel and open its webhook secret
+		// (Decrypt), remember enqueued updates (GetItem/PutItem), enqueue them for the runtime
+		// (SendMessage), and apply WhatsApp template review outcomes to the channels family's
+		// catalog (Query on GSI2, PutItem, DeleteItem). GenerateMac: the cursor key every
+		// family derives at cold start.
+		//
+		// The WhatsApp app secret checks X-Hub-Signature-256 and the verify token answers
+		// Meta's subscription check: read once per cold start from their SSM parameters
+		// (GetParameter with decryption, which has SSM call kms:Decrypt for the role).
+		"webhooks": {logs,
+			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+			{SecretsKey, []string{"kms:Decrypt"}},
+			{JobsQueue, []string{"sqs:SendMessage"}},
+			{WhatsAppAppSecretParameter, []string{"ssm:GetParameter"}},
+			{WhatsAppVerifyTokenParameter, []string{"ssm:GetParameter"}},
+			{ParameterKey, []string{"kms:Decrypt"}},
+		},
+		// The execution traces: reads only (PutItem: request log entries and last_used_at).
+		// The runtime itself runs in the jobs Lambda.
+		"runtime": {logs,
+			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+		},
+		// Reads only. GenerateMac although it serves no list: platform.FamilyHandler derives
+		// the cursor key at every cold start. PutItem: the request log entries of its reads.
+		"stats": {logs,
+			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+		},
+		"reactions": {logs,
+			// UpdateItem: the bot's publication counter (store.AddOp) that publishing, an
+			// import and deleting a published reaction move in their transactions;
+			// ConditionCheckItem: the registry checks in those transactions. PutItem,
+			// DeleteItem and Query also serve the labels and fields an import creates through
+			// the subscribers family, and Query the connected channels publishing warns about.
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+		},
+		"requestlogs": {logs,
+			// PutItem: last_used_at bookkeeping and the request log entries of its own reads.
+			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+		},
+		"auditlog": {logs,
+			// PutItem: the principal's last_used_at bookkeeping.
+			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+		},
+		"authorizer": {logs,
+			// PutItem: last_used_at.
+			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem"}},
+		},
+		"auditsink": {logs,
+			{Table, []string{"dynamodb:PutItem"}},
+			// Lambda's on-failure destination of the asynchronous invocations EventBridge
+			// makes: Lambda sends with the function's own role.
+			{AuditDLQ, []string{"sqs:SendMessage"}},
+		},
+		"jobs": {logs,
+			// Query (table and indexes) and DeleteItem: among others, the purge of deleted
+			// bots' data (docs/purge.md), which the bots Lambda queues, and the outbox's
+			// sweep (docs/outbox.md): Query on its shards, DeleteItem of what it sent.
+			{Table, tableReadWrite},
+			// SendMessage: continuations and the outbox's sweep (SendMessageBatch is
+			// authorized by it).
+			// ChangeMessageVisibility: the SQS consumer's backoff and queue.ExtendVisibility.
+			// Receive/Delete/GetQueueAttributes: the event source mapping polls with the
+			// function's role (the actions of AWSLambdaSQSQueueExecutionRole).
+			{JobsQueue, []string{
+				"sqs:SendMessage", "sqs:ChangeMessageVisibility",
+				"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
+			}},
+			// The conversation runtime runs here: it opens channel credentials to send
+			// (Decrypt; it seals nothing).
+			{SecretsKey, []string{"kms:Decrypt"}},
+		},
+		// The schedule of the outbox's sweep invokes the jobs Lambda, and nothing else.
+		OutboxScheduleRole: {
+			{JobsFunction, []string{"lambda:InvokeFunction"}},
+		},
+		// CDK adds these itself when it wires the task and the execution logging; they are
+		// listed so the test holds the role to them. The log-delivery APIs take no resource.
+		StateMachineRole: {
+			{JobsFunction, []string{"lambda:InvokeFunction"}},
+			{NoResource, []string{
+				"logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery",
+				"logs:DeleteLogDelivery", "logs:ListLogDeliveries", "logs:PutResourcePolicy",
+				"logs:DescribeResourcePolicies", "logs:DescribeLogGroups",
+			}},
+		},
+	}
+}
