@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/botplatform/api/functions/platform"
+	"github.com/botplatform/api/functions/families"
 	fake "github.com/botplatform/api/tests/fakes/telegram"
 )
 
@@ -27,7 +27,7 @@ func freePort(t *testing.T) string {
 
 // channelsServed tells whether this build serves the channel routes yet.
 func channelsServed() bool {
-	_, err := platform.FamilyNamed("channels")
+	_, err := families.Named("channels")
 	return err == nil
 }
 
@@ -81,7 +81,7 @@ func TestTelegramAdminConnect(t *testing.T) {
 
 	// Telegram's deliveries reach the channel's webhook and pass verification; a forged
 	// secret does not.
-	if _, err := platform.FamilyNamed("webhooks"); err == nil {
+	if _, err := families.Named("webhooks"); err == nil {
 		ann := fake.User{ID: 5001, FirstName: "Ann", LanguageCode: "en"}
 		code, err := tg.Deliver(shop, tg.TextUpdate(ann, "/start"))
 		require.NoError(t, err)

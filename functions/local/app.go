@@ -8,23 +8,29 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/botplatform/api/functions/bots"
+	"github.com/botplatform/api/functions/families"
 	"github.com/botplatform/api/functions/platform"
 	"github.com/botplatform/api/shared/audit"
+	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/httpapi"
-	"github.com/botplatform/api/shared/jobs"
 	localqueue "github.com/botplatform/api/shared/queue/local"
 	"github.com/botplatform/api/shared/secrets/keyfile"
 	"github.com/botplatform/api/shared/store/sqlite"
 )
 
-// app is the local process's environment: every dependency, built once from the data directory.
+// app is the local process's environment: every dependency, built once from the data
+// directory, and every family composed on it.
 type app struct {
-	*platform.Env
+	*family.Env
 	dataDir string
 	sqlite  *sqlite.Store
 	// jobs is the in-process work queue, persisted in the store; serve runs its workers.
-	jobs   *localqueue.Queue
-	runner *jobs.QueueRunner
+	jobs *localqueue.Queue
+	// families are every family, built once on the environment.
+	families *family.Composed
+	// Bots is the bots family's service, for the admin CLI.
+	Bots *bots.Service
 }
 
 // appConfig is what the process is told beyond its data directory (serve's flags and the
@@ -56,7 +62,14 @@ func openAppWith(dataDir string, log *slog.Logger, cfg appConfig) (*app, error) 
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	env, err := platform.NewEnv(platform.Deps{
+	q, err := localqueue.New(st, localqueue.Config{Name: "jobs", Log: log})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	env, err := family.NewEnv(family.Deps{
+		Tenancy:   bots.Tenancy,
+		Queue:     q,
 		Store:     st,
 		Audit:     audit.NewLog(st), // locally the trail is written straight to the store
 		CursorKey: keys.Derive("list-cursors-v1"),
@@ -72,18 +85,18 @@ func openAppWith(dataDir string, log *slog.Logger, cfg appConfig) (*app, error) 
 		st.Close()
 		return nil, err
 	}
-	q, err := localqueue.New(st, localqueue.Config{Name: "jobs", Log: log})
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	return &app{Env: env, dataDir: dataDir, sqlite: st, jobs: q, runner: env.RunJobsOn(q)}, nil
+	return &app{Env: env, dataDir: dataDir, sqlite: st, jobs: q, families: family.Compose(env, families.All()...),
+		Bots: bots.NewService(env.Store, env.Auth, env.Now)}, nil
 }
 
 // runJobs starts the job workers; the returned function stops them, waiting for running
 // steps until ctx ends.
 func (a *app) runJobs() (stop func(ctx context.Context) error, err error) {
-	if err := a.jobs.Start(a.QueueMux(a.runner)); err != nil {
+	handlers, err := a.families.QueueMux()
+	if err != nil {
+		return nil, err
+	}
+	if err := a.jobs.Start(handlers); err != nil {
 		return nil, err
 	}
 	return a.jobs.Stop, nil
@@ -93,7 +106,7 @@ func (a *app) Close() error { return a.Store.Close() }
 
 // handler builds the router with every family's routes, authenticating bearer tokens itself.
 func (a *app) handler() (*httpapi.Mux, error) {
-	return a.Mux(httpapi.BearerAuth(a.Auth), platform.Families()...)
+	return a.families.Mux(httpapi.BearerAuth(a.Auth))
 }
 
 // sweepEvery is how often the local process reclaims expired items (DynamoDB's TTL does it on AWS).

@@ -151,15 +151,15 @@ func channelConnect(fs *flag.FlagSet) func(context.Context, *app) (any, error) {
 			return nil, usageError(err.Error())
 		}
 		adapters := providers.Adapters()
-		a.Channels = channels.NewService(a.Store, a.Secrets, adapters, a.Now, pub)
-		tg, ok := a.Channels.Adapter(channel.Telegram)
+		chans := channels.NewService(a.Store, a.Secrets, adapters, a.Now, pub)
+		tg, ok := chans.Adapter(channel.Telegram)
 		if !ok {
 			return nil, errors.New("this build has no telegram adapter")
 		}
 
 		// One Telegram bot has one webhook: refuse before setWebhook would move another
 		// channel's deliveries here. (Connect checks again atomically when it stores.)
-		if c, err := a.Channels.ResolveBot(ctx, *bot, channel.Telegram); err == nil {
+		if c, err := chans.ResolveBot(ctx, *bot, channel.Telegram); err == nil {
 			return nil, fmt.Errorf("bot %s already has a telegram channel (%s); disconnect it first", *bot, c.ID)
 		} else if !isNotFound(err) {
 			return nil, err
@@ -171,14 +171,14 @@ func channelConnect(fs *flag.FlagSet) func(context.Context, *app) (any, error) {
 			if err != nil {
 				return nil, fmt.Errorf("telegram refused the token: %w", err)
 			}
-			if c, err := a.Channels.ResolveKey(ctx, channel.Telegram, strconv.FormatInt(info.BotID, 10)); err == nil {
+			if c, err := chans.ResolveKey(ctx, channel.Telegram, strconv.FormatInt(info.BotID, 10)); err == nil {
 				return nil, fmt.Errorf("telegram bot @%s is already connected (channel %s of bot %s); disconnect it there first", info.Username, c.ID, c.BotID)
 			} else if !isNotFound(err) {
 				return nil, err
 			}
 		}
 
-		c, err := a.Channels.Connect(ctx, acct, *bot, channel.Telegram, *name, &creds)
+		c, err := chans.Connect(ctx, acct, *bot, channel.Telegram, *name, &creds)
 		if err != nil {
 			return nil, err
 		}

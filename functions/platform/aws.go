@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/botplatform/api/functions/bots"
+	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/reqlog"
 	"github.com/botplatform/api/shared/secrets"
 	kmssealer "github.com/botplatform/api/shared/secrets/kms"
@@ -158,31 +160,34 @@ func loadStore(ctx context.Context, log *slog.Logger) (*AWS, *dynamo.Store, erro
 	return a, st, nil
 }
 
-// deps are the dependencies shared by the Lambdas that build an environment: the store, and
-// what talks to providers (the secrets sealer, the adapters with their configuration and
-// secrets, the public URL). Callers add the rest (audit, cursor key, request log).
-func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now func() time.Time) (Deps, error) {
+// deps are the dependencies shared by the Lambdas that build an environment: the store, the
+// tenancy check, and what talks to providers (the secrets sealer, the adapters with their
+// configuration and secrets, the public URL) and to the jobs queue. Callers add the rest
+// (audit, cursor key, request log).
+func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now func() time.Time) (family.Deps, error) {
 	sealer, err := a.Secrets()
 	if err != nil {
-		return Deps{}, err
+		return family.Deps{}, err
 	}
 	providers, err := a.Providers(ctx)
 	if err != nil {
-		return Deps{}, err
+		return family.Deps{}, err
 	}
-	return Deps{Store: st, Log: log, Now: now, Secrets: sealer, Adapters: providers.Adapters(),
-		PublicURL: a.cfg.PublicURL, WhatsAppVerifyToken: providers.WhatsAppVerifyToken}, nil
+	d := family.Deps{Store: st, Log: log, Now: now, Tenancy: bots.Tenancy, Secrets: sealer, Adapters: providers.Adapters(),
+		PublicURL: a.cfg.PublicURL, WhatsAppVerifyToken: providers.WhatsAppVerifyToken}
+	if a.cfg.JobsQueueURL != "" {
+		if d.Queue, err = a.JobsSender(); err != nil {
+			return family.Deps{}, err
+		}
+	}
+	return d, nil
 }
 
 // FamilyHandler builds, once per container, the Lambda handler of one HTTP family: its
 // environment on DynamoDB, EventBridge and KMS (and the provider secrets from SSM where the
 // environment names their parameters), and a router that trusts only the authorizer's
 // context.
-func FamilyHandler(ctx context.Context, name string, log *slog.Logger) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
-	f, err := FamilyNamed(name)
-	if err != nil {
-		return nil, err
-	}
+func FamilyHandler(ctx context.Context, f family.Family, log *slog.Logger) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
 	a, st, err := loadStore(ctx, log)
 	if err != nil {
 		return nil, err
@@ -198,21 +203,14 @@ func FamilyHandler(ctx context.Context, name string, log *slog.Logger) (func(con
 		return nil, err
 	}
 	deps.Requests = reqlog.NewLog(st)
-	env, err := NewEnv(deps)
+	env, err := family.NewEnv(deps)
 	if err != nil {
 		return nil, err
 	}
-	if a.cfg.JobsQueueURL != "" {
-		sender, err := a.JobsSender()
-		if err != nil {
-			return nil, err
-		}
-		env.RunJobsOn(sender)
-	}
-	mux, err := env.Mux(apigw.Authenticator(time.Now), f)
+	mux, err := family.Compose(env, f).Mux(apigw.Authenticator(time.Now))
 	if err != nil {
 		return nil, err
 	}
-	log.Info("cold start", "family", name, "routes", len(mux.Routes()))
+	log.Info("cold start", "family", f.Name, "routes", len(mux.Routes()))
 	return apigw.Handler(mux), nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/queue/sqs"
@@ -70,14 +71,10 @@ func strictUnmarshal(b []byte, v any) error {
 }
 
 // JobsLambda builds the jobs Lambda's handler from the environment contract: the store, the
-// jobs queue (continuations are sent to it, and the outbox relays to it), and every family's
-// job kinds.
-func JobsLambda(ctx context.Context, log *slog.Logger, now func() time.Time) (func(context.Context, json.RawMessage) (any, error), error) {
+// jobs queue (continuations are sent to it, and the outbox relays to it), and the job kinds,
+// queue handlers and bot purge steps of all (every family: functions/families).
+func JobsLambda(ctx context.Context, log *slog.Logger, now func() time.Time, all []family.Family) (func(context.Context, json.RawMessage) (any, error), error) {
 	a, st, err := loadStore(ctx, log)
-	if err != nil {
-		return nil, err
-	}
-	sender, err := a.JobsSender()
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +84,9 @@ func JobsLambda(ctx context.Context, log *slog.Logger, now func() time.Time) (fu
 	if err != nil {
 		return nil, err
 	}
+	if deps.Queue == nil {
+		return nil, errors.New("platform: the jobs Lambda needs JOBS_QUEUE_URL")
+	}
 	// Jobs answer no HTTP, so audit events are not theirs to publish, and serve no list, so
 	// the cursor key is a throwaway the environment requires.
 	deps.Audit = noAudit{}
@@ -94,14 +94,18 @@ func JobsLambda(ctx context.Context, log *slog.Logger, now func() time.Time) (fu
 	if _, err := rand.Read(deps.CursorKey); err != nil {
 		return nil, err
 	}
-	env, err := NewEnv(deps)
+	env, err := family.NewEnv(deps)
 	if err != nil {
 		return nil, err
 	}
-	runner := env.RunJobsOn(sender)
-	consumer, err := sqs.NewConsumer(sqs.ConsumerConfig{Handler: env.QueueMux(runner), Client: a.SQS(), Log: log})
+	composed := family.Compose(env, all...)
+	handlers, err := composed.QueueMux()
 	if err != nil {
 		return nil, err
 	}
-	return JobsHandler(consumer, runner.Registry(), env.Outbox), nil
+	consumer, err := sqs.NewConsumer(sqs.ConsumerConfig{Handler: handlers, Client: a.SQS(), Log: log})
+	if err != nil {
+		return nil, err
+	}
+	return JobsHandler(consumer, composed.Registry(), env.Outbox), nil
 }

@@ -34,16 +34,25 @@ type purgeJob struct {
 
 type purgeStep func(ctx context.Context, job purgeJob, cursor string) (next string, done bool, err error)
 
-// RegisterJobs adds the family's job kinds to reg.
-func (s *Service) RegisterJobs(reg *jobs.Registry) {
+// Jobs returns the family's job kinds with their steps.
+func (s *Service) Jobs() map[string]jobs.Step {
+	out := map[string]jobs.Step{}
 	for kind, step := range s.purgeSteps() {
-		reg.Register(kind, func(ctx context.Context, payload json.RawMessage, cursor string) (string, bool, error) {
+		out[kind] = func(ctx context.Context, payload json.RawMessage, cursor string) (string, bool, error) {
 			var job purgeJob
 			if err := json.Unmarshal(payload, &job); err != nil {
 				return "", false, fmt.Errorf("%s: payload: %w", kind, err)
 			}
 			return step(ctx, job, cursor)
-		})
+		}
+	}
+	return out
+}
+
+// RegisterJobs adds the family's job kinds to reg.
+func (s *Service) RegisterJobs(reg *jobs.Registry) {
+	for kind, step := range s.Jobs() {
+		reg.Register(kind, step)
 	}
 }
 

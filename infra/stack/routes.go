@@ -58,7 +58,7 @@ func Routes(doc []byte, families []string) ([]Route, error) {
 			case r.Family == "":
 				problems = append(problems, fmt.Errorf("%s: no x-family", r.Key()))
 			case !slices.Contains(families, r.Family):
-				problems = append(problems, fmt.Errorf("%s: x-family %q is not a family of platform.Families()", r.Key(), r.Family))
+				problems = append(problems, fmt.Errorf("%s: x-family %q is not a family of families.All()", r.Key(), r.Family))
 			}
 			served[r.Family] = true
 			security := d.Security

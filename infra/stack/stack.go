@@ -37,13 +37,14 @@ import (
 
 	"github.com/botplatform/api/docs"
 	"github.com/botplatform/api/functions/channels"
+	"github.com/botplatform/api/functions/families"
 	"github.com/botplatform/api/functions/platform"
 	"github.com/botplatform/api/shared/audit/eventbridge"
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/store/dynamo"
 )
 
-// The Lambdas that serve no route. platform.Workers() lists the ones with a main; the stack
+// The Lambdas that serve no route. families.Workers() lists the ones with a main; the stack
 // must know how to wire each of them.
 const (
 	Authorizer = "authorizer"
@@ -109,22 +110,22 @@ func Timeout(name string) time.Duration {
 	return HTTPTimeout
 }
 
-// LambdaNames returns every Lambda of the stack: one per family of platform.Families(),
-// then the authorizer, the audit sink and the jobs worker. A worker that platform.Workers()
+// LambdaNames returns every Lambda of the stack: one per family of families.All(),
+// then the authorizer, the audit sink and the jobs worker. A worker that families.Workers()
 // lists and the stack does not know how to wire is an error.
 func LambdaNames() ([]string, error) {
 	workers := []string{Authorizer, AuditSink, Jobs}
 	var names []string
 	var problems []error
-	for _, f := range platform.Families() {
+	for _, f := range families.All() {
 		if slices.Contains(workers, f.Name) {
 			problems = append(problems, fmt.Errorf("family %q has the name of a worker Lambda", f.Name))
 		}
 		names = append(names, f.Name)
 	}
-	for _, w := range platform.Workers() {
+	for _, w := range families.Workers() {
 		if !slices.Contains(workers, w) {
-			problems = append(problems, fmt.Errorf("platform.Workers() lists %q, which the stack does not wire", w))
+			problems = append(problems, fmt.Errorf("families.Workers() lists %q, which the stack does not wire", w))
 		}
 	}
 	return append(names, workers...), errors.Join(problems...)
@@ -132,7 +133,7 @@ func LambdaNames() ([]string, error) {
 
 func familyNames() []string {
 	var names []string
-	for _, f := range platform.Families() {
+	for _, f := range families.All() {
 		names = append(names, f.Name)
 	}
 	return names

@@ -16,7 +16,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/botplatform/api/docs"
-	"github.com/botplatform/api/functions/platform"
+	"github.com/botplatform/api/functions/families"
 	"github.com/botplatform/api/infra/stack"
 )
 
@@ -371,7 +371,7 @@ func TestFunctions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range platform.Families() {
+	for _, f := range families.All() {
 		if !slices.Contains(want, f.Name) {
 			t.Errorf("family %s has no Lambda", f.Name)
 		}

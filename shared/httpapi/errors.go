@@ -130,6 +130,16 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
+// KindOf is the Kind of the *Error in err's chain, or -1 when there is none: how code that
+// calls another family's service tells its not-found from its invalid.
+func KindOf(err error) Kind {
+	var he *Error
+	if errors.As(err, &he) {
+		return he.Kind
+	}
+	return -1
+}
+
 // Problems collects every field problem of a request, so a client fixes them all at once.
 type Problems []FieldError
 

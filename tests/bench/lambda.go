@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/botplatform/api/functions/platform"
+	"github.com/botplatform/api/functions/families"
 	"github.com/botplatform/api/tests/lambdaruntime"
 )
 
@@ -37,10 +37,10 @@ func lambdaBench(runs int) error {
 		"JOBS_QUEUE_URL=https://sqs.us-east-1.amazonaws.com/123456789012/bench-jobs",
 	}
 	names := []string{"hello (baseline)"}
-	for _, f := range platform.Families() {
+	for _, f := range families.All() {
 		names = append(names, f.Name)
 	}
-	names = append(names, platform.Workers()...)
+	names = append(names, families.Workers()...)
 	event := []byte(`{"version":"2.0","routeKey":"GET /healthz","rawPath":"/healthz","headers":{},"requestContext":{"http":{"method":"GET","path":"/healthz"},"requestId":"bench"}}`)
 
 	fmt.Printf("\nLambda cold start: process start to first answer, median of %d starts; size as deployed (linux/arm64, -s -w)\n\n", runs)

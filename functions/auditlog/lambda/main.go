@@ -7,12 +7,13 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/botplatform/api/functions/auditlog"
 	"github.com/botplatform/api/functions/platform"
 )
 
 func main() {
 	log := platform.Logger(os.Stderr)
-	h, err := platform.FamilyHandler(context.Background(), "auditlog", log)
+	h, err := platform.FamilyHandler(context.Background(), auditlog.Family(), log)
 	if err != nil {
 		log.Error("cold start failed", "error", err)
 		os.Exit(1)

@@ -9,12 +9,13 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/botplatform/api/functions/families"
 	"github.com/botplatform/api/functions/platform"
 )
 
 func main() {
 	log := platform.Logger(os.Stderr)
-	h, err := platform.JobsLambda(context.Background(), log, time.Now)
+	h, err := platform.JobsLambda(context.Background(), log, time.Now, families.All())
 	if err != nil {
 		log.Error("cold start failed", "error", err)
 		os.Exit(1)

@@ -8,11 +8,12 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/botplatform/api/functions/platform"
+	"github.com/botplatform/api/functions/webhooks/wiring"
 )
 
 func main() {
 	log := platform.Logger(os.Stderr)
-	h, err := platform.FamilyHandler(context.Background(), "webhooks", log)
+	h, err := platform.FamilyHandler(context.Background(), wiring.Family(), log)
 	if err != nil {
 		log.Error("cold start failed", "error", err)
 		os.Exit(1)

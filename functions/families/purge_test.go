@@ -1,11 +1,9 @@
-package platform
+package families
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -14,10 +12,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/botplatform/api/functions/bots"
 	"github.com/botplatform/api/functions/collections"
 	"github.com/botplatform/api/functions/subscribers"
-	"github.com/botplatform/api/shared/audit"
+	"github.com/botplatform/api/shared/family"
+	"github.com/botplatform/api/shared/family/familytest"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/secrets/keyfile"
@@ -47,10 +48,7 @@ func (q *heldQueue) take() []queue.Message {
 
 func TestPurgeOrder(t *testing.T) {
 	t.Parallel()
-	var names []string
-	for _, p := range purgers(testEnv(t)) {
-		names = append(names, p.name)
-	}
+	names := family.Compose(testEnv(t), All()...).PurgeOrder()
 	require.GreaterOrEqual(t, len(names), 2)
 	assert.Equal(t, []string{"channels", "subscribers"}, names[:2], "channels (they take webhooks) and personal data first")
 	for _, f := range []string{"requestlogs", "collections", "reactions", "stats"} {
@@ -71,20 +69,19 @@ func TestDeletedBotIsPurged(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	key, err := keyfile.New(make([]byte, 32))
 	require.NoError(t, err)
-	env, err := NewEnv(Deps{Store: st, Audit: audit.NewLog(st), CursorKey: make([]byte, 32), Secrets: key,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now})
-	require.NoError(t, err)
 	q := &heldQueue{}
-	runner := env.RunJobsOn(q)
-	mux := env.QueueMux(runner)
+	env := familytest.Env(t, family.Deps{Store: st, Secrets: key, Queue: q, Tenancy: bots.Tenancy})
+	mux, err := family.Compose(env, All()...).QueueMux()
+	require.NoError(t, err)
+	botService := bots.NewService(env.Store, env.Auth, env.Now)
 
 	acct, _, err := env.Auth.CreateAccount(ctx, "Acme")
 	require.NoError(t, err)
-	var bots []string
+	var botIDs []string
 	for range 2 {
-		b, err := env.Bots.Create(ctx, acct.ID, "b", nil)
+		b, err := botService.Create(ctx, acct.ID, "b", nil)
 		require.NoError(t, err)
-		bots = append(bots, b.ID)
+		botIDs = append(botIDs, b.ID)
 		subs := subscribers.NewService(st, env.Now, nil)
 		for i := range 40 {
 			first := fmt.Sprintf("Ann %d", i)
@@ -100,11 +97,11 @@ func TestDeletedBotIsPurged(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, env.RequestLog.RecordRequest(ctx, httpapi.RequestRecord{Time: time.Now(), BotID: b.ID, Method: "GET", Route: "GET /api/bots/{botID}", Status: 200}))
 	}
-	deleted, kept := bots[0], bots[1]
+	deleted, kept := botIDs[0], botIDs[1]
 	before, err := st.Mentioning(ctx, kept)
 	require.NoError(t, err)
 
-	svc := env.Bots.WithPurge(env.Outbox, env.Log)
+	svc := botService.WithPurge(env.Outbox, env.Log)
 	require.NoError(t, svc.Delete(ctx, acct.ID, deleted, nil))
 	started := q.take()
 	require.Len(t, started, 2)
@@ -130,22 +127,25 @@ func TestDeletedBotIsPurged(t *testing.T) {
 
 func TestPurgeStepResumesByFamilyName(t *testing.T) {
 	t.Parallel()
-	env := testEnv(t)
-	step := purgeStep(env)
+	composed := family.Compose(testEnv(t), All()...)
+	step := func(payload json.RawMessage, cursor string) (string, bool, error) {
+		st, err := composed.Registry().RunStep(t.Context(), jobs.State{Kind: purge.Job, Payload: payload, Cursor: cursor})
+		return st.Cursor, st.Done, err
+	}
 	payload := json.RawMessage(`{"account_id":"acct_1","bot_id":"bot_1"}`)
 
-	list := purgers(env)
-	next, done, err := step(t.Context(), payload, `{"family":"`+list[len(list)-1].name+`"}`)
+	list := composed.PurgeOrder()
+	next, done, err := step(payload, `{"family":"`+list[len(list)-1]+`"}`)
 	require.NoError(t, err)
 	assert.True(t, done, "the last family's end is the job's")
 	assert.Empty(t, next)
 
-	next, done, err = step(t.Context(), payload, `{"family":"gone","cursor":"x"}`)
+	next, done, err = step(payload, `{"family":"gone","cursor":"x"}`)
 	require.NoError(t, err)
 	assert.False(t, done)
 	assert.JSONEq(t, `{"family":"subscribers"}`, next, "an unknown family starts over: channels were empty")
 
-	_, _, err = step(t.Context(), json.RawMessage(`{}`), "")
+	_, _, err = step(json.RawMessage(`{}`), "")
 	assert.Error(t, err, "a payload without a bot purges nothing")
 }
 

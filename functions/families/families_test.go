@@ -1,42 +1,25 @@
-package platform
+package families
 
 import (
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/docs"
-	"github.com/botplatform/api/shared/audit"
+	"github.com/botplatform/api/functions/bots"
+	"github.com/botplatform/api/shared/family"
+	"github.com/botplatform/api/shared/family/familytest"
 	"github.com/botplatform/api/shared/httpapi"
-	"github.com/botplatform/api/shared/store/sqlite"
 )
 
-func testEnv(t *testing.T) *Env {
+func testEnv(t *testing.T) *family.Env {
 	t.Helper()
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	env, err := NewEnv(Deps{Store: st, Audit: audit.NewLog(st), CursorKey: make([]byte, 32),
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now})
-	require.NoError(t, err)
-	return env
-}
-
-func TestNewEnvRefusesMissingDependencies(t *testing.T) {
-	t.Parallel()
-	_, err := NewEnv(Deps{CursorKey: make([]byte, 8)})
-	require.Error(t, err)
-	for _, want := range []string{"Store", "Audit", "CursorKey", "Log", "Now"} {
-		assert.Contains(t, err.Error(), want)
-	}
+	return familytest.Env(t, family.Deps{Tenancy: bots.Tenancy})
 }
 
 // Every operation of the OpenAPI document names the family that serves it (x-family), and
@@ -54,13 +37,13 @@ func TestOpenAPIFamiliesMatchRegistrations(t *testing.T) {
 			documented[method+" "+path] = fam
 		}
 	}
-	env := testEnv(t)
 	names := map[string]bool{}
 	registered := 0
-	for _, f := range Families() {
+	for _, f := range All() {
 		require.False(t, names[f.Name], "family %q listed twice", f.Name)
 		names[f.Name] = true
-		mux, err := env.Mux(httpapi.BearerAuth(env.Auth), f)
+		env := testEnv(t)
+		mux, err := family.Compose(env, f).Mux(httpapi.BearerAuth(env.Auth))
 		require.NoError(t, err)
 		require.NotEmpty(t, mux.Routes(), "family %q registers no route", f.Name)
 		for _, rt := range mux.Routes() {
@@ -74,7 +57,7 @@ func TestOpenAPIFamiliesMatchRegistrations(t *testing.T) {
 // Every family has its Lambda main, and every Lambda main is a family (or the authorizer).
 func TestEveryFamilyHasALambda(t *testing.T) {
 	t.Parallel()
-	for _, f := range Families() {
+	for _, f := range All() {
 		_, err := os.Stat(filepath.Join("..", f.Name, "lambda", "main.go"))
 		assert.NoError(t, err, "functions/%s/lambda/main.go", f.Name)
 	}
@@ -82,17 +65,17 @@ func TestEveryFamilyHasALambda(t *testing.T) {
 	require.NoError(t, err)
 	for _, m := range mains {
 		name := filepath.Base(filepath.Dir(filepath.Dir(m)))
-		if _, err := FamilyNamed(name); err != nil && !slices.Contains(Workers(), name) {
+		if _, err := Named(name); err != nil && !slices.Contains(Workers(), name) {
 			t.Errorf("functions/%s/lambda is neither a family nor a known worker", name)
 		}
 	}
 }
 
-func TestFamilyNamed(t *testing.T) {
+func TestNamed(t *testing.T) {
 	t.Parallel()
-	f, err := FamilyNamed("bots")
+	f, err := Named("bots")
 	require.NoError(t, err)
 	assert.Equal(t, "bots", f.Name)
-	_, err = FamilyNamed("nope")
+	_, err = Named("nope")
 	assert.Error(t, err)
 }

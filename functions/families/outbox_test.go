@@ -1,12 +1,10 @@
-package platform
+package families
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -17,12 +15,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/botplatform/api/functions/bots"
 	"github.com/botplatform/api/functions/reactions"
+	reactionswiring "github.com/botplatform/api/functions/reactions/wiring"
 	"github.com/botplatform/api/functions/runtime"
 	"github.com/botplatform/api/functions/subscribers"
-	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/family"
+	"github.com/botplatform/api/shared/family/familytest"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/queue"
@@ -82,7 +83,7 @@ func (c *testClock) Advance(d time.Duration) {
 // outboxWorld is an environment as a process builds it (secrets, so the runtime runs),
 // with a clock the test moves and a queue it can take down.
 type outboxWorld struct {
-	env    *Env
+	env    *family.Env
 	store  *sqlite.Store
 	clock  *testClock
 	queue  *flakyQueue
@@ -105,18 +106,18 @@ func newOutboxWorld(t *testing.T) *outboxWorld {
 	t.Cleanup(func() { w.store.Close() })
 	key, err := keyfile.New(make([]byte, 32))
 	require.NoError(t, err)
-	w.env, err = NewEnv(Deps{Store: w.store, Audit: audit.NewLog(w.store), CursorKey: make([]byte, 32), Secrets: key,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: w.clock.Now})
+	w.env = familytest.Env(t, family.Deps{Store: w.store, Secrets: key, Queue: w.queue, Now: w.clock.Now, Tenancy: bots.Tenancy})
+	composed := family.Compose(w.env, All()...)
+	w.mux, err = composed.QueueMux()
 	require.NoError(t, err)
-	w.mux = w.env.QueueMux(w.env.RunJobsOn(w.queue))
 	acct, owner, err := w.env.Auth.CreateAccount(ctx, "Acme")
 	require.NoError(t, err)
 	w.acct, w.owner = acct.ID, owner.ID
 	_, w.token, err = w.env.Auth.IssuePAT(ctx, w.acct, w.owner, "t", auth.Scopes{auth.Full}, w.clock.Now().Add(24*time.Hour))
 	require.NoError(t, err)
-	w.api, err = w.env.Mux(httpapi.BearerAuth(w.env.Auth), Families()...)
+	w.api, err = composed.Mux(httpapi.BearerAuth(w.env.Auth))
 	require.NoError(t, err)
-	b, err := w.env.Bots.Create(ctx, w.acct, "b", nil)
+	b, err := bots.NewService(w.env.Store, w.env.Auth, w.env.Now).Create(ctx, w.acct, "b", nil)
 	require.NoError(t, err)
 	w.bot = b.ID
 	return w
@@ -209,7 +210,7 @@ func TestLabelAddedOverTheAPIRunsThroughTheOutbox(t *testing.T) {
 	status, l := w.call(t, "POST", base+"/labels", `{"name":"VIP"}`)
 	require.Equal(t, 201, status)
 	label := l["id"].(string)
-	rx := reactions.NewService(w.store, reactionVocabulary(w.env), w.env.Now, w.env.Log)
+	rx := reactionswiring.Service(w.env)
 	var c reactions.Content
 	require.NoError(t, json.Unmarshal([]byte(`{"name":"VIP","trigger":{"type":"label_added","label_id":"`+label+`"},"steps":[{"id":"e","type":"end"}]}`), &c))
 	r, err := rx.Create(ctx, w.bot, c)

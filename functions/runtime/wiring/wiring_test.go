@@ -1,7 +1,6 @@
-package platform
+package wiring
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -11,17 +10,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/functions/reactions"
+	reactionswiring "github.com/botplatform/api/functions/reactions/wiring"
 	"github.com/botplatform/api/functions/runtime"
 	"github.com/botplatform/api/functions/subscribers"
 	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/family"
+	"github.com/botplatform/api/shared/family/familytest"
 	"github.com/botplatform/api/shared/ids"
-	"github.com/botplatform/api/shared/queue"
 )
 
 // The adapters map the families' answers to what the runtime branches on.
 func TestRuntimeAdapters(t *testing.T) {
 	t.Parallel()
-	env := testEnv(t)
+	env := familytest.Env(t, family.Deps{})
 	ctx := t.Context()
 	bot := ids.New("bot")
 	svc := subscribers.NewService(env.Store, env.Now, nil)
@@ -66,7 +67,7 @@ func TestRuntimeAdapters(t *testing.T) {
 	assert.Equal(t, []runtime.Field{{ID: ids["plan"], Name: "plan", Type: "string"}}, fields)
 
 	// A published version crosses as the JSON of docs/reactions.md, every step type intact.
-	rx := reactions.NewService(env.Store, reactionVocabulary(env), env.Now, env.Log)
+	rx := reactions.NewService(env.Store, reactionswiring.Vocabulary(env), env.Now, env.Log)
 	steps := fmt.Sprintf(`[
 		{"id":"t","type":"send_text","text":"hi"},
 		{"id":"m","type":"send_media","media_type":"image","url":"https://example.com/a.png","caption":"c"},
@@ -102,40 +103,4 @@ func TestRuntimeAdapters(t *testing.T) {
 	require.NoError(t, rx.Delete(ctx, bot, r.ID, nil))
 	_, err = rr.Flow(ctx, bot, r.ID, 1)
 	assert.ErrorIs(t, err, runtime.ErrNotFound)
-}
-
-// sentMessages is a queue.Sender that keeps what it is given.
-type sentMessages struct{ msgs []queue.Message }
-
-func (s *sentMessages) Send(_ context.Context, msgs ...queue.Message) error {
-	s.msgs = append(s.msgs, msgs...)
-	return nil
-}
-
-// Labels added over the API reach the runtime as its own label events: one runtime.trigger
-// message per label, caused by the subscriber's revision that added it, staged in the
-// outbox (one write of the change's transaction for every label) and sent once the change
-// has committed.
-func TestLabelTriggers(t *testing.T) {
-	t.Parallel()
-	env := testEnv(t)
-	q := &sentMessages{}
-	env.RunJobsOn(q)
-	hook := labelTriggers(env)
-	writes, committed, err := hook.LabelsAdded(t.Context(), "bot_1", subscribers.LabelAddition{
-		SubscriberID: "sub_1", Channel: "vk", LabelIDs: []string{"lbl_a", "lbl_b"}, Revision: 3})
-	require.NoError(t, err)
-	require.Len(t, writes, 1, "one outbox item")
-	assert.Empty(t, q.msgs, "nothing is sent before the commit")
-	require.NoError(t, env.Store.Transact(t.Context(), writes))
-	committed(t.Context())
-	require.Len(t, q.msgs, 2)
-	for i, label := range []string{"lbl_a", "lbl_b"} {
-		m := q.msgs[i]
-		assert.Equal(t, runtime.TriggerMessage, m.Type)
-		want, err := runtime.LabelAddedMessage("bot_1", "sub_1", channel.VK, label, 3)
-		require.NoError(t, err)
-		assert.JSONEq(t, string(want.Body), string(m.Body))
-		assert.JSONEq(t, `{"bot_id":"bot_1","subscriber_id":"sub_1","kind":"vk","label_id":"`+label+`","cause":"sub_1.3.`+label+`","from_execution_id":"","hops":0}`, string(m.Body))
-	}
 }

@@ -1,42 +1,52 @@
-package platform
+// Package wiring composes the conversation runtime with the families it drives: it opens
+// channels (channels), reads and changes subscribers (subscribers) and runs published
+// reactions (reactions). The runtime's HTTP routes (execution traces) need only the
+// subscribers; its queue handlers, which run in the jobs Lambda, need all three.
+package wiring
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/botplatform/api/functions/channels"
 	"github.com/botplatform/api/functions/reactions"
+	reactionswiring "github.com/botplatform/api/functions/reactions/wiring"
 	"github.com/botplatform/api/functions/runtime"
 	"github.com/botplatform/api/functions/subscribers"
-	"github.com/botplatform/api/functions/webhooks"
 	"github.com/botplatform/api/shared/channel"
-	"github.com/botplatform/api/shared/channel/whatsapp"
+	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/httpapi"
-	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/queue"
-	"github.com/botplatform/api/shared/store"
 )
 
-// The conversation families, webhooks and runtime, meet the channels, subscribers and
-// reactions families only through interfaces they declare; these adapters are where they
-// meet, as vocabulary.go is for reactions and subscribers.
+// Family is the runtime family: the execution traces over HTTP, and the handlers of inbound
+// updates, resumptions and label triggers on the queue. A process without a channels service
+// (no credentials sealer) or without a queue cannot send, so its handlers fail every message
+// (retried, then dead-lettered: never lost).
+func Family() family.Family {
+	return family.Family{Name: "runtime", Build: func(env *family.Env) family.Parts {
+		subs := runtimeSubscribers{subscribers.NewService(env.Store, env.Now, env.Jobs)}
+		return family.Parts{
+			Routes: func(mux *httpapi.Mux) { runtime.Routes(mux, runtime.NewTraces(env.Store, subs, env.Now), env.Cursors) },
+			Queue:  func(mux *queue.Mux) { registerRuntime(mux, env, subs) },
+			Purge:  runtime.PurgeStep(env.Store),
+		}
+	}}
+}
 
-// registerRuntime adds the runtime's queue handlers. A process without a channels service
-// (no credentials sealer) cannot send, so its handlers fail every message (retried, then
-// dead-lettered: never lost).
-func registerRuntime(mux *queue.Mux, env *Env) {
-	if env.Channels == nil || env.Queue == nil {
+func registerRuntime(mux *queue.Mux, env *family.Env, subs runtimeSubscribers) {
+	chans := channels.FromEnv(env)
+	if chans == nil || env.Queue == nil {
 		runtime.Unavailable(mux, "no channels service or queue in this process (SECRETS_KEY_ID, JOBS_QUEUE_URL)", env.Log)
 		return
 	}
 	rt, err := runtime.New(runtime.Deps{
 		Store:       env.Store,
 		Queue:       env.Queue,
-		Channels:    runtimeChannels{env.Channels},
-		Subscribers: runtimeSubscribers{subscribers.NewService(env.Store, env.Now, env.Jobs)},
-		Reactions:   runtimeReactions{reactions.NewService(env.Store, reactionVocabulary(env), env.Now, env.Log)},
+		Channels:    runtimeChannels{chans},
+		Subscribers: subs,
+		Reactions:   runtimeReactions{reactions.NewService(env.Store, reactionswiring.Vocabulary(env), env.Now, env.Log)},
 		Now:         env.Now,
 		Log:         env.Log,
 	})
@@ -47,113 +57,12 @@ func registerRuntime(mux *queue.Mux, env *Env) {
 	rt.Register(mux)
 }
 
-// traceRoutes registers the runtime's HTTP routes (execution traces).
-func traceRoutes(mux *httpapi.Mux, env *Env) {
-	subs := runtimeSubscribers{subscribers.NewService(env.Store, env.Now, env.Jobs)}
-	runtime.Routes(mux, runtime.NewTraces(env.Store, subs, env.Now), env.Cursors)
-}
-
-// webhookRoutes registers the providers' webhooks.
-func webhookRoutes(mux *httpapi.Mux, env *Env) {
-	cfg := webhooks.Config{Store: env.Store, Queue: env.Queue, Now: env.Now, Log: env.Log,
-		WhatsAppVerifyToken: env.WhatsAppVerifyToken}
-	if env.Channels != nil {
-		cfg.Channels = webhookChannels{env.Channels}
-	}
-	if t := templateStatuses(env); t != nil {
-		cfg.Templates = t
-	}
-	s, err := webhooks.New(cfg)
-	if err != nil {
-		panic(err) // Store, Now and Log are always in an Env (NewEnv refuses without them)
-	}
-	webhooks.Routes(mux, s)
-}
-
-// templateStatuses is the channels family's template catalog, which takes WhatsApp's
-// template status webhook; nil without a channels service (the updates are logged and
-// dropped).
-func templateStatuses(env *Env) webhooks.Templates {
-	if env.Channels == nil {
-		return nil
-	}
-	return templateCatalog{env.Channels}
-}
-
-// templateCatalog adapts *channels.Service to webhooks.Templates.
-type templateCatalog struct{ svc *channels.Service }
-
-func (t templateCatalog) TemplateStatus(ctx context.Context, s whatsapp.TemplateStatus) error {
-	return t.svc.ApplyTemplateStatus(ctx, s)
-}
-
-// httpKind is the kind of an *httpapi.Error in err, or -1.
-func httpKind(err error) httpapi.Kind {
-	var he *httpapi.Error
-	if errors.As(err, &he) {
-		return he.Kind
-	}
-	return -1
-}
-
-// webhookChannels adapts *channels.Service to webhooks.Channels.
-type webhookChannels struct{ svc *channels.Service }
-
-func webhookChannel(r channels.Resolved, err error) (webhooks.Channel, error) {
-	if httpKind(err) == httpapi.KindNotFound {
-		return webhooks.Channel{}, webhooks.ErrUnknownChannel
-	}
-	if err != nil {
-		return webhooks.Channel{}, err
-	}
-	return webhooks.Channel{ID: r.ID, BotID: r.BotID, AccountID: r.AccountID, Kind: r.Type, Conn: r.Conn}, nil
-}
-
-func (c webhookChannels) Resolve(ctx context.Context, id string) (webhooks.Channel, error) {
-	return webhookChannel(c.svc.Resolve(ctx, id))
-}
-
-func (c webhookChannels) ResolveKey(ctx context.Context, k channel.Kind, key string) (webhooks.Channel, error) {
-	return webhookChannel(c.svc.ResolveKey(ctx, k, key))
-}
-
-func (c webhookChannels) Adapter(k channel.Kind) (channel.Adapter, bool) { return c.svc.Adapter(k) }
-
-// labelTriggers is the subscribers family's LabelHook: labels added over the API start their
-// label_added reactions, as labels a run adds do. It stages one runtime.trigger message per
-// label in the outbox, within the change's own transaction, with the body the runtime's own
-// label events have, caused by the subscriber's revision that added the label, so the
-// runtime runs each addition once however often it is delivered (the outbox delivers at
-// least once).
-func labelTriggers(env *Env) subscribers.LabelHook { return labelTrigger{env.Outbox} }
-
-type labelTrigger struct{ outbox *outbox.Outbox }
-
-func (l labelTrigger) LabelsAdded(_ context.Context, bot string, a subscribers.LabelAddition) ([]store.Write, func(context.Context), error) {
-	msgs := make([]queue.Message, 0, len(a.LabelIDs))
-	for _, label := range a.LabelIDs {
-		m, err := runtime.LabelAddedMessage(bot, a.SubscriberID, channel.Kind(a.Channel), label, a.Revision)
-		if err != nil {
-			return nil, nil, err
-		}
-		msgs = append(msgs, m)
-	}
-	return l.outbox.Stage(msgs...)
-}
-
-// subscriberRoutes registers the subscribers family's routes, whose label additions start
-// label_added reactions.
-func subscriberRoutes(mux *httpapi.Mux, env *Env) {
-	svc := subscribers.NewService(env.Store, env.Now, env.Jobs).WithLabelHook(labelTriggers(env))
-	subscribers.Routes(mux, svc, env.Cursors)
-}
-
 // runtimeChannels adapts *channels.Service to runtime.Channels.
 type runtimeChannels struct{ svc *channels.Service }
 
 func (c runtimeChannels) Open(ctx context.Context, bot string, k channel.Kind) (channel.Adapter, channel.Connection, error) {
 	r, err := c.svc.ResolveBot(ctx, bot, k)
-	if httpKind(err) == httpapi.KindNotFound {
+	if httpapi.KindOf(err) == httpapi.KindNotFound {
 		return nil, channel.Connection{}, runtime.ErrNotFound
 	}
 	if err != nil {
@@ -163,7 +72,7 @@ func (c runtimeChannels) Open(ctx context.Context, bot string, k channel.Kind) (
 	if !ok {
 		// A deployment without the adapter is misconfigured: fail (the queue retries, then
 		// dead-letters), never drop the update as if the channel were gone.
-		return nil, channel.Connection{}, fmt.Errorf("platform: no %s adapter in this process", k)
+		return nil, channel.Connection{}, fmt.Errorf("runtime wiring: no %s adapter in this process", k)
 	}
 	return a, r.Conn, nil
 }
@@ -174,7 +83,7 @@ type runtimeSubscribers struct{ svc *subscribers.Service }
 // subscriberErr maps the subscribers family's answers: 404 is a subscriber (or label) that
 // is gone, 400 a change it refuses (a label or field the bot no longer has).
 func subscriberErr(err error) error {
-	switch httpKind(err) {
+	switch httpapi.KindOf(err) {
 	case httpapi.KindNotFound:
 		return fmt.Errorf("%w: %w", runtime.ErrNotFound, err)
 	case httpapi.KindInvalid:
@@ -283,7 +192,7 @@ func (a runtimeReactions) Published(ctx context.Context, bot string) ([]runtime.
 
 func (a runtimeReactions) Flow(ctx context.Context, bot, reaction string, version int64) (runtime.Flow, error) {
 	v, err := a.svc.PublishedVersion(ctx, bot, reaction, version)
-	if httpKind(err) == httpapi.KindNotFound {
+	if httpapi.KindOf(err) == httpapi.KindNotFound {
 		return runtime.Flow{}, fmt.Errorf("%w: %w", runtime.ErrNotFound, err)
 	}
 	if err != nil {
@@ -295,7 +204,7 @@ func (a runtimeReactions) Flow(ctx context.Context, bot, reaction string, versio
 	}
 	var f runtime.Flow
 	if err := json.Unmarshal(b, &f); err != nil {
-		return runtime.Flow{}, fmt.Errorf("platform: reaction %s version %d as a runtime flow: %w", reaction, version, err)
+		return runtime.Flow{}, fmt.Errorf("runtime wiring: reaction %s version %d as a runtime flow: %w", reaction, version, err)
 	}
 	return f, nil
 }

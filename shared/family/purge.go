@@ -1,9 +1,10 @@
-package platform
+package family
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"github.com/botplatform/api/shared/jobs"
@@ -16,15 +17,18 @@ type purger struct {
 	step jobs.Step
 }
 
-// purgers lists in order what erases a deleted bot's data: every family that declares
-// Purge. The channels come first: the deletion took the bot's channels already, and this
-// catches one connected meanwhile, which would accept webhooks. The subscribers, the people's
-// personal data, come next; then the others in the order of Families().
-func purgers(env *Env) []purger {
+// purgeJob is the job that erases a deleted bot's data.
+const purgeJob = purge.Job
+
+// purgers lists in order what erases a deleted bot's data: every composed family that
+// declares Purge. The channels come first: the deletion took the bot's channels already, and
+// this catches one connected meanwhile, which would accept webhooks. The subscribers, the
+// people's personal data, come next; then the others in the order they were composed.
+func (c *Composed) purgers() []purger {
 	var out []purger
-	for _, f := range Families() {
-		if f.Purge != nil {
-			out = append(out, purger{name: f.Name, step: f.Purge(env)})
+	for _, b := range c.built {
+		if b.parts.Purge != nil {
+			out = append(out, purger{name: b.name, step: b.parts.Purge})
 		}
 	}
 	rank := func(name string) int {
@@ -51,13 +55,12 @@ type purgeCursor struct {
 // on to the next family once it is done. Every family's step is bounded and repeatable, so
 // this one is too. A cursor naming a family that no longer purges starts over: the families
 // before it are empty, which each confirms in one step.
-func purgeStep(env *Env) jobs.Step {
+func purgeStep(list []purger, log *slog.Logger) jobs.Step {
 	return func(ctx context.Context, payload json.RawMessage, cursor string) (string, bool, error) {
 		p, err := purge.DecodePayload(payload)
 		if err != nil {
 			return "", false, err
 		}
-		list := purgers(env)
 		var at purgeCursor
 		if cursor != "" {
 			if err := json.Unmarshal([]byte(cursor), &at); err != nil {
@@ -78,7 +81,7 @@ func purgeStep(env *Env) jobs.Step {
 		case i+1 < len(list):
 			at = purgeCursor{Family: list[i+1].name}
 		default:
-			env.Log.InfoContext(ctx, "deleted bot's data erased", "account_id", p.AccountID, "bot_id", p.BotID)
+			log.InfoContext(ctx, "deleted bot's data erased", "account_id", p.AccountID, "bot_id", p.BotID)
 			return "", true, nil
 		}
 		b, err := json.Marshal(at)

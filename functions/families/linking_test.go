@@ -1,0 +1,77 @@
+package families
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Each Lambda links the kernel, its own family and what that family's code calls, not every
+// family: a binary holds only code it may run, and cold-starts only what it needs. This is
+// the table of what each Lambda may link beyond shared/..., with the reason for every edge
+// to another family; a new import that pulls a family in fails here until it is added with
+// its reason.
+func TestEachLambdaLinksItsFamily(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	t.Parallel()
+	// Every Lambda built on functions/platform links it and what it imports: bots (the
+	// tenancy check of every {botID} route), authorizer (its Lambda's handler), public
+	// (the public Lambda's mux). All three are small and import only the kernel.
+	base := []string{"platform", "bots", "authorizer", "public"}
+	allowed := map[string][]string{
+		"public":      nil,
+		"pats":        {"pats"},
+		"auditlog":    {"auditlog"},
+		"requestlogs": {"requestlogs"},
+		"stats":       {"stats"},
+		"collections": {"collections"},
+		"channels":    {"channels"},
+		// Deleting a bot deletes its channels in the same transaction.
+		"bots": {"bots/wiring", "channels"},
+		// Publishing checks labels and fields (subscribers), the template catalog and the
+		// connected channels (channels); an import creates labels and fields.
+		"reactions": {"reactions", "reactions/wiring", "subscribers", "channels"},
+		// Labels added over the API start label_added reactions: the runtime's message.
+		"subscribers": {"subscribers", "subscribers/wiring", "runtime"},
+		// A delivery is for a channel, verified with its secret; template status updates
+		// go to the channels family's catalog.
+		"webhooks": {"webhooks", "webhooks/wiring", "channels"},
+		// The traces read subscribers; the runtime family's queue handlers (which run in
+		// the jobs Lambda, composed in the same package) drive channels, subscribers and
+		// published reactions.
+		"runtime":    {"runtime", "runtime/wiring", "reactions", "reactions/wiring", "subscribers", "channels"},
+		"authorizer": nil,
+		"auditsink":  nil,
+	}
+	for _, name := range append(namesOf(), Workers()...) {
+		if name == "jobs" {
+			continue // runs every family's jobs: it links them all, through this package
+		}
+		want, ok := allowed[name]
+		require.True(t, ok, "no row for the %s Lambda", name)
+		want = append(slices.Clone(base), want...)
+		out, err := exec.Command("go", "list", "-deps", "github.com/botplatform/api/functions/"+name+"/lambda").Output()
+		require.NoError(t, err)
+		for _, dep := range strings.Fields(string(out)) {
+			fam, ok := strings.CutPrefix(dep, "github.com/botplatform/api/functions/")
+			if !ok || fam == name+"/lambda" {
+				continue
+			}
+			assert.Contains(t, want, fam, "the %s Lambda links functions/%s", name, fam)
+		}
+	}
+}
+
+func namesOf() []string {
+	var out []string
+	for _, f := range All() {
+		out = append(out, f.Name)
+	}
+	return out
+}

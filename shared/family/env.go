@@ -1,0 +1,151 @@
+// Package family is how route families are composed into a process: the environment of
+// kernel dependencies every family is built on (Env), what a family is (Family: a name and
+// how it builds its parts on an Env) and the composition of several families on one Env
+// (Compose). It imports no family: each family declares its own Family value, a process
+// (the local one, a family's Lambda, the jobs Lambda) composes the families it runs, and so
+// links only those.
+package family
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/botplatform/api/shared/audit"
+	"github.com/botplatform/api/shared/auth"
+	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/outbox"
+	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/reqlog"
+	"github.com/botplatform/api/shared/secrets"
+	"github.com/botplatform/api/shared/store"
+)
+
+// Env is every kernel dependency a family may use. NewEnv builds it; it does not change
+// afterwards (families build their services from it once, in Family.Build).
+type Env struct {
+	Store   store.Store
+	Now     func() time.Time
+	Log     *slog.Logger
+	Auth    *auth.Service
+	Audit   audit.Publisher
+	Trail   *audit.Log
+	Cursors *httpapi.Cursors
+	// Tenancy is the check of every {botID} route: the bot must be the caller's.
+	Tenancy httpapi.BotLoader
+	// Requests records requests against bots (nil: none); RequestLog lists them.
+	Requests   httpapi.RequestRecorder
+	RequestLog *reqlog.Log
+	// Secrets seals credentials at rest (provider tokens); nil where the process holds none.
+	Secrets secrets.Sealer
+	// Queue sends work-queue messages (the local queue, SQS on AWS); nil where none.
+	Queue queue.Sender
+	// Outbox stages queue messages in the transactions of the changes they follow and
+	// delivers them to Queue once those have committed (docs/outbox.md); without a Queue it
+	// stages only, for the sweep of a process that has one.
+	Outbox *outbox.Outbox
+	// Jobs starts background jobs as steps on Queue; nil without a Queue. It knows the job
+	// kinds of the families composed on this Env (Compose).
+	Jobs jobs.Starter
+	// Adapters are the messaging providers this deployment speaks to.
+	Adapters []channel.Adapter
+	// PublicURL is the deployment's public base URL, where providers deliver webhooks ("" when
+	// it has none: nothing is registered with providers).
+	PublicURL string
+	// WhatsAppVerifyToken answers Meta's webhook subscription check ("" refuses it).
+	WhatsAppVerifyToken string
+
+	runner   *jobs.QueueRunner // Jobs, to register its step handler on a queue mux
+	registry *jobs.Registry    // the job kinds Compose adds
+}
+
+// Deps are what the composition root supplies; the rest of Env is derived from them.
+type Deps struct {
+	Store store.Store
+	// Audit publishes audit events: the store itself locally, EventBridge on AWS.
+	Audit audit.Publisher
+	// CursorKey signs list cursors; every process serving the same lists must share it.
+	CursorKey []byte
+	Log       *slog.Logger
+	Now       func() time.Time
+	// Tenancy builds the tenancy check of {botID} routes (the bots family's bot lookup).
+	Tenancy func(env *Env) httpapi.BotLoader
+	// AuthCacheTTL overrides auth.CacheTTL (the authorizer, behind API Gateway's own cache, uses 0).
+	AuthCacheTTL *time.Duration
+	// Requests records requests against bots (optional; nil keeps no request logs): a
+	// buffered writer locally, the synchronous reqlog.Log on Lambda.
+	Requests httpapi.RequestRecorder
+	// Secrets seals stored credentials (optional: only families that store some need it):
+	// the key file locally, KMS envelope encryption on AWS.
+	Secrets secrets.Sealer
+	// Queue carries job steps and the families' messages (optional: a process without one
+	// starts no jobs, and its outbox only stages).
+	Queue queue.Sender
+	// Adapters are the messaging providers this deployment speaks to.
+	Adapters []channel.Adapter
+	// PublicURL is Env.PublicURL.
+	PublicURL string
+	// WhatsAppVerifyToken is Env.WhatsAppVerifyToken.
+	WhatsAppVerifyToken string
+}
+
+// NewEnv builds the environment, refusing to start when a dependency is missing.
+func NewEnv(d Deps) (*Env, error) {
+	var missing []string
+	if d.Store == nil {
+		missing = append(missing, "Store")
+	}
+	if d.Audit == nil {
+		missing = append(missing, "Audit")
+	}
+	if len(d.CursorKey) < 32 {
+		missing = append(missing, "CursorKey (32 bytes or more)")
+	}
+	if d.Log == nil {
+		missing = append(missing, "Log")
+	}
+	if d.Now == nil {
+		missing = append(missing, "Now")
+	}
+	if d.Tenancy == nil {
+		missing = append(missing, "Tenancy")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("family: missing %s", strings.Join(missing, ", "))
+	}
+	var opts []auth.Option
+	if d.AuthCacheTTL != nil {
+		opts = append(opts, auth.WithCacheTTL(*d.AuthCacheTTL))
+	}
+	o, err := outbox.New(d.Store, d.Queue, outbox.Config{Now: d.Now, Log: d.Log})
+	if err != nil {
+		return nil, err
+	}
+	env := &Env{
+		Store:               d.Store,
+		Now:                 d.Now,
+		Log:                 d.Log,
+		Auth:                auth.NewService(d.Store, d.Now, d.Log, opts...),
+		Audit:               d.Audit,
+		Trail:               audit.NewLog(d.Store),
+		Cursors:             httpapi.NewCursors(d.CursorKey),
+		Requests:            d.Requests,
+		RequestLog:          reqlog.NewLog(d.Store),
+		Secrets:             d.Secrets,
+		Queue:               d.Queue,
+		Outbox:              o,
+		Adapters:            d.Adapters,
+		PublicURL:           d.PublicURL,
+		WhatsAppVerifyToken: d.WhatsAppVerifyToken,
+		registry:            jobs.NewRegistry(),
+	}
+	if d.Queue != nil {
+		env.runner = jobs.NewQueueRunner(d.Queue, env.registry)
+		env.Jobs = env.runner
+	}
+	env.Tenancy = d.Tenancy(env)
+	return env, nil
+}

@@ -1,0 +1,51 @@
+package family_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/botplatform/api/shared/auth"
+	"github.com/botplatform/api/shared/family"
+	"github.com/botplatform/api/shared/family/familytest"
+	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/jobs"
+)
+
+func TestNewEnvRefusesMissingDependencies(t *testing.T) {
+	t.Parallel()
+	_, err := family.NewEnv(family.Deps{CursorKey: make([]byte, 8)})
+	require.Error(t, err)
+	for _, want := range []string{"Store", "Audit", "CursorKey", "Log", "Now", "Tenancy"} {
+		assert.Contains(t, err.Error(), want)
+	}
+}
+
+// A family's parts are built once per Env however many of them the family has, and its job
+// kinds become what the Env's job starter knows.
+func TestComposeBuildsOnce(t *testing.T) {
+	t.Parallel()
+	env := familytest.Env(t, family.Deps{})
+	builds := 0
+	f := family.Family{Name: "x", Build: func(*family.Env) family.Parts {
+		builds++
+		return family.Parts{
+			Routes: func(*httpapi.Mux) {},
+			Jobs: map[string]jobs.Step{"x.job": func(context.Context, json.RawMessage, string) (string, bool, error) {
+				return "", true, nil
+			}},
+		}
+	}}
+	c := family.Compose(env, f)
+	_, err := c.Mux(func(r *http.Request) (*auth.Principal, error) { return nil, auth.ErrMissingCredentials })
+	require.NoError(t, err)
+	assert.Equal(t, 1, builds)
+	assert.Equal(t, []string{"x.job"}, c.Registry().Kinds())
+	_, err = c.QueueMux()
+	assert.Error(t, err, "no queue: no job can run")
+	assert.Nil(t, env.Jobs, "no queue: no job can start")
+}

@@ -1,0 +1,53 @@
+// Package familytest builds family environments for tests: a fresh SQLite store (recorded,
+// see sqlitetest), its audit trail, a fixed cursor key, a discarding log and the real clock,
+// unless the test gives its own.
+package familytest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/botplatform/api/shared/audit"
+	"github.com/botplatform/api/shared/family"
+	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
+)
+
+// Env returns family.NewEnv(d) with d's zero members filled in: a new store, its audit log,
+// a 32-byte cursor key, a log that discards, time.Now, and a tenancy check that knows no bot.
+func Env(t testing.TB, d family.Deps) *family.Env {
+	t.Helper()
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Store == nil {
+		d.Store = sqlitetest.Open(t, sqlite.WithClock(d.Now))
+	}
+	if d.Audit == nil {
+		d.Audit = audit.NewLog(d.Store)
+	}
+	if d.CursorKey == nil {
+		d.CursorKey = []byte("0123456789abcdef0123456789abcdef")
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if d.Tenancy == nil {
+		d.Tenancy = func(*family.Env) httpapi.BotLoader { return noBots{} }
+	}
+	env, err := family.NewEnv(d)
+	if err != nil {
+		t.Fatalf("family environment: %v", err)
+	}
+	return env
+}
+
+type noBots struct{}
+
+func (noBots) LoadBot(context.Context, string, string) (any, error) {
+	return nil, httpapi.NotFound("bot")
+}
