@@ -22,6 +22,7 @@ import (
 	awseventbridge "github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/botplatform/api/shared/apigw"
@@ -41,6 +42,10 @@ type AWSConfig struct {
 	SecretsKeyID        string // SECRETS_KEY_ID: the KMS key for envelope encryption of credentials
 	JobsQueueURL        string // JOBS_QUEUE_URL: the SQS queue job steps travel on
 	JobsStateMachineARN string // JOBS_STATE_MACHINE_ARN: the state machine for long jobs
+	// SchedulerRoleARN (SCHEDULER_ROLE_ARN) is the role EventBridge Scheduler assumes to send
+	// a message that is due later than SQS can delay one (a long wait step) to the jobs
+	// queue; "" where the Lambda sends none (sqs.Schedules).
+	SchedulerRoleARN string
 	// PublicURL (PUBLIC_URL) is the API's public base URL, where providers deliver
 	// webhooks; "" registers no webhook with a provider.
 	PublicURL string
@@ -62,6 +67,7 @@ func AWSConfigFromEnv() AWSConfig {
 		SecretsKeyID:        os.Getenv("SECRETS_KEY_ID"),
 		JobsQueueURL:        os.Getenv("JOBS_QUEUE_URL"),
 		JobsStateMachineARN: os.Getenv("JOBS_STATE_MACHINE_ARN"),
+		SchedulerRoleARN:    os.Getenv(EnvSchedulerRoleARN),
 		PublicURL:           os.Getenv(EnvPublicURL),
 		Providers:           ProvidersFromEnv(os.Getenv),
 		SecretParameters: SecretParameters{
@@ -140,8 +146,19 @@ func (a *AWS) JobsSender() (queue.Sender, error) {
 	if a.cfg.JobsQueueURL == "" {
 		return nil, errors.New("platform: JOBS_QUEUE_URL is not set")
 	}
-	return sqs.NewSender(awssqs.NewFromConfig(a.aws), sqs.SenderConfig{QueueURL: a.cfg.JobsQueueURL})
+	cfg := sqs.SenderConfig{QueueURL: a.cfg.JobsQueueURL}
+	if a.cfg.SchedulerRoleARN != "" {
+		arn, err := sqs.QueueARN(a.cfg.JobsQueueURL)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Schedules = &sqs.Schedules{Client: scheduler.NewFromConfig(a.aws), RoleARN: a.cfg.SchedulerRoleARN, QueueARN: arn}
+	}
+	return sqs.NewSender(awssqs.NewFromConfig(a.aws), cfg)
 }
+
+// EnvSchedulerRoleARN names AWSConfig.SchedulerRoleARN.
+const EnvSchedulerRoleARN = "SCHEDULER_ROLE_ARN"
 
 // SQS is the SQS client, for the jobs consumer's visibility changes.
 func (a *AWS) SQS() *awssqs.Client { return awssqs.NewFromConfig(a.aws) }

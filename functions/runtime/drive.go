@@ -421,13 +421,16 @@ type wake struct {
 	Due         time.Time `json:"due"`
 }
 
-// hop is the delay of the next continuation toward a time d away: whole seconds rounded
-// up (SQS delays are whole seconds, so a wake never comes early), at most queue.MaxDelay.
+// hop is the delay of the continuation toward a time d away: whole seconds rounded up (SQS
+// delays and Scheduler's times are whole seconds, so a wake never comes early). A wait
+// longer than SQS can delay a message travels as one scheduled message (queue.MaxDelay),
+// not in 15-minute hops; handleResume still sends an early continuation on, for a clock
+// that disagrees.
 func hop(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
 	}
-	return min((d+time.Second-1)/time.Second*time.Second, queue.MaxDelay)
+	return min((d+time.Second-1)/time.Second*time.Second, queue.MaxScheduledDelay)
 }
 
 // open resolves the run's channel once per handler.
@@ -612,7 +615,7 @@ func clip(s string) string {
 }
 
 // handleResume wakes a run suspended by a wait step. A continuation that arrives before the
-// wait is due (a wait longer than queue.MaxDelay travels in hops) is sent on again.
+// wait is due (its sender's clock ran ahead) is sent on again.
 func (r *Runtime) handleResume(ctx context.Context, m queue.Message) error {
 	var w wake
 	if err := m.Decode(&w); err != nil {

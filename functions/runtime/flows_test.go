@@ -171,20 +171,20 @@ func TestWaitSuspendsAndResumes(t *testing.T) {
 	require.Len(t, msgs, 1)
 	wakeMsg := msgs[0]
 	assert.Equal(t, ResumeMessage, wakeMsg.Type)
-	assert.Equal(t, 15*time.Minute, wakeMsg.Delay, "a long wait travels in hops of at most 15 minutes")
+	assert.Equal(t, time.Hour, wakeMsg.Delay, "one message due when the wait ends, however long (no 15-minute hops)")
 
-	// Delivered early (the first hop): sent on with the remaining delay.
-	f.clock.advance(15 * time.Minute)
+	// Delivered early (its sender's clock ran ahead): sent on with what remains.
+	f.clock.advance(50 * time.Minute)
 	require.NoError(t, f.deliver(wakeMsg))
 	assert.Equal(t, []string{"before"}, f.adapter.texts())
-	hopMsgs := f.q.take()
-	require.Len(t, hopMsgs, 1)
-	assert.Equal(t, 15*time.Minute, hopMsgs[0].Delay)
+	early := f.q.take()
+	require.Len(t, early, 1)
+	assert.Equal(t, 10*time.Minute, early[0].Delay)
 
-	f.clock.advance(46 * time.Minute)
-	require.NoError(t, f.deliver(hopMsgs[0]))
+	f.clock.advance(11 * time.Minute)
+	require.NoError(t, f.deliver(early[0]))
 	assert.Equal(t, []string{"before", "after"}, f.adapter.texts())
-	require.NoError(t, f.deliver(hopMsgs[0]), "a duplicate continuation")
+	require.NoError(t, f.deliver(early[0]), "a duplicate continuation")
 	require.NoError(t, f.deliver(wakeMsg))
 	assert.Equal(t, []string{"before", "after"}, f.adapter.texts())
 	r = f.runs(sub.ID)[0]
@@ -193,6 +193,7 @@ func TestWaitSuspendsAndResumes(t *testing.T) {
 	assert.Equal(t, "w", r.Steps[1].StepID)
 	assert.Contains(t, r.Steps[1].Outcome, "until")
 
+	assert.Equal(t, 30*24*time.Hour, hop(30*24*time.Hour), "a 30-day wait is one message")
 	assert.Equal(t, time.Second, hop(time.Millisecond), "whole seconds, rounded up")
 	assert.Equal(t, 2*time.Second, hop(1001*time.Millisecond))
 	assert.Equal(t, time.Duration(0), hop(-time.Second))

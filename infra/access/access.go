@@ -36,6 +36,13 @@ const (
 	// whatsappVerifyTokenParameter), and a grant on one applies only when it is named.
 	WhatsAppAppSecretParameter
 	WhatsAppVerifyTokenParameter
+	// Schedules are the EventBridge Scheduler one-time schedules the jobs Lambda creates for
+	// messages due later than SQS can delay one (sqs.Schedules): names starting with q- in
+	// the default schedule group.
+	Schedules
+	// ScheduleRole is the role those schedules run with (row QueueScheduleRole); the jobs
+	// Lambda passes it to Scheduler (iam:PassRole), which gives it SCHEDULER_ROLE_ARN.
+	ScheduleRole
 	// ParameterKey is the KMS key of those parameters (AWS-managed aws/ssm, or the
 	// operator's): its ARN is unknown to the stack, so the grant is on the account's keys
 	// in the stack's region, only through SSM (kms:ViaService) and only for the parameters
@@ -57,8 +64,14 @@ const StateMachineRole = "jobs state machine"
 // the jobs Lambda with platform.OutboxSweepEvent every minute (the outbox's relay).
 const OutboxScheduleRole = "outbox sweep schedule"
 
+// QueueScheduleRole is the Access key of the role EventBridge Scheduler assumes to send a
+// scheduled message (a long wait) to the jobs queue when it is due.
+const QueueScheduleRole = "queue schedule"
+
 // ServiceRoles are the Access rows of roles that AWS services assume, not Lambdas.
-func ServiceRoles() []string { return []string{StateMachineRole, OutboxScheduleRole} }
+func ServiceRoles() []string {
+	return []string{StateMachineRole, OutboxScheduleRole, QueueScheduleRole}
+}
 
 // Access is the one table of every permission the stack grants: Lambda (or role) -> grants.
 // Nothing else in the stack adds an action to a Lambda's role, a Lambda's environment names
@@ -197,6 +210,14 @@ func Access() map[string][]Grant {
 			// The conversation runtime runs here: it opens channel credentials to send
 			// (Decrypt; it seals nothing).
 			{SecretsKey, []string{"kms:Decrypt"}},
+			// A wait step longer than SQS can delay a message (15 minutes) becomes one
+			// Scheduler schedule that sends it when due, run with ScheduleRole.
+			{Schedules, []string{"scheduler:CreateSchedule"}},
+			{ScheduleRole, []string{"iam:PassRole"}},
+		},
+		// The schedules of long waits send their message to the jobs queue, and nothing else.
+		QueueScheduleRole: {
+			{JobsQueue, []string{"sqs:SendMessage"}},
 		},
 		// The schedule of the outbox's sweep invokes the jobs Lambda, and nothing else.
 		OutboxScheduleRole: {

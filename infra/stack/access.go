@@ -31,6 +31,9 @@ const (
 	WhatsAppAppSecretParameter   = access.WhatsAppAppSecretParameter
 	WhatsAppVerifyTokenParameter = access.WhatsAppVerifyTokenParameter
 	ParameterKey                 = access.ParameterKey
+	Schedules                    = access.Schedules
+	ScheduleRole                 = access.ScheduleRole
+	QueueScheduleRole            = access.QueueScheduleRole
 	StateMachineRole             = access.StateMachineRole
 	OutboxScheduleRole           = access.OutboxScheduleRole
 )
@@ -119,6 +122,7 @@ const (
 	EnvSecretsKeyID        = "SECRETS_KEY_ID"
 	EnvJobsQueueURL        = "JOBS_QUEUE_URL"
 	EnvJobsStateMachineARN = "JOBS_STATE_MACHINE_ARN"
+	EnvSchedulerRoleARN    = platform.EnvSchedulerRoleARN
 	// Provider configuration, named where the platform reads it.
 	EnvPublicURL                    = platform.EnvPublicURL
 	EnvTelegramBaseURL              = platform.EnvTelegramBaseURL
@@ -163,6 +167,8 @@ func envVar(r Resource) (string, bool) {
 		return EnvJobsQueueURL, true
 	case JobsStateMachine:
 		return EnvJobsStateMachineARN, true
+	case ScheduleRole:
+		return EnvSchedulerRoleARN, true
 	case WhatsAppAppSecretParameter:
 		return EnvWhatsAppAppSecretParameter, true
 	case WhatsAppVerifyTokenParameter:

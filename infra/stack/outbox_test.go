@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/botplatform/api/functions/platform"
@@ -102,5 +103,35 @@ func TestAccessAllowsTheOutbox(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Long waits: the role their one-time schedules run with may be assumed by Scheduler acting
+// for this account only (its policy, sqs:SendMessage on the jobs queue, is the Access row,
+// which TestRolesMatchAccessTable holds it to), and the jobs Lambda, which creates them,
+// learns its ARN.
+func TestQueueScheduleRole(t *testing.T) {
+	var roleID string
+	for id := range dev.ofType("AWS::IAM::Role") {
+		if strings.HasPrefix(id, "QueueScheduleRole") {
+			roleID = id
+		}
+	}
+	if roleID == "" {
+		t.Fatal("no role for the schedules of long waits")
+	}
+	trust := statements(dev.res[roleID].Properties["AssumeRolePolicyDocument"])
+	if len(trust) != 1 {
+		t.Fatalf("trust policy %v", trust)
+	}
+	principal, _ := trust[0]["Principal"].(map[string]any)
+	cond, _ := trust[0]["Condition"].(map[string]any)
+	equals, _ := cond["StringEquals"].(map[string]any)
+	if principal["Service"] != "scheduler.amazonaws.com" || render(equals["aws:SourceAccount"]) != "${AWS::AccountId}" {
+		t.Errorf("trust policy %v, want Scheduler acting for this account only", trust[0])
+	}
+	env := dev.res[dev.functions(t)[stack.Jobs]].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+	if ref(t, env[stack.EnvSchedulerRoleARN]) != roleID {
+		t.Errorf("the jobs Lambda's %s is %v, want the role's ARN", stack.EnvSchedulerRoleARN, env[stack.EnvSchedulerRoleARN])
 	}
 }

@@ -41,6 +41,7 @@ import (
 	"github.com/botplatform/api/functions/platform"
 	"github.com/botplatform/api/shared/audit/eventbridge"
 	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/queue/sqs"
 	"github.com/botplatform/api/shared/store/dynamo"
 )
 
@@ -182,6 +183,7 @@ func New(scope constructs.Construct, id string, cfg Config) (*Stack, error) {
 	}
 	b.defineJobs()
 	b.defineOutboxSweep()
+	b.defineQueueSchedules()
 	b.defineAudit()
 	if err := b.applyAccess(names); err != nil {
 		return nil, err
@@ -220,6 +222,9 @@ func checkAccess(names []string) error {
 			if role == OutboxScheduleRole && g.On != JobsFunction {
 				problems = append(problems, fmt.Errorf("access: %s: the schedule invokes the jobs Lambda and may do nothing else", role))
 			}
+			if role == QueueScheduleRole && g.On != JobsQueue {
+				problems = append(problems, fmt.Errorf("access: %s: the schedules send to the jobs queue and may do nothing else", role))
+			}
 			if g.On == ParameterKey && !slices.ContainsFunc(grants, func(g Grant) bool { return slices.Contains(parameters, g.On) }) {
 				problems = append(problems, fmt.Errorf("access: %s: a grant on ParameterKey needs one on a parameter (its encryption context)", role))
 			}
@@ -253,10 +258,12 @@ type builder struct {
 	auditDLQ   awssqs.Queue
 	bus        awsevents.EventBus
 	machine    awsstepfunctions.StateMachine
-	api        awsapigatewayv2.HttpApi
-	stage      awsapigatewayv2.HttpStage
-	domain     awsapigatewayv2.DomainName
-	fns        map[string]*lambdaFn
+	// scheduleRole is the role Scheduler assumes to send a long wait's message when due.
+	scheduleRole awsiam.Role
+	api          awsapigatewayv2.HttpApi
+	stage        awsapigatewayv2.HttpStage
+	domain       awsapigatewayv2.DomainName
+	fns          map[string]*lambdaFn
 }
 
 func duration(d time.Duration) awscdk.Duration {
@@ -532,6 +539,26 @@ func (b *builder) defineOutboxSweep() {
 	schedule.Node().AddDependency(role)
 }
 
+// defineQueueSchedules declares the role EventBridge Scheduler assumes for the one-time
+// schedules the jobs Lambda creates when a message is due later than SQS can delay it (a
+// long wait step; sqs.Schedules): its one grant is the row QueueScheduleRole of Access
+// (sqs:SendMessage on the jobs queue), and only Scheduler acting for this account may assume
+// it. The schedules themselves are made at run time and delete themselves once they ran.
+func (b *builder) defineQueueSchedules() {
+	b.scheduleRole = awsiam.NewRole(b.st, jsii.String("QueueScheduleRole"), &awsiam.RoleProps{
+		AssumedBy: awsiam.NewServicePrincipal(jsii.String("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
+			Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": b.st.Account()}},
+		}),
+		Description: jsii.String(`EventBridge Scheduler: long waits due on the jobs queue; its policy is stack.Access()["` + QueueScheduleRole + `"]`),
+	})
+	for _, g := range Access()[QueueScheduleRole] { // on JobsQueue only: checkAccess
+		b.scheduleRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings(g.Actions...),
+			Resources: &[]*string{b.jobsQueue.QueueArn()},
+		}))
+	}
+}
+
 // defineAudit declares the bus, the rule that delivers audit events to the sink, and the
 // archive for replay.
 func (b *builder) defineAudit() {
@@ -687,6 +714,11 @@ func (b *builder) resolve(r Resource, f *lambdaFn) ([]string, *string, error) {
 		return []string{*b.jobsQueue.QueueArn()}, b.jobsQueue.QueueUrl(), nil
 	case JobsStateMachine:
 		return []string{*b.machine.StateMachineArn()}, b.machine.StateMachineArn(), nil
+	case Schedules:
+		return []string{*b.st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("scheduler"),
+			Resource: jsii.String("schedule"), ResourceName: jsii.String("default/" + sqs.ScheduleNamePrefix + "*")})}, nil, nil
+	case ScheduleRole:
+		return []string{*b.scheduleRole.RoleArn()}, b.scheduleRole.RoleArn(), nil
 	case AuditDLQ:
 		return []string{*b.auditDLQ.QueueArn()}, nil, nil
 	case WhatsAppAppSecretParameter, WhatsAppVerifyTokenParameter:

@@ -432,7 +432,7 @@ func TestEnvironmentContract(t *testing.T) {
 		stack.AuditSink:  append([]string{"TABLE_NAME"}, base...),
 		"webhooks":       append([]string{"CURSOR_KEY_ID", "JOBS_QUEUE_URL", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		"runtime":        append([]string{"CURSOR_KEY_ID", "TABLE_NAME"}, base...),
-		stack.Jobs:       append([]string{"JOBS_QUEUE_URL", "PUBLIC_URL", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
+		stack.Jobs:       append([]string{"JOBS_QUEUE_URL", "PUBLIC_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 	}
 	checkEnvironment(t, dev, want)
 
@@ -456,7 +456,7 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 		"channels": append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME", "WHATSAPP_APP_ID"}, urls...),
 		"webhooks": {"CURSOR_KEY_ID", "JOBS_QUEUE_URL", "SECRETS_KEY_ID", "TABLE_NAME",
 			"WHATSAPP_APP_SECRET_PARAMETER", "WHATSAPP_VERIFY_TOKEN_PARAMETER"},
-		stack.Jobs: append([]string{"JOBS_QUEUE_URL", "SECRETS_KEY_ID", "TABLE_NAME"}, urls...),
+		stack.Jobs: append([]string{"JOBS_QUEUE_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "TABLE_NAME"}, urls...),
 	} {
 		want[name] = append(vars, base...)
 	}
@@ -881,6 +881,16 @@ func checkRoles(t *testing.T, s *synthesized) {
 	roleOf[ref(t, sm.Properties["RoleArn"])] = stack.StateMachineRole
 	_, sweep := s.only(t, "AWS::Scheduler::Schedule", nil)
 	roleOf[ref(t, sweep.Properties["Target"].(map[string]any)["RoleArn"])] = stack.OutboxScheduleRole
+	queueScheduleRole := ""
+	for id := range s.ofType("AWS::IAM::Role") {
+		if strings.HasPrefix(id, "QueueScheduleRole") {
+			queueScheduleRole = id
+		}
+	}
+	if queueScheduleRole == "" {
+		t.Fatal("no role for the schedules of long waits")
+	}
+	roleOf[queueScheduleRole] = stack.QueueScheduleRole
 
 	keys := map[string]string{}
 	for id, k := range s.ofType("AWS::KMS::Key") {
@@ -926,6 +936,10 @@ func checkRoles(t *testing.T, s *synthesized) {
 			return parameterARN(cfg.WhatsAppVerifyTokenParameter)
 		case stack.ParameterKey:
 			return parameterKeys
+		case stack.Schedules:
+			return "arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/default/q-*"
+		case stack.ScheduleRole:
+			return queueScheduleRole
 		}
 		t.Fatalf("unknown resource %d", r)
 		return ""

@@ -31,8 +31,11 @@ type Protocol struct {
 	SigningName string
 	// TargetPrefix precedes the operation in X-Amz-Target ("AmazonSQS.SendMessageBatch").
 	TargetPrefix string
-	// ContentType is application/x-amz-json-1.0 or -1.1.
+	// ContentType is application/x-amz-json-1.0 or -1.1 (application/json for REST).
 	ContentType string
+	// REST, for a service that speaks REST-JSON (the operation in the method and path, the
+	// body a JSON object), maps "METHOD /path/prefix/" to the operation's name.
+	REST map[string]string
 }
 
 // The protocols of the services the platform talks to.
@@ -42,6 +45,9 @@ var (
 	KMS         = Protocol{SigningName: "kms", TargetPrefix: "TrentService", ContentType: "application/x-amz-json-1.1"}
 	// SSM is Systems Manager (Parameter Store: GetParameter).
 	SSM = Protocol{SigningName: "ssm", TargetPrefix: "AmazonSSM", ContentType: "application/x-amz-json-1.1"}
+	// Scheduler is EventBridge Scheduler (REST-JSON: CreateSchedule is POST /schedules/{Name}).
+	Scheduler = Protocol{SigningName: "scheduler", ContentType: "application/json",
+		REST: map[string]string{"POST /schedules/": "CreateSchedule"}}
 )
 
 // Test credentials and region the fake verifies signatures with.
@@ -65,6 +71,8 @@ type Op func(body json.RawMessage) (any, *Error)
 type Call struct {
 	Op   string
 	Body json.RawMessage
+	// Path is the request's path (a REST operation names its resource there).
+	Path string
 }
 
 // Server is a fake endpoint for one service.
@@ -95,6 +103,19 @@ func (s *Server) Handle(op string, fn Op) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ops[op] = fn
+}
+
+// Paths returns the paths of the accepted requests for op, in order.
+func (s *Server) Paths(op string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, c := range s.calls {
+		if c.Op == op {
+			out = append(out, c.Path)
+		}
+	}
+	return out
 }
 
 // Calls returns the bodies of the accepted requests for op, in order.
@@ -128,15 +149,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, "SerializationException", "read body: "+err.Error())
 		return
 	}
-	if r.Method != http.MethodPost || r.URL.Path != "/" {
-		s.fail(w, http.StatusNotFound, "UnknownOperationException", r.Method+" "+r.URL.Path)
+	op, ok := s.operation(r)
+	if !ok {
+		s.fail(w, http.StatusNotFound, "UnknownOperationException", r.Method+" "+r.URL.Path+" "+r.Header.Get("X-Amz-Target"))
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); ct != s.proto.ContentType {
 		s.fail(w, http.StatusBadRequest, "SerializationException", fmt.Sprintf("Content-Type %q, want %q", ct, s.proto.ContentType))
 		return
 	}
-	op, ok := strings.CutPrefix(r.Header.Get("X-Amz-Target"), s.proto.TargetPrefix+".")
 	s.mu.Lock()
 	fn := s.ops[op]
 	s.mu.Unlock()
@@ -154,7 +175,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	s.calls = append(s.calls, Call{Op: op, Body: body})
+	s.calls = append(s.calls, Call{Op: op, Body: body, Path: r.URL.Path})
 	s.mu.Unlock()
 
 	resp, aerr := fn(body)
@@ -171,6 +192,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", s.proto.ContentType)
 	w.Header().Set("X-Amzn-RequestId", "fake-request-id")
 	_, _ = w.Write(b)
+}
+
+// operation names the operation r calls: by its path (REST) or its X-Amz-Target.
+func (s *Server) operation(r *http.Request) (string, bool) {
+	if s.proto.REST != nil {
+		for route, op := range s.proto.REST {
+			method, prefix, _ := strings.Cut(route, " ")
+			if r.Method == method && strings.HasPrefix(r.URL.Path, prefix) && len(r.URL.Path) > len(prefix) {
+				return op, true
+			}
+		}
+		return "", false
+	}
+	if r.Method != http.MethodPost || r.URL.Path != "/" {
+		return "", false
+	}
+	return strings.CutPrefix(r.Header.Get("X-Amz-Target"), s.proto.TargetPrefix+".")
 }
 
 // verifySignature re-signs the request's signed headers and body with the test credentials

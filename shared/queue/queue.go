@@ -28,8 +28,14 @@ const (
 	MaxMessageBytes = 256 * 1024
 	// MaxTypeLen bounds a message type.
 	MaxTypeLen = 128
-	// MaxDelay is the longest Delay SQS accepts.
+	// MaxDelay is the longest Delay SQS itself accepts. A longer one (up to
+	// MaxScheduledDelay) travels differently: the SQS sender turns it into an EventBridge
+	// Scheduler one-time schedule that sends the message when it is due; the local queue
+	// keeps any message until its due time.
 	MaxDelay = 15 * time.Minute
+	// MaxScheduledDelay is the longest Delay a message may have at all: a wait step waits
+	// at most 30 days; a year leaves room for what later families schedule.
+	MaxScheduledDelay = 366 * 24 * time.Hour
 )
 
 // Message is one unit of background work.
@@ -38,7 +44,7 @@ type Message struct {
 	Type string
 	// Body is the job's JSON document.
 	Body json.RawMessage
-	// Delay postpones the first delivery (at most MaxDelay).
+	// Delay postpones the first delivery (at most MaxScheduledDelay; see MaxDelay).
 	Delay time.Duration
 
 	// ID identifies the message; the queue sets it on delivery (Send ignores it).
@@ -98,8 +104,8 @@ func (m Message) Validate() error {
 	if n := m.Size(); n > MaxMessageBytes {
 		return fmt.Errorf("queue: %s message is %d bytes, over the %d byte limit", m.Type, n, MaxMessageBytes)
 	}
-	if m.Delay < 0 || m.Delay > MaxDelay {
-		return fmt.Errorf("queue: %s message delay %s is outside 0..%s", m.Type, m.Delay, MaxDelay)
+	if m.Delay < 0 || m.Delay > MaxScheduledDelay {
+		return fmt.Errorf("queue: %s message delay %s is outside 0..%s", m.Type, m.Delay, MaxScheduledDelay)
 	}
 	return nil
 }

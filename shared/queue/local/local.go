@@ -152,11 +152,14 @@ func New(st store.Store, cfg Config) (*Queue, error) {
 
 // record is a message as stored.
 type record struct {
-	ID        string          `json:"id"`
-	Type      string          `json:"type"`
-	Body      json.RawMessage `json:"body"`
-	SentAt    time.Time       `json:"sent_at"`
-	VisibleAt time.Time       `json:"visible_at"`
+	ID     string          `json:"id"`
+	Type   string          `json:"type"`
+	Body   json.RawMessage `json:"body"`
+	SentAt time.Time       `json:"sent_at"`
+	// DueAt is when the message was first due (SentAt plus its Delay): a delayed message
+	// is kept Retention after that, however long it waited (up to queue.MaxScheduledDelay).
+	DueAt     time.Time `json:"due_at,omitzero"`
+	VisibleAt time.Time `json:"visible_at"`
 	// Attempts counts deliveries (leases), including one that is running now.
 	Attempts  int       `json:"attempts"`
 	LastError string    `json:"last_error,omitempty"`
@@ -173,6 +176,14 @@ func (q *Queue) msgKey(id string) store.Key { return store.Key{PK: q.pk, SK: "MS
 // strings in time order.
 func dueKey(t time.Time, id string) string { return fmt.Sprintf("%020d#%s", t.UnixNano(), id) }
 
+// keptFrom is when rec's retention starts: when it was first due.
+func keptFrom(rec record) time.Time {
+	if rec.DueAt.After(rec.SentAt) {
+		return rec.DueAt
+	}
+	return rec.SentAt
+}
+
 // item renders rec as the message item at revision rev.
 func (q *Queue) item(rec record, rev int64) (store.Item, error) {
 	b, err := store.Encode(rec)
@@ -184,7 +195,7 @@ func (q *Queue) item(rec record, rev int64) (store.Item, error) {
 		GSI1:      store.IndexKey{PK: q.pk, SK: dueKey(rec.VisibleAt, rec.ID)},
 		Revision:  rev,
 		Data:      b,
-		ExpiresAt: rec.SentAt.Add(q.cfg.Retention),
+		ExpiresAt: keptFrom(rec).Add(q.cfg.Retention),
 	}, nil
 }
 
@@ -203,7 +214,7 @@ func (q *Queue) Send(ctx context.Context, msgs ...queue.Message) error {
 		n := min(len(msgs), store.MaxTransactWrites)
 		writes := make([]store.Write, 0, n)
 		for _, m := range msgs[:n] {
-			rec := record{ID: ids.At("msg", now), Type: m.Type, Body: m.Body, SentAt: now, VisibleAt: now.Add(m.Delay)}
+			rec := record{ID: ids.At("msg", now), Type: m.Type, Body: m.Body, SentAt: now, DueAt: now.Add(m.Delay), VisibleAt: now.Add(m.Delay)}
 			if m.Delay == 0 {
 				due++
 			} else if earliest.IsZero() || rec.VisibleAt.Before(earliest) {

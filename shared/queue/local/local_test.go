@@ -325,6 +325,33 @@ func TestDelayedMessageWaits(t *testing.T) {
 	}
 }
 
+// A wait of 30 days is one message due in 30 days, longer than SQS could delay it: kept
+// (retention counts from its due time, not from when it was sent) and delivered once due,
+// not before.
+func TestLongDelayIsKeptUntilDue(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	now := time.Date(2031, 1, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(clock))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	q := newQueue(t, st, local.Config{Now: clock})
+	var got atomic.Int32
+	start(t, q, func(context.Context, queue.Message) error { got.Add(1); return nil })
+	m := msg(t, 1)
+	m.Delay = 30 * 24 * time.Hour
+	require.NoError(t, q.Send(context.Background(), m))
+
+	advance(30*24*time.Hour - time.Minute)
+	time.Sleep(100 * time.Millisecond) // several polls
+	assert.Zero(t, got.Load(), "not before it is due")
+	assert.Equal(t, 1, pending(t, st, "jobs"), "still kept after the 14 days of retention")
+	advance(2 * time.Minute)
+	waitFor(t, "the delivery once due", 5*time.Second, func() bool { return got.Load() == 1 })
+}
+
 func TestStopDrainsInFlightWork(t *testing.T) {
 	t.Parallel()
 	st := openStore(t, filepath.Join(t.TempDir(), "s.db"))
@@ -391,7 +418,7 @@ func TestSendRefusesBadMessagesAndConfig(t *testing.T) {
 		"bad type":      {Type: "a b", Body: json.RawMessage(`{}`)},
 		"not json":      {Type: "t", Body: json.RawMessage(`{`)},
 		"too big":       {Type: "t", Body: json.RawMessage(`"` + strings.Repeat("a", queue.MaxMessageBytes) + `"`)},
-		"delay too big": {Type: "t", Body: json.RawMessage(`1`), Delay: time.Hour},
+		"delay too big": {Type: "t", Body: json.RawMessage(`1`), Delay: queue.MaxScheduledDelay + time.Second},
 	} {
 		assert.Error(t, q.Send(context.Background(), msg(t, 1), m), name)
 	}

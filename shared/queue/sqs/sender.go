@@ -44,6 +44,9 @@ type SenderConfig struct {
 	MaxAttempts int
 	// Backoff spaces those retries (default 50 ms doubling to 1 s).
 	Backoff backoff.Policy
+	// Schedules carries messages whose Delay is longer than SQS can delay one
+	// (queue.MaxDelay): nil refuses them.
+	Schedules *Schedules
 }
 
 // Sender sends messages to one SQS queue. It is safe for concurrent use.
@@ -72,6 +75,9 @@ func NewSender(client SendAPI, cfg SenderConfig) (*Sender, error) {
 	if cfg.MaxAttempts < 1 {
 		errs = append(errs, errors.New("max attempts must be at least 1"))
 	}
+	if cfg.Schedules != nil {
+		errs = append(errs, cfg.Schedules.check())
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("sqs sender config: %w", err)
 	}
@@ -89,13 +95,30 @@ func (s *Sender) Send(ctx context.Context, msgs ...queue.Message) error {
 		}
 	}
 	serr := &batch.Error{What: "sqs: message(s) not sent"}
-	for start := 0; start < len(msgs); {
+	// What SQS can delay goes to the queue in batches; what it cannot, to a schedule each.
+	var now []int
+	for i, m := range msgs {
+		if m.Delay <= queue.MaxDelay {
+			now = append(now, i)
+			continue
+		}
+		if s.cfg.Schedules == nil {
+			serr.Failures = append(serr.Failures, batch.Failure{Index: i, Code: "DelayTooLong", SenderFault: true,
+				Message: fmt.Sprintf("a delay of %s is longer than SQS's %s and this sender has no schedules", m.Delay, queue.MaxDelay)})
+			continue
+		}
+		if err := s.cfg.Schedules.send(ctx, s.cfg.QueueURL, m); err != nil {
+			serr.Err = err
+			serr.Failures = append(serr.Failures, batch.Failure{Index: i, Code: "ScheduleFailed", Message: err.Error()})
+		}
+	}
+	for start := 0; start < len(now); {
 		end, size := start, 0
-		for end < len(msgs) && end-start < MaxBatchEntries && size+msgs[end].Size() <= MaxBatchBytes {
-			size += msgs[end].Size()
+		for end < len(now) && end-start < MaxBatchEntries && size+msgs[now[end]].Size() <= MaxBatchBytes {
+			size += msgs[now[end]].Size()
 			end++
 		}
-		s.sendBatch(ctx, msgs, start, end, serr)
+		s.sendBatch(ctx, msgs, now[start:end], serr)
 		start = end
 	}
 	if len(serr.Failures) > 0 {
@@ -105,11 +128,11 @@ func (s *Sender) Send(ctx context.Context, msgs ...queue.Message) error {
 	return nil
 }
 
-// sendBatch sends msgs[start:end] as one batch, resending the entries that failed on SQS's
-// side, and records what could not be sent in serr.
-func (s *Sender) sendBatch(ctx context.Context, msgs []queue.Message, start, end int, serr *batch.Error) {
-	pending := make([]types.SendMessageBatchRequestEntry, 0, end-start)
-	for i := start; i < end; i++ {
+// sendBatch sends the messages at indexes idx as one batch, resending the entries that
+// failed on SQS's side, and records what could not be sent in serr.
+func (s *Sender) sendBatch(ctx context.Context, msgs []queue.Message, idx []int, serr *batch.Error) {
+	pending := make([]types.SendMessageBatchRequestEntry, 0, len(idx))
+	for _, i := range idx {
 		pending = append(pending, entry(i, msgs[i]))
 	}
 	for attempt := 1; ; attempt++ {
