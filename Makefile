@@ -12,11 +12,15 @@ CDK_CLI   := aws-cdk@2.1148.1
 # jsii (the CDK's Go bindings) unpacks its modules into the ignored .cache, not the home directory.
 CDK_ENV   := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 JSII_RUNTIME_PACKAGE_CACHE_ROOT=$(CURDIR)/.cache/jsii
 
-.PHONY: run test test-dynamodb fuzz fuzz-short lint build bench synth deploy clean
+.PHONY: run demo test test-dynamodb fuzz fuzz-short lint build bench synth deploy clean
 
 ## run: start the local API on $(ADDR) with its data in $(DATA) (demo account on first start)
 run:
 	$(GO) run ./functions/local serve --addr $(ADDR) --data $(DATA)
+
+## demo: the local API with Telegram, WhatsApp and VK played by fakes on this machine; write as a user and watch the demo bot answer
+demo:
+	$(GO) run ./tests/demo --data ./.data-demo --addr $(ADDR)
 
 ## test: formatting, vet, the DynamoDB store on DynamoDB Local, and every test (unit, store conformance, end-to-end) with the race detector, then each fuzz target for a few seconds
 test: lint test-dynamodb

@@ -28,6 +28,10 @@ func Start(t testing.TB, h http.Handler) *httptest.Server {
 	return srv
 }
 
+// Listen serves h on 127.0.0.1 outside a test (the local demo, make demo) until the returned
+// server is closed.
+func Listen(h http.Handler) *httptest.Server { return httptest.NewServer(h) }
+
 // Log is a record a fake keeps of what it received or did, for tests to read back while the
 // handlers go on appending. The zero value is an empty log; it is safe for concurrent use.
 type Log[T any] struct {

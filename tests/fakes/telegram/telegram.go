@@ -158,6 +158,20 @@ type Server struct {
 // AddBot registers one.
 func New(t testing.TB) *Server {
 	t.Helper()
+	s := newServer()
+	s.URL = fakehttp.Start(t, http.HandlerFunc(s.serve)).URL
+	return s
+}
+
+// Listen starts the fake on 127.0.0.1 outside a test (make demo); close returns its port.
+func Listen() (s *Server, close func()) {
+	s = newServer()
+	srv := fakehttp.Listen(http.HandlerFunc(s.serve))
+	s.URL = srv.URL
+	return s, srv.Close
+}
+
+func newServer() *Server {
 	s := &Server{
 		bots:        map[string]*Bot{},
 		revoked:     map[string]bool{},
@@ -170,7 +184,6 @@ func New(t testing.TB) *Server {
 		blocked:     map[int64]string{},
 		now:         time.Now,
 	}
-	s.URL = fakehttp.Start(t, http.HandlerFunc(s.serve)).URL
 	return s
 }
 

@@ -177,6 +177,20 @@ type Delivery struct {
 // the test ends.
 func New(t testing.TB) *Server {
 	t.Helper()
+	s := newServer()
+	s.URL = fakehttp.Start(t, http.HandlerFunc(s.serve)).URL
+	return s
+}
+
+// Listen starts the fake on 127.0.0.1 outside a test (make demo); close returns its port.
+func Listen() (s *Server, close func()) {
+	s = newServer()
+	srv := fakehttp.Listen(http.HandlerFunc(s.serve))
+	s.URL = srv.URL
+	return s, srv.Close
+}
+
+func newServer() *Server {
 	s := &Server{
 		groups:  map[int64]*Group{},
 		tokens:  map[string]int64{UserToken: 0},
@@ -187,7 +201,6 @@ func New(t testing.TB) *Server {
 		nextID:  firstMessageID,
 	}
 	s.AddGroup(Group{ID: GroupID, Name: GroupName, ScreenName: GroupScreenName, Token: Token, ConfirmationCode: ConfirmationCode})
-	s.URL = fakehttp.Start(t, http.HandlerFunc(s.serve)).URL
 	return s
 }
 

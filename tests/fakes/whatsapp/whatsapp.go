@@ -137,6 +137,19 @@ type Server struct {
 // New starts a fake on 127.0.0.1, closed when the test ends.
 func New(t testing.TB) *Server {
 	t.Helper()
+	s := newServer()
+	s.srv = fakehttp.Start(t, http.HandlerFunc(s.serve))
+	return s
+}
+
+// Listen starts the fake on 127.0.0.1 outside a test (make demo); close returns its port.
+func Listen() (s *Server, close func()) {
+	s = newServer()
+	s.srv = fakehttp.Listen(http.HandlerFunc(s.serve))
+	return s, s.srv.Close
+}
+
+func newServer() *Server {
 	s := &Server{
 		tokens:   map[string][]string{AccessToken: {BusinessAccountID}},
 		rejected: map[string]bool{},
@@ -149,7 +162,6 @@ func New(t testing.TB) *Server {
 		closed:   map[string]bool{},
 		pageSize: DefaultPageSize,
 	}
-	s.srv = fakehttp.Start(t, http.HandlerFunc(s.serve))
 	return s
 }
 
