@@ -402,4 +402,3 @@ func whatsappText(body json.RawMessage) string {
 	}
 	return string(body)
 }
-
