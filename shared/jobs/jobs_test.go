@@ -125,7 +125,7 @@ func TestStartAfterDelaysOnlyTheFirstStep(t *testing.T) {
 	assert.Zero(t, q.msgs[0].Delay, "continuations run at once")
 
 	assert.ErrorIs(t, r.StartAfter(context.Background(), time.Minute, "nope", nil), ErrUnknownKind)
-	assert.Error(t, r.StartAfter(context.Background(), queue.MaxDelay+time.Second, "count", nil), "beyond what SQS can delay")
+	assert.Error(t, r.StartAfter(context.Background(), queue.MaxScheduledDelay+time.Second, "count", nil), "beyond what any queue keeps")
 }
 
 // StartMessage is the message StartAfter sends, for a caller that sends it through the
@@ -149,7 +149,7 @@ func TestStartMessageIsWhatStartAfterSends(t *testing.T) {
 
 	_, err = StartMessage(0, "", nil)
 	assert.Error(t, err)
-	_, err = StartMessage(queue.MaxDelay+time.Second, "count", nil)
+	_, err = StartMessage(queue.MaxScheduledDelay+time.Second, "count", nil)
 	assert.Error(t, err)
 	_, err = StartMessage(0, "count", func() {})
 	assert.Error(t, err, "a payload that is no JSON")

@@ -438,7 +438,7 @@ func TestStageRefusesInvalidMessages(t *testing.T) {
 	_, _, err := f.box.Stage(msg(t, 1), queue.Message{Type: "bad type!", Body: json.RawMessage(`{}`)})
 	assert.ErrorContains(t, err, "message 1")
 	tooLate := msg(t, 1)
-	tooLate.Delay = queue.MaxDelay + time.Second
+	tooLate.Delay = queue.MaxScheduledDelay + time.Second
 	_, _, err = f.box.Stage(tooLate)
 	assert.Error(t, err)
 

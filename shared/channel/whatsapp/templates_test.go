@@ -13,6 +13,7 @@ import (
 
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/channel/whatsapp"
+	fake "github.com/botplatform/api/tests/fakes/whatsapp"
 )
 
 func body(text string, examples ...string) whatsapp.Component {
@@ -117,11 +118,13 @@ func TestUploadMedia(t *testing.T) {
 	_, err = a.UploadMedia(ctx, c, whatsapp.Upload{MIMEType: "image/png", Length: int64(len(png)) + 10, Body: bytes.NewReader(png)})
 	assert.Error(t, err, "fewer bytes than announced")
 
-	// Types the Resumable Upload API does not take are refused before any call.
-	before := len(f.Requests())
-	_, err = a.UploadMedia(ctx, c, whatsapp.Upload{MIMEType: "image/gif", Length: 3, Body: strings.NewReader("GIF")})
+	// Types the Resumable Upload API does not take are refused before any call: an adapter
+	// whose Graph API cannot be reached refuses them all the same (a call would fail as
+	// unavailable instead).
+	unreachable := whatsapp.New(whatsapp.Config{BaseURL: "http://127.0.0.1:1/" + fake.Version, AppID: fake.AppID})
+	_, err = unreachable.UploadMedia(ctx, c, whatsapp.Upload{MIMEType: "image/gif", Length: 3, Body: strings.NewReader("GIF")})
 	assert.ErrorIs(t, err, channel.ErrRejected)
-	assert.Len(t, f.Requests(), before)
+	assert.NotErrorIs(t, err, channel.ErrUnavailable)
 
 	noApp := whatsapp.New(whatsapp.Config{BaseURL: f.URL()})
 	_, err = noApp.UploadMedia(ctx, c, whatsapp.Upload{MIMEType: "image/png", Length: int64(len(png)), Body: bytes.NewReader(png)})
