@@ -24,8 +24,9 @@ import (
 	"github.com/botplatform/api/shared/store"
 )
 
-// Env is every kernel dependency a family may use. NewEnv builds it; it does not change
-// afterwards (families build their services from it once, in Family.Build).
+// Env is every kernel dependency a family may use. NewEnv builds it and no field changes
+// afterwards: families build their services from it once, in Family.Build, and Compose only
+// adds the composed families' job kinds to what Jobs knows how to start.
 type Env struct {
 	Store   store.Store
 	Now     func() time.Time
