@@ -24,9 +24,12 @@ const usage = `usage:
         [--whatsapp-base-url URL] [--whatsapp-app-id ID]  (env WHATSAPP_APP_SECRET, WHATSAPP_VERIFY_TOKEN)
   local admin bootstrap [--data DIR]
   local admin account create --name NAME [--data DIR]
+  local admin account plan --account ID --features f1,f2|standard [--data DIR]
+  local admin account rollout --account ID [--enable copilot,flow_intelligence,replay,playbooks] [--disable ...] [--data DIR]
   local admin user create --account ID --rights reactions,dialogs,analytics [--name NAME] [--data DIR]
   local admin user grant --account ID --user ID --bot ID --rights reactions,dialogs,analytics [--data DIR]
   local admin bot create --account ID --name NAME [--data DIR]
+  local admin bot paid-broadcasts --bot ID --enable|--disable [--account ID] [--data DIR]
   local admin pat create --account ID [--user ID] --scopes "bots:read,bots:write" [--expires-in 30d] [--name NAME] [--data DIR]
   local admin channel connect --bot ID --type telegram --token TOKEN|- [--base-url URL] [--name NAME] [--account ID] [--public-url URL] [--data DIR]
   local admin queue dead-letters [--limit 100] [--data DIR]

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -83,19 +85,28 @@ func (s *Service) load(ctx context.Context, kind TokenKind, hash string) (*Princ
 		return nil, ErrUnknownToken
 	}
 	p := &Principal{AccountID: c.AccountID, UserID: c.UserID, TokenID: c.TokenID, Kind: c.Kind, BotID: c.BotID, ExpiresAt: c.ExpiresAt}
+	// The account (entitlements) and the user (role, rights) are independent reads.
+	var (
+		acct Account
+		u    User
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { acct, err = s.Account(gctx, c.AccountID); return err })
+	if c.Kind == KindPAT {
+		g.Go(func() (err error) { u, err = s.User(gctx, c.AccountID, c.UserID); return err })
+	}
+	if err := g.Wait(); errors.Is(err, ErrNotFound) {
+		return nil, ErrUnknownToken // the account or the user was removed: its tokens die with it
+	} else if err != nil {
+		return nil, err
+	}
+	p.Entitlements = acct.Entitlements
 	if c.Kind == KindBot {
 		// A bot token acts on its own bot with every right; the router keeps it off
 		// account-level routes.
 		p.Scopes = Scopes{Full}
 		p.Role = RoleMember
 		return p, nil
-	}
-	u, err := s.User(ctx, c.AccountID, c.UserID)
-	if errors.Is(err, ErrNotFound) {
-		return nil, ErrUnknownToken // the user was removed: its tokens die with it
-	}
-	if err != nil {
-		return nil, err
 	}
 	p.Scopes, p.Role, p.Rights, p.BotRights = c.Scopes, u.Role, u.Rights, u.BotRights
 	return p, nil

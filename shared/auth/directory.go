@@ -17,6 +17,8 @@ type Account struct {
 	Name        string    `json:"name"`
 	OwnerUserID string    `json:"owner_user_id"`
 	CreatedAt   time.Time `json:"created_at"`
+	// Entitlements are the account's plan, rollout and paid-broadcast bots.
+	Entitlements Entitlements `json:"entitlements"`
 }
 
 // User is a member of an account.

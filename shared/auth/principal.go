@@ -31,6 +31,8 @@ type Principal struct {
 	// Rights hold on every bot of the account; BotRights add rights on single bots.
 	Rights    RightSet            `json:"rights"`
 	BotRights map[string]RightSet `json:"bot_rights,omitempty"`
+	// Entitlements are the account's, read when the token was last looked up.
+	Entitlements Entitlements `json:"entitlements"`
 	// ExpiresAt is the token's expiry (zero for bot tokens, which live until deleted).
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }

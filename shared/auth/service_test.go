@@ -564,7 +564,7 @@ func TestAuthenticateCache(t *testing.T) {
 	f.clock.Advance(time.Second)
 	p2, err := f.svc.Authenticate(ctx, bearer(tok))
 	require.NoError(t, err)
-	assert.Equal(t, int64(2), f.store.gets.Load(), "after CacheTTL the credential and the user are read again")
+	assert.Equal(t, int64(3), f.store.gets.Load(), "after CacheTTL the credential, the account and the user are read again")
 	assert.Equal(t, p1, p2)
 	assert.Zero(t, f.store.puts.Load(), "and last_used_at is not due yet")
 }

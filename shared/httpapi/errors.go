@@ -170,6 +170,18 @@ func (p Problems) Err() error {
 	return E(KindInvalid, "validation_failed", detail).With("errors", []FieldError(p))
 }
 
+// Unprocessable returns nil without problems, else a 422 with the given code listing them:
+// for a body that is well-formed but cannot be acted on as it is (content that fails its
+// checks at validate or publish), as opposed to a malformed request (Err, 400).
+func (p Problems) Unprocessable(code string) error {
+	if len(p) == 0 {
+		return nil
+	}
+	e := asError(p.Err())
+	e.Kind, e.Code = KindUnprocessable, code
+	return e
+}
+
 // problemTypeBase prefixes each problem type URI; docs/errors.md documents every code.
 const problemTypeBase = "https://docs.botplatform.dev/errors/"
 
@@ -212,6 +224,9 @@ func writeProblem(w http.ResponseWriter, requestID string, e *Error) {
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
+	if wait, ok := e.Extensions["retry_after_seconds"].(int64); ok && status == http.StatusTooManyRequests {
+		h.Set("Retry-After", strconv.FormatInt(max(wait, 1), 10))
+	}
 	if status == http.StatusServiceUnavailable && h.Get("Retry-After") == "" {
 		h.Set("Retry-After", "1")
 	}

@@ -35,7 +35,24 @@ type Access struct {
 	Rights auth.RightSet
 	// PATOnly refuses bot API tokens even on the routes of their own bot.
 	PATOnly bool
+	// Plan is the plan feature the account must have (402 feature_not_in_plan).
+	Plan auth.Feature
+	// Rollout is the rollout feature that must be enabled for the account (403
+	// feature_not_enabled; unassigned counts as disabled).
+	Rollout auth.Feature
+	// PaidBroadcasts requires paid broadcasts to be enabled for the route's bot (403
+	// paid_broadcasts_not_enabled).
+	PaidBroadcasts bool
 }
+
+// InPlan returns a with the plan feature f required.
+func (a Access) InPlan(f auth.Feature) Access { a.Plan = f; return a }
+
+// InRollout returns a with the rollout feature f required.
+func (a Access) InRollout(f auth.Feature) Access { a.Rollout = f; return a }
+
+// WithPaidBroadcasts returns a requiring paid broadcasts on the route's bot.
+func (a Access) WithPaidBroadcasts() Access { a.PaidBroadcasts = true; return a }
 
 // Need declares a route that requires scope and, on a bot's routes, the given rights.
 // Bot API tokens may call it on their own bot.
@@ -364,7 +381,9 @@ func (m *Mux) serve(w http.ResponseWriter, r *http.Request, h HandlerFunc) {
 // authorize applies the route's declared access to the principal. Order matters: a bot
 // token sees nothing outside its bot (404); the token kind and scope are properties of the
 // token and reveal nothing, so they come next (403); rights are checked only once the bot is
-// known to be the caller's (else 404), so a 403 never confirms that another account's bot exists.
+// known to be the caller's (else 404), so a 403 never confirms that another account's bot
+// exists. Entitlements come last: they are the account's own, and a 402 or 403 about them is
+// only useful to a caller who could otherwise make the call (docs/access.md).
 func (m *Mux) authorize(r *http.Request, rt Route, p *auth.Principal) error {
 	bot := r.PathValue("botID")
 	// Outside its own bot, nothing exists for a bot token: 404 before anything else.
@@ -379,17 +398,33 @@ func (m *Mux) authorize(r *http.Request, rt Route, p *auth.Principal) error {
 		return Errorf(KindForbidden, "insufficient_scope", "this route needs the %q scope", rt.Access.Scope).
 			With("required_scope", rt.Access.Scope)
 	}
-	if !rt.BotScoped {
-		return nil
+	if rt.BotScoped {
+		loaded, err := m.cfg.Bots.LoadBot(r.Context(), p.AccountID, bot)
+		if err != nil {
+			return err
+		}
+		info(r).bot = loaded
+		if missing := p.RightsOn(bot).Missing(rt.Access.Rights); len(missing) > 0 {
+			return Errorf(KindForbidden, "missing_right", "your user lacks the %s right on this bot", auth.RightsOf(missing...)).
+				With("missing_rights", missing)
+		}
 	}
-	loaded, err := m.cfg.Bots.LoadBot(r.Context(), p.AccountID, bot)
-	if err != nil {
-		return err
+	return entitled(rt.Access, p.Entitlements, bot)
+}
+
+// entitled checks the account's entitlements the route declares: plan, then rollout, then
+// the bot's paid broadcasts.
+func entitled(a Access, e auth.Entitlements, bot string) error {
+	if a.Plan != "" && !e.InPlan(a.Plan) {
+		return Errorf(KindPaymentRequired, "feature_not_in_plan", "your account's plan does not include %s; upgrade the plan to use this route", a.Plan).
+			With("feature", a.Plan)
 	}
-	info(r).bot = loaded
-	if missing := p.RightsOn(bot).Missing(rt.Access.Rights); len(missing) > 0 {
-		return Errorf(KindForbidden, "missing_right", "your user lacks the %s right on this bot", auth.RightsOf(missing...)).
-			With("missing_rights", missing)
+	if a.Rollout != "" && !e.Enabled(a.Rollout) {
+		return Errorf(KindForbidden, "feature_not_enabled", "%s is not enabled for your account", a.Rollout).
+			With("feature", a.Rollout)
+	}
+	if a.PaidBroadcasts && !e.PaidBroadcasts(bot) {
+		return E(KindForbidden, "paid_broadcasts_not_enabled", "paid broadcasts are not enabled for this bot")
 	}
 	return nil
 }
