@@ -1,0 +1,515 @@
+// Package email is the platform's outgoing email transport: it builds RFC 5322 messages
+// (Build), signs them with DKIM (Sign), and hands them to a Sender: an SMTP relay (SMTP),
+// Amazon SES v2 (SES), or a directory of .eml files (Sink), the offline default.
+//
+// A Message is plain data; Build refuses anything that could smuggle a header (a CR or LF
+// in the subject, a name, an address or an extra header value), encodes non-ASCII header
+// text as RFC 2047 encoded-words and bodies as quoted-printable UTF-8, and bounds the size.
+// Every Sender returns a *SendError that tells permanent failures (the message or the
+// recipient was refused: do not retry) from temporary ones.
+package email
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"html"
+	"mime"
+	"mime/multipart"
+	"mime/quotedprintable"
+	"net/mail"
+	"net/textproto"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxMessageSize bounds a built message, headers and encoded bodies included (10 MiB).
+// Build returns ErrTooLarge beyond it.
+const MaxMessageSize = 10 << 20
+
+// Bounds on the parts of a message; Build refuses more with ErrInvalidMessage.
+const (
+	maxSubjectLen   = 998  // bytes of UTF-8, before encoding
+	maxNameLen      = 256  // bytes of a display name
+	maxPreheaderLen = 1000 // bytes
+	maxHeaders      = 32   // extra headers
+	maxHeaderValue  = 2048 // bytes of one extra header value
+	maxTags         = 50   // SES accepts at most 50 message tags
+	maxTagLen       = 256  // SES tag name and value length
+	maxMessageIDLen = 250
+	foldAt          = 78  // preferred header line length (RFC 5322 section 2.1.1)
+	maxLineLen      = 998 // hard header line limit, CRLF excluded
+)
+
+// Message is one email to one recipient. The zero values of the optional fields mean
+// "absent".
+type Message struct {
+	// From is the author. Address is required; Name is the optional display name.
+	From mail.Address
+	// To is the single recipient. Address is required.
+	To mail.Address
+	// ReplyTo, when not nil, is where replies go.
+	ReplyTo *mail.Address
+	// Subject is the subject line; non-ASCII text is encoded.
+	Subject string
+	// Preheader is the optional preview text that mail clients show next to the subject.
+	// It is rendered as hidden text at the start of the HTML part, and ignored when there
+	// is no HTML.
+	Preheader string
+	// HTML is the optional HTML body. With it the message is multipart/alternative.
+	HTML string
+	// Text is the plain-text body. It is always required: with HTML it is the
+	// alternative shown by text-only clients, and this package does not derive it.
+	Text string
+	// Headers are extra header fields, such as List-Unsubscribe and
+	// List-Unsubscribe-Post. Names must be RFC 5322 field names and may not replace a
+	// header that Build writes itself (From, To, Subject, Date, Message-ID, Content-Type,
+	// ...).
+	Headers map[string]string
+	// Tags are name/value pairs that identify the message for reporting (campaign,
+	// variant). Names and values are 1 to 256 characters of A-Z, a-z, 0-9, '_' and '-'.
+	// SES sends them as message tags; Build writes them as an X-Tags header.
+	Tags map[string]string
+	// MessageID is the Message-ID, with or without angle brackets. When empty, one is
+	// generated as <random@from-domain>.
+	MessageID string
+	// Date is the origination date; the zero value means the time of building.
+	Date time.Time
+}
+
+// reservedHeaders are the fields Build writes itself, or that must never be set by a
+// caller; Message.Headers may not contain them (compared case-insensitively).
+var reservedHeaders = map[string]bool{
+	"from": true, "to": true, "cc": true, "bcc": true, "reply-to": true, "sender": true,
+	"subject": true, "date": true, "message-id": true, "mime-version": true,
+	"content-type": true, "content-transfer-encoding": true, "content-disposition": true,
+	"dkim-signature": true, "return-path": true, "received": true, "x-tags": true,
+}
+
+// bodyTag finds the opening <body> tag, after which the preheader goes.
+var bodyTag = regexp.MustCompile(`(?i)<body\b[^>]*>`)
+
+// preheaderStyle hides the preheader in every common client while keeping it the first
+// text of the message, which is what clients show as the preview.
+const preheaderStyle = "display:none;font-size:1px;line-height:1px;max-height:0;max-width:0;" +
+	"opacity:0;overflow:hidden;mso-hide:all"
+
+// Build renders m as an RFC 5322 message with CRLF line endings, dated now when m.Date is
+// zero. With HTML the body is multipart/alternative (text/plain, then text/html);
+// otherwise it is a single text/plain part. Both are quoted-printable UTF-8. Errors wrap
+// ErrInvalidMessage or ErrTooLarge.
+func Build(m Message, now time.Time) ([]byte, error) {
+	raw, _, err := build(m, now)
+	return raw, err
+}
+
+// build is Build that also returns the Message-ID header value, angle brackets included.
+func build(m Message, now time.Time) ([]byte, string, error) {
+	if len(m.Text)+len(m.HTML)+len(m.Preheader) > MaxMessageSize {
+		return nil, "", fmt.Errorf("%w: body exceeds %d bytes", ErrTooLarge, MaxMessageSize)
+	}
+	from, err := checkAddress("from", m.From)
+	if err != nil {
+		return nil, "", err
+	}
+	to, err := checkAddress("to", m.To)
+	if err != nil {
+		return nil, "", err
+	}
+	var replyTo *mail.Address
+	if m.ReplyTo != nil {
+		a, err := checkAddress("reply_to", *m.ReplyTo)
+		if err != nil {
+			return nil, "", err
+		}
+		replyTo = &a
+	}
+	if err := checkHeaderText("subject", m.Subject, maxSubjectLen); err != nil {
+		return nil, "", err
+	}
+	if err := checkBody(m); err != nil {
+		return nil, "", err
+	}
+	extra, err := checkHeaders(m.Headers)
+	if err != nil {
+		return nil, "", err
+	}
+	tags, err := formatTags(m.Tags)
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := messageID(m.MessageID, from.Address)
+	if err != nil {
+		return nil, "", err
+	}
+	date := m.Date
+	if date.IsZero() {
+		date = now
+	}
+
+	var body bytes.Buffer
+	var contentType string
+	if m.HTML == "" {
+		contentType = mime.FormatMediaType("text/plain", map[string]string{"charset": "UTF-8"})
+		if err := writeQP(&body, m.Text); err != nil {
+			return nil, "", err
+		}
+	} else {
+		mw := multipart.NewWriter(&body)
+		contentType = mime.FormatMediaType("multipart/alternative", map[string]string{"boundary": mw.Boundary()})
+		if err := writePart(mw, "text/plain", m.Text); err != nil {
+			return nil, "", err
+		}
+		if err := writePart(mw, "text/html", withPreheader(m.HTML, m.Preheader)); err != nil {
+			return nil, "", err
+		}
+		if err := mw.Close(); err != nil {
+			return nil, "", err
+		}
+	}
+
+	var h headerWriter
+	h.add("Date", date.Format(time.RFC1123Z))
+	h.add("From", from.String())
+	h.add("To", to.String())
+	if replyTo != nil {
+		h.add("Reply-To", replyTo.String())
+	}
+	if m.Subject != "" {
+		h.add("Subject", encodeText(m.Subject))
+	}
+	h.add("Message-ID", id)
+	h.add("MIME-Version", "1.0")
+	for _, f := range extra {
+		h.add(f[0], f[1])
+	}
+	if tags != "" {
+		h.add("X-Tags", tags)
+	}
+	h.add("Content-Type", contentType)
+	if m.HTML == "" {
+		h.add("Content-Transfer-Encoding", "quoted-printable")
+	}
+	if h.err != nil {
+		return nil, "", h.err
+	}
+
+	if h.buf.Len()+2+body.Len() > MaxMessageSize {
+		return nil, "", fmt.Errorf("%w: built message exceeds %d bytes", ErrTooLarge, MaxMessageSize)
+	}
+	out := make([]byte, 0, h.buf.Len()+2+body.Len())
+	out = append(out, h.buf.Bytes()...)
+	out = append(out, "\r\n"...)
+	out = append(out, body.Bytes()...)
+	return out, id, nil
+}
+
+// invalid returns an error wrapping ErrInvalidMessage.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidMessage}, args...)...)
+}
+
+// checkHeaderText refuses header text that could break out of its field (CR, LF), other
+// control characters, text that is not UTF-8, and text longer than max bytes.
+func checkHeaderText(field, s string, max int) error {
+	if strings.ContainsAny(s, "\r\n") {
+		return invalid("%s contains CR or LF (header injection)", field)
+	}
+	if !utf8.ValidString(s) {
+		return invalid("%s is not valid UTF-8", field)
+	}
+	for _, r := range s {
+		if (r < ' ' && r != '\t') || r == 0x7f {
+			return invalid("%s contains control character %U", field, r)
+		}
+	}
+	if len(s) > max {
+		return invalid("%s is longer than %d bytes", field, max)
+	}
+	return nil
+}
+
+// checkAddress validates one address with net/mail: Address must be a bare ASCII
+// addr-spec (internationalized domains in punycode), Name any single-line text.
+func checkAddress(field string, a mail.Address) (mail.Address, error) {
+	if err := checkHeaderText(field+" name", a.Name, maxNameLen); err != nil {
+		return mail.Address{}, err
+	}
+	if err := checkHeaderText(field+" address", a.Address, 254); err != nil {
+		return mail.Address{}, err
+	}
+	if a.Address == "" {
+		return mail.Address{}, invalid("%s address is required", field)
+	}
+	for i := 0; i < len(a.Address); i++ {
+		if c := a.Address[i]; c <= ' ' || c > '~' {
+			return mail.Address{}, invalid("%s address %q must be ASCII without spaces", field, a.Address)
+		}
+	}
+	p, err := mail.ParseAddress(a.Address)
+	if err != nil {
+		return mail.Address{}, invalid("%s address %q: %v", field, a.Address, err)
+	}
+	if p.Name != "" || p.Address != a.Address {
+		return mail.Address{}, invalid("%s address %q is not a bare address (put the name in Name)", field, a.Address)
+	}
+	return mail.Address{Name: a.Name, Address: p.Address}, nil
+}
+
+// checkBody validates the body parts.
+func checkBody(m Message) error {
+	if m.Text == "" {
+		return invalid("text is required (also with html, as the plain-text alternative)")
+	}
+	if !utf8.ValidString(m.Text) {
+		return invalid("text is not valid UTF-8")
+	}
+	if !utf8.ValidString(m.HTML) {
+		return invalid("html is not valid UTF-8")
+	}
+	if !utf8.ValidString(m.Preheader) {
+		return invalid("preheader is not valid UTF-8")
+	}
+	if len(m.Preheader) > maxPreheaderLen {
+		return invalid("preheader is longer than %d bytes", maxPreheaderLen)
+	}
+	return nil
+}
+
+// checkHeaders validates the extra headers and returns them as encoded name/value pairs
+// sorted by name, so the same message always builds the same header.
+func checkHeaders(headers map[string]string) ([][2]string, error) {
+	if len(headers) > maxHeaders {
+		return nil, invalid("more than %d extra headers", maxHeaders)
+	}
+	seen := make(map[string]bool, len(headers))
+	out := make([][2]string, 0, len(headers))
+	for name, value := range headers {
+		if !validFieldName(name) {
+			return nil, invalid("header name %q is not a valid field name", name)
+		}
+		lower := strings.ToLower(name)
+		if reservedHeaders[lower] {
+			return nil, invalid("header %s is set by the package and cannot be overridden", name)
+		}
+		if seen[lower] {
+			return nil, invalid("header %s is given twice", name)
+		}
+		seen[lower] = true
+		if err := checkHeaderText("header "+name, value, maxHeaderValue); err != nil {
+			return nil, err
+		}
+		out = append(out, [2]string{name, encodeText(value)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out, nil
+}
+
+// validFieldName reports whether name is an RFC 5322 field name: 1 to 76 printable ASCII
+// characters other than ':'.
+func validFieldName(name string) bool {
+	if name == "" || len(name) > 76 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < '!' || c > '~' || c == ':' {
+			return false
+		}
+	}
+	return true
+}
+
+// validTagPart reports whether s is a valid SES message tag name or value.
+func validTagPart(s string) bool {
+	if s == "" || len(s) > maxTagLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// sortedTags validates tags and returns their names in order.
+func sortedTags(tags map[string]string) ([]string, error) {
+	if len(tags) > maxTags {
+		return nil, invalid("more than %d tags", maxTags)
+	}
+	names := make([]string, 0, len(tags))
+	for name, value := range tags {
+		if !validTagPart(name) {
+			return nil, invalid("tag name %q must be 1 to %d characters of A-Z a-z 0-9 _ -", name, maxTagLen)
+		}
+		if !validTagPart(value) {
+			return nil, invalid("tag %s: value %q must be 1 to %d characters of A-Z a-z 0-9 _ -", name, value, maxTagLen)
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// formatTags renders tags as the X-Tags value "a=1, b=2", or "" when there are none.
+func formatTags(tags map[string]string) (string, error) {
+	names, err := sortedTags(tags)
+	if err != nil {
+		return "", err
+	}
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = name + "=" + tags[name]
+	}
+	return strings.Join(parts, ", "), nil
+}
+
+// messageID returns the given Message-ID in angle brackets, or generates
+// <32-hex-digits@from-domain>.
+func messageID(given, from string) (string, error) {
+	if given == "" {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", fmt.Errorf("email: generate message id: %w", err)
+		}
+		return "<" + hex.EncodeToString(b[:]) + "@" + from[strings.LastIndexByte(from, '@')+1:] + ">", nil
+	}
+	if err := checkHeaderText("message_id", given, maxMessageIDLen); err != nil {
+		return "", err
+	}
+	id := strings.TrimSuffix(strings.TrimPrefix(given, "<"), ">")
+	left, right, _ := strings.Cut(id, "@")
+	if strings.Count(id, "@") != 1 || left == "" || right == "" {
+		return "", invalid("message_id %q is not of the form <left@right>", given)
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c > '~' || strings.IndexByte("<>()[]\\,;:\"", c) >= 0 {
+			return "", invalid("message_id %q contains %q", given, c)
+		}
+	}
+	return "<" + id + ">", nil
+}
+
+// encodeText encodes unstructured header text as RFC 2047 encoded-words when it is not
+// plain ASCII: Q encoding for mostly-ASCII text, B encoding when most bytes are not ASCII
+// (shorter for Cyrillic, CJK, ...).
+func encodeText(s string) string {
+	nonASCII := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			nonASCII++
+		}
+	}
+	if nonASCII*3 > len(s) {
+		return mime.BEncoding.Encode("utf-8", s)
+	}
+	return mime.QEncoding.Encode("utf-8", s)
+}
+
+// withPreheader puts the hidden preheader right after the <body> tag, or at the start
+// when the HTML has none.
+func withPreheader(htmlBody, preheader string) string {
+	if preheader == "" {
+		return htmlBody
+	}
+	hidden := `<div style="` + preheaderStyle + `">` + html.EscapeString(preheader) + `</div>`
+	if loc := bodyTag.FindStringIndex(htmlBody); loc != nil {
+		return htmlBody[:loc[1]] + hidden + htmlBody[loc[1]:]
+	}
+	return hidden + htmlBody
+}
+
+// writePart writes one quoted-printable UTF-8 part of the given text type.
+func writePart(mw *multipart.Writer, mediaType, content string) error {
+	h := make(textproto.MIMEHeader)
+	h.Set("Content-Type", mime.FormatMediaType(mediaType, map[string]string{"charset": "UTF-8"}))
+	h.Set("Content-Transfer-Encoding", "quoted-printable")
+	w, err := mw.CreatePart(h)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := writeQP(&buf, content); err != nil {
+		return err
+	}
+	_, err = w.Write(buf.Bytes())
+	return err
+}
+
+// writeQP writes s quoted-printable encoded (line breaks become CRLF) and ends it with a
+// line break.
+func writeQP(buf *bytes.Buffer, s string) error {
+	qp := quotedprintable.NewWriter(buf)
+	if _, err := qp.Write([]byte(s)); err != nil {
+		return err
+	}
+	if err := qp.Close(); err != nil {
+		return err
+	}
+	if !bytes.HasSuffix(buf.Bytes(), []byte("\r\n")) {
+		buf.WriteString("\r\n")
+	}
+	return nil
+}
+
+// headerWriter accumulates header fields, folded at whitespace so lines stay within 78
+// characters where possible. A line that cannot be folded under 998 characters is an
+// error.
+type headerWriter struct {
+	buf bytes.Buffer
+	err error
+}
+
+// add writes "name: value" followed by CRLF.
+func (h *headerWriter) add(name, value string) {
+	if h.err != nil {
+		return
+	}
+	line := name + ":"
+	onLine := 0 // segments on the current line
+	for _, seg := range segments(strings.Trim(value, " \t")) {
+		if onLine > 0 && len(line)+len(seg) > foldAt {
+			h.flush(name, line)
+			line, onLine = "", 0
+		}
+		line += seg
+		onLine++
+	}
+	h.flush(name, line)
+}
+
+// flush ends one physical header line.
+func (h *headerWriter) flush(name, line string) {
+	if len(line) > maxLineLen && h.err == nil {
+		h.err = invalid("header %s has a word too long to fold under %d characters", name, maxLineLen)
+	}
+	h.buf.WriteString(line)
+	h.buf.WriteString("\r\n")
+}
+
+// segments splits a header value into the pieces between which it may be folded: each
+// piece is a run of whitespace followed by a run of other characters, and the first one
+// gets a leading space (the one after the colon).
+func segments(value string) []string {
+	if value == "" {
+		return []string{" "}
+	}
+	var segs []string
+	start := 0
+	for i := 1; i < len(value); i++ {
+		isWS := value[i] == ' ' || value[i] == '\t'
+		prevWS := value[i-1] == ' ' || value[i-1] == '\t'
+		if isWS && !prevWS {
+			segs = append(segs, value[start:i])
+			start = i
+		}
+	}
+	segs = append(segs, value[start:])
+	segs[0] = " " + segs[0]
+	return segs
+}
