@@ -12,6 +12,7 @@ import (
 	botswiring "github.com/botplatform/api/functions/bots/wiring"
 	"github.com/botplatform/api/functions/channels"
 	"github.com/botplatform/api/functions/collections"
+	contentwiring "github.com/botplatform/api/functions/content/wiring"
 	"github.com/botplatform/api/functions/pats"
 	"github.com/botplatform/api/functions/public"
 	reactionswiring "github.com/botplatform/api/functions/reactions/wiring"
@@ -40,6 +41,7 @@ func All() []family.Family {
 		channels.Family(),
 		webhookswiring.Family(),
 		runtimewiring.Family(),
+		contentwiring.Family(),
 	}
 }
 

@@ -45,7 +45,10 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 		// The traces read subscribers; the runtime family's queue handlers (which run in
 		// the jobs Lambda, composed in the same package) drive channels, subscribers and
 		// published reactions.
-		"runtime":    {"runtime", "runtime/wiring", "reactions", "reactions/wiring", "subscribers", "channels"},
+		"runtime": {"runtime", "runtime/wiring", "reactions", "reactions/wiring", "subscribers", "channels"},
+		// Merge fields are the bot's subscriber fields and test recipients its subscribers
+		// (subscribers); a test send of a message goes out on the bot's channel (channels).
+		"content":    {"content", "content/wiring", "subscribers", "channels"},
 		"authorizer": nil,
 		"auditsink":  nil,
 	}

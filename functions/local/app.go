@@ -12,6 +12,7 @@ import (
 	"github.com/botplatform/api/functions/families"
 	"github.com/botplatform/api/functions/platform"
 	"github.com/botplatform/api/shared/audit"
+	"github.com/botplatform/api/shared/email"
 	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/httpapi"
 	localqueue "github.com/botplatform/api/shared/queue/local"
@@ -42,6 +43,17 @@ type appConfig struct {
 	Providers platform.Providers
 	// Durability is what a commit survives (serve's --durability; sqlite.Full by default).
 	Durability sqlite.Durability
+	// SMTP, when set, sends email through this relay; otherwise mail is written as .eml
+	// files under <data>/mail, so that the product works offline.
+	SMTP *email.SMTP
+}
+
+// mailer is the process's email sender.
+func (c appConfig) mailer(dataDir string) email.Sender {
+	if c.SMTP != nil {
+		return c.SMTP
+	}
+	return &email.Sink{Dir: filepath.Join(dataDir, "mail")}
 }
 
 // openApp opens (creating if needed) the data directory: the SQLite store and the master key.
@@ -78,6 +90,7 @@ func openAppWith(dataDir string, log *slog.Logger, cfg appConfig) (*app, error) 
 		Now:       time.Now,
 		Adapters:  cfg.Providers.Adapters(),
 		PublicURL: cfg.PublicURL,
+		Email:     cfg.mailer(dataDir),
 
 		WhatsAppVerifyToken: cfg.Providers.WhatsAppVerifyToken,
 	})

@@ -180,6 +180,14 @@ func TestOpenAPIAccessMatchesRoutes(t *testing.T) {
 				assert.Equal(t, expectedKinds(rt), stringList(t, v, "x-token-kinds"), "x-token-kinds")
 			}
 
+			for ext, want := range map[string]auth.Feature{"x-required-plan-feature": rt.Access.Plan, "x-required-rollout-feature": rt.Access.Rollout} {
+				got, _ := op.Extensions[ext].(string)
+				assert.Equal(t, string(want), got, "%s (absent when the route needs none)", ext)
+				if want != "" {
+					assert.Contains(t, op.Description, "`"+string(want)+"`", "the description must state the %s", ext)
+				}
+			}
+
 			if rt.Access.Public {
 				if assert.NotNil(t, op.Security, "a public route needs security: []") {
 					assert.Empty(t, *op.Security, "a public route needs security: []")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/botplatform/api/functions/platform"
+	"github.com/botplatform/api/shared/email"
 	"github.com/botplatform/api/shared/reqlog"
 	"github.com/botplatform/api/shared/store/sqlite"
 )
@@ -32,6 +33,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&providers.WhatsAppBaseURL, "whatsapp-base-url", providers.WhatsAppBaseURL, "WhatsApp Graph API root with its version (env WHATSAPP_BASE_URL; default https://graph.facebook.com/v21.0)")
 	fs.StringVar(&providers.WhatsAppAppID, "whatsapp-app-id", providers.WhatsAppAppID, "the Meta app's id, for template header media uploads (env WHATSAPP_APP_ID). "+
 		"The app secret and the webhook verify token are secrets: only from the environment (WHATSAPP_APP_SECRET, WHATSAPP_VERIFY_TOKEN)")
+	smtpAddr := fs.String("smtp-addr", os.Getenv("SMTP_ADDR"), "send email through this SMTP relay, host:port (env SMTP_ADDR; default none: mail is written as .eml files under <data>/mail)")
+	smtpUser := fs.String("smtp-user", os.Getenv("SMTP_USER"), "SMTP AUTH user (env SMTP_USER); the password only from the environment (SMTP_PASSWORD)")
+	smtpTLS := fs.String("smtp-tls", "starttls", "SMTP encryption: starttls (required), implicit-tls, or none (a relay on this machine only)")
 	// Media the local process uploads (VK) may come from this machine or its network.
 	providers.AllowPrivateMediaURLs = true
 	if err := fs.Parse(args); err != nil {
@@ -49,6 +53,25 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cfg.PublicURL, err = checkPublicURL(*publicURL); err != nil {
 		fmt.Fprintf(stderr, "--public-url: %v\n", err)
 		return 2
+	}
+	if *smtpAddr != "" {
+		c := &email.SMTP{Addr: *smtpAddr, Username: *smtpUser, Password: os.Getenv("SMTP_PASSWORD")}
+		switch *smtpTLS {
+		case "starttls":
+			c.TLS = email.StartTLS
+		case "implicit-tls":
+			c.TLS = email.ImplicitTLS
+		case "none":
+			c.TLS = email.NoTLS
+		default:
+			fmt.Fprintf(stderr, "--smtp-tls must be starttls, implicit-tls or none\n")
+			return 2
+		}
+		if err := c.Validate(); err != nil {
+			fmt.Fprintf(stderr, "--smtp-addr: %v\n", err)
+			return 2
+		}
+		cfg.SMTP = c
 	}
 	if err := providers.Validate(); err != nil {
 		fmt.Fprintf(stderr, "provider base URLs: %v\n", err)

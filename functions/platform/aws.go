@@ -23,11 +23,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/botplatform/api/shared/apigw"
 	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/audit/eventbridge"
+	"github.com/botplatform/api/shared/email"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/queue/sqs"
 	"github.com/botplatform/api/shared/store/dynamo"
@@ -46,6 +48,9 @@ type AWSConfig struct {
 	// a message that is due later than SQS can delay one (a long wait step) to the jobs
 	// queue; "" where the Lambda sends none (sqs.Schedules).
 	SchedulerRoleARN string
+	// SESConfigurationSet (SES_CONFIGURATION_SET) is the SES configuration set email is sent
+	// with; "" where the Lambda sends no email (family.Deps.Email stays nil).
+	SESConfigurationSet string
 	// PublicURL (PUBLIC_URL) is the API's public base URL, where providers deliver
 	// webhooks; "" registers no webhook with a provider.
 	PublicURL string
@@ -68,6 +73,7 @@ func AWSConfigFromEnv() AWSConfig {
 		JobsQueueURL:        os.Getenv("JOBS_QUEUE_URL"),
 		JobsStateMachineARN: os.Getenv("JOBS_STATE_MACHINE_ARN"),
 		SchedulerRoleARN:    os.Getenv(EnvSchedulerRoleARN),
+		SESConfigurationSet: os.Getenv(EnvSESConfigurationSet),
 		PublicURL:           os.Getenv(EnvPublicURL),
 		Providers:           ProvidersFromEnv(os.Getenv),
 		SecretParameters: SecretParameters{
@@ -160,6 +166,9 @@ func (a *AWS) JobsSender() (queue.Sender, error) {
 // EnvSchedulerRoleARN names AWSConfig.SchedulerRoleARN.
 const EnvSchedulerRoleARN = "SCHEDULER_ROLE_ARN"
 
+// EnvSESConfigurationSet names the SES configuration set of the Lambdas that send email.
+const EnvSESConfigurationSet = "SES_CONFIGURATION_SET"
+
 // SQS is the SQS client, for the jobs consumer's visibility changes.
 func (a *AWS) SQS() *awssqs.Client { return awssqs.NewFromConfig(a.aws) }
 
@@ -192,6 +201,9 @@ func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now 
 	}
 	d := family.Deps{Store: st, Log: log, Now: now, Tenancy: bots.Tenancy, Secrets: sealer, Adapters: providers.Adapters(),
 		PublicURL: a.cfg.PublicURL, WhatsAppVerifyToken: providers.WhatsAppVerifyToken}
+	if a.cfg.SESConfigurationSet != "" {
+		d.Email = &email.SES{Client: sesv2.NewFromConfig(a.aws), ConfigurationSet: a.cfg.SESConfigurationSet}
+	}
 	if a.cfg.JobsQueueURL != "" {
 		if d.Queue, err = a.JobsSender(); err != nil {
 			return family.Deps{}, err

@@ -43,6 +43,10 @@ const (
 	// ScheduleRole is the role those schedules run with (row QueueScheduleRole); the jobs
 	// Lambda passes it to Scheduler (iam:PassRole), which gives it SCHEDULER_ROLE_ARN.
 	ScheduleRole
+	// EmailIdentities are the SES identities (verified domains and addresses) of the account
+	// in the stack's region, and the stack's SES configuration set: sending is authorized on
+	// both. A grant on them gives SES_CONFIGURATION_SET.
+	EmailIdentities
 	// ParameterKey is the KMS key of those parameters (AWS-managed aws/ssm, or the
 	// operator's): its ARN is unknown to the stack, so the grant is on the account's keys
 	// in the stack's region, only through SSM (kms:ViaService) and only for the parameters
@@ -182,6 +186,16 @@ func Access() map[string][]Grant {
 			// PutItem: the principal's last_used_at bookkeeping.
 			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},
 			{CursorKey, []string{"kms:GenerateMac"}},
+		},
+		// Content documents and templates. UpdateItem: the test-send counters (store.Add);
+		// Decrypt: a test send of a message opens the channel's credentials; SendEmail and
+		// SendRawEmail: a test send of an email (SES v2 SendEmail with raw content).
+		"content": {logs,
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+			{SecretsKey, []string{"kms:Decrypt"}},
+			{EmailIdentities, []string{"ses:SendEmail", "ses:SendRawEmail"}},
 		},
 		"authorizer": {logs,
 			// PutItem: last_used_at.

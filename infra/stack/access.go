@@ -33,6 +33,7 @@ const (
 	ParameterKey                 = access.ParameterKey
 	Schedules                    = access.Schedules
 	ScheduleRole                 = access.ScheduleRole
+	EmailIdentities              = access.EmailIdentities
 	QueueScheduleRole            = access.QueueScheduleRole
 	StateMachineRole             = access.StateMachineRole
 	OutboxScheduleRole           = access.OutboxScheduleRole
@@ -109,6 +110,8 @@ func Settings() map[string][]Setting {
 		// deleted bot removes its channels' webhooks there. Its channels service is the
 		// channels family's, built with PUBLIC_URL.
 		Jobs: {PublicURL, TelegramBaseURL, VKBaseURL, WhatsAppBaseURL},
+		// A test send of a message goes out through the providers' APIs.
+		"content": {TelegramBaseURL, VKBaseURL, WhatsAppBaseURL},
 	}
 }
 
@@ -123,6 +126,7 @@ const (
 	EnvJobsQueueURL        = "JOBS_QUEUE_URL"
 	EnvJobsStateMachineARN = "JOBS_STATE_MACHINE_ARN"
 	EnvSchedulerRoleARN    = platform.EnvSchedulerRoleARN
+	EnvSESConfigurationSet = platform.EnvSESConfigurationSet
 	// Provider configuration, named where the platform reads it.
 	EnvPublicURL                    = platform.EnvPublicURL
 	EnvTelegramBaseURL              = platform.EnvTelegramBaseURL
@@ -169,6 +173,8 @@ func envVar(r Resource) (string, bool) {
 		return EnvJobsStateMachineARN, true
 	case ScheduleRole:
 		return EnvSchedulerRoleARN, true
+	case EmailIdentities:
+		return EnvSESConfigurationSet, true
 	case WhatsAppAppSecretParameter:
 		return EnvWhatsAppAppSecretParameter, true
 	case WhatsAppVerifyTokenParameter:

@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsses"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -260,10 +261,12 @@ type builder struct {
 	machine    awsstepfunctions.StateMachine
 	// scheduleRole is the role Scheduler assumes to send a long wait's message when due.
 	scheduleRole awsiam.Role
-	api          awsapigatewayv2.HttpApi
-	stage        awsapigatewayv2.HttpStage
-	domain       awsapigatewayv2.DomainName
-	fns          map[string]*lambdaFn
+	// sesSet is the SES configuration set email is sent with (configurationSet).
+	sesSet awsses.ConfigurationSet
+	api    awsapigatewayv2.HttpApi
+	stage  awsapigatewayv2.HttpStage
+	domain awsapigatewayv2.DomainName
+	fns    map[string]*lambdaFn
 }
 
 func duration(d time.Duration) awscdk.Duration {
@@ -719,6 +722,12 @@ func (b *builder) resolve(r Resource, f *lambdaFn) ([]string, *string, error) {
 			Resource: jsii.String("schedule"), ResourceName: jsii.String("default/" + sqs.ScheduleNamePrefix + "*")})}, nil, nil
 	case ScheduleRole:
 		return []string{*b.scheduleRole.RoleArn()}, b.scheduleRole.RoleArn(), nil
+	case EmailIdentities:
+		set := b.configurationSet()
+		return []string{
+			*b.st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("ses"), Resource: jsii.String("identity"), ResourceName: jsii.String("*")}),
+			*b.st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("ses"), Resource: jsii.String("configuration-set"), ResourceName: set.ConfigurationSetName()}),
+		}, set.ConfigurationSetName(), nil
 	case AuditDLQ:
 		return []string{*b.auditDLQ.QueueArn()}, nil, nil
 	case WhatsAppAppSecretParameter, WhatsAppVerifyTokenParameter:
@@ -728,6 +737,17 @@ func (b *builder) resolve(r Resource, f *lambdaFn) ([]string, *string, error) {
 		return []string{*f.logs.LogGroupArn()}, nil, nil
 	}
 	return nil, nil, fmt.Errorf("resource %d cannot be granted to a Lambda", r)
+}
+
+// configurationSet is the stack's SES configuration set, declared on first use: every email
+// goes out with it, so that its event destinations (issue 10: bounces, complaints) see all.
+func (b *builder) configurationSet() awsses.ConfigurationSet {
+	if b.sesSet == nil {
+		b.sesSet = awsses.NewConfigurationSet(b.st, jsii.String("EmailConfigurationSet"), &awsses.ConfigurationSetProps{
+			ConfigurationSetName: jsii.String("botplatform-" + b.cfg.Stage),
+		})
+	}
+	return b.sesSet
 }
 
 // accessLogFormat is one JSON line per request. It holds no header, so never a credential.

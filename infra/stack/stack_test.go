@@ -432,6 +432,7 @@ func TestEnvironmentContract(t *testing.T) {
 		stack.AuditSink:  append([]string{"TABLE_NAME"}, base...),
 		"webhooks":       append([]string{"CURSOR_KEY_ID", "JOBS_QUEUE_URL", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		"runtime":        append([]string{"CURSOR_KEY_ID", "TABLE_NAME"}, base...),
+		"content":        append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, base...),
 		stack.Jobs:       append([]string{"JOBS_QUEUE_URL", "PUBLIC_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 	}
 	checkEnvironment(t, dev, want)
@@ -457,6 +458,8 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 		"webhooks": {"CURSOR_KEY_ID", "JOBS_QUEUE_URL", "SECRETS_KEY_ID", "TABLE_NAME",
 			"WHATSAPP_APP_SECRET_PARAMETER", "WHATSAPP_VERIFY_TOKEN_PARAMETER"},
 		stack.Jobs: append([]string{"JOBS_QUEUE_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "TABLE_NAME"}, urls...),
+		// A test send of a message goes out through the providers' APIs.
+		"content": append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, urls[1:]...),
 	} {
 		want[name] = append(vars, base...)
 	}
@@ -940,6 +943,11 @@ func checkRoles(t *testing.T, s *synthesized) {
 			return "arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/default/q-*"
 		case stack.ScheduleRole:
 			return queueScheduleRole
+		case stack.EmailIdentities:
+			// The account's identities (an ARN with no resource of the stack) and the
+			// stack's configuration set.
+			id, _ := s.only(t, "AWS::SES::ConfigurationSet", nil)
+			return id
 		}
 		t.Fatalf("unknown resource %d", r)
 		return ""

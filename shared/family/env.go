@@ -15,6 +15,7 @@ import (
 	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/email"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/outbox"
@@ -58,6 +59,9 @@ type Env struct {
 	PublicURL string
 	// WhatsAppVerifyToken answers Meta's webhook subscription check ("" refuses it).
 	WhatsAppVerifyToken string
+	// Email sends email (nil where the process sends none): the local sink or SMTP locally,
+	// SES on AWS.
+	Email email.Sender
 
 	runner   *jobs.QueueRunner // Jobs, to register its step handler on a queue mux
 	registry *jobs.Registry    // the job kinds Compose adds
@@ -91,6 +95,8 @@ type Deps struct {
 	PublicURL string
 	// WhatsAppVerifyToken is Env.WhatsAppVerifyToken.
 	WhatsAppVerifyToken string
+	// Email is Env.Email (optional).
+	Email email.Sender
 }
 
 // NewEnv builds the environment, refusing to start when a dependency is missing.
@@ -141,6 +147,7 @@ func NewEnv(d Deps) (*Env, error) {
 		Adapters:            d.Adapters,
 		PublicURL:           d.PublicURL,
 		WhatsAppVerifyToken: d.WhatsAppVerifyToken,
+		Email:               d.Email,
 		registry:            jobs.NewRegistry(),
 	}
 	if d.Queue != nil {

@@ -67,7 +67,8 @@ var Filters = map[string]string{
 }
 
 // Parse parses s. It returns every problem it finds rather than the first, so an author fixes
-// them at once; the Template is nil when there is any.
+// them at once, and the template of what did parse, whose Fields can still be checked (a
+// misspelt filter should not hide an unknown field). Render only a template without errors.
 func Parse(s string) (*Template, []Error) {
 	t := &Template{}
 	var errs []Error
@@ -98,10 +99,7 @@ func Parse(s string) (*Template, []Error) {
 		}
 		t.parts = append(t.parts, part{field: f})
 	}
-	if len(errs) > 0 {
-		return nil, errs
-	}
-	return t, nil
+	return t, errs
 }
 
 func (t *Template) lit(s string) {
