@@ -60,6 +60,7 @@ bench:
 	$(GO) run ./tests/bench -lambda
 	$(GO) run ./tests/bench -conversation
 	$(GO) test -run '^$$' -bench ListByLabel -benchtime 10x ./functions/subscribers/
+	$(GO) test -run '^$$' -bench Render20KB30Fields -benchtime 20000x ./shared/merge/
 
 ## synth: build the Lambdas, then write the CloudFormation template of $(STAGE) to cdk.out/ (offline, no AWS credentials)
 synth: build
