@@ -24,6 +24,10 @@ type Bot struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
+// TimeZone is the bot's IANA time zone, for families that read times in it (popup schedules)
+// from the bot the kernel loaded for the request (httpapi.LoadedBot).
+func (b Bot) TimeZone() string { return b.Settings.Timezone }
+
 // Settings are a bot's behaviour settings; docs/bots.md explains each and its default.
 type Settings struct {
 	// Timezone is an IANA zone name; schedules and quiet hours are read in it.

@@ -138,7 +138,7 @@ func (s *Service) Create(ctx context.Context, bot string, in NewDocument) (Docum
 		return Document{}, err
 	}
 	err = store.Counted(ctx, s.store, countKey(bot, "DOC"), 1, func(c store.Counter) error {
-		if c.Count > MaxDocuments {
+		if c.Count >= MaxDocuments {
 			return httpapi.Errorf(httpapi.KindConflict, "limit_reached", "a bot has at most %d content documents; archive is not deletion, so reuse documents", MaxDocuments).
 				With("limit", MaxDocuments)
 		}

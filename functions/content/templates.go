@@ -89,7 +89,7 @@ func (s *Service) CreateTemplate(ctx context.Context, bot string, in NewTemplate
 		return Template{}, err
 	}
 	err = store.Counted(ctx, s.store, countKey(bot, "TPL"), 1, func(c store.Counter) error {
-		if c.Count > MaxTemplates {
+		if c.Count >= MaxTemplates {
 			return httpapi.Errorf(httpapi.KindConflict, "limit_reached", "a bot has at most %d content templates", MaxTemplates).With("limit", MaxTemplates)
 		}
 		return s.store.Transact(ctx, []store.Write{c.Write, store.PutOp(store.Item{Key: templateKey(bot, t.ID), Data: b, Revision: 1}, store.MustNotExist)})

@@ -14,6 +14,7 @@ import (
 	"github.com/botplatform/api/functions/collections"
 	contentwiring "github.com/botplatform/api/functions/content/wiring"
 	"github.com/botplatform/api/functions/pats"
+	popupswiring "github.com/botplatform/api/functions/popups/wiring"
 	"github.com/botplatform/api/functions/public"
 	reactionswiring "github.com/botplatform/api/functions/reactions/wiring"
 	"github.com/botplatform/api/functions/requestlogs"
@@ -42,6 +43,7 @@ func All() []family.Family {
 		webhookswiring.Family(),
 		runtimewiring.Family(),
 		contentwiring.Family(),
+		popupswiring.Family(),
 	}
 }
 

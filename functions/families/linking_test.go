@@ -48,7 +48,10 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 		"runtime": {"runtime", "runtime/wiring", "reactions", "reactions/wiring", "subscribers", "channels"},
 		// Merge fields are the bot's subscriber fields and test recipients its subscribers
 		// (subscribers); a test send of a message goes out on the bot's channel (channels).
-		"content":    {"content", "content/wiring", "subscribers", "channels"},
+		"content": {"content", "content/wiring", "subscribers", "channels"},
+		// A popup's form fields are the bot's custom fields, and the answers are written to a
+		// subscriber (subscribers).
+		"popups":     {"popups", "popups/wiring", "subscribers"},
 		"authorizer": nil,
 		"auditsink":  nil,
 	}

@@ -47,10 +47,14 @@ const (
 	ChannelTelegram = "telegram"
 	ChannelWhatsApp = "whatsapp"
 	ChannelVK       = "vk"
+	// ChannelWeb is a website visitor who answered a popup's form, known by the visitor id
+	// the popup script keeps in the browser (docs/popups.md). The platform cannot message
+	// it: no channel of this type is ever connected.
+	ChannelWeb = "web"
 )
 
 // Channels lists the channel types.
-func Channels() []string { return []string{ChannelTelegram, ChannelWhatsApp, ChannelVK} }
+func Channels() []string { return []string{ChannelTelegram, ChannelWhatsApp, ChannelVK, ChannelWeb} }
 
 // Subscriber limits.
 const (
@@ -106,7 +110,7 @@ func checkIdentity(p *httpapi.Problems, channel, externalID string) {
 	if channel == "" {
 		p.Add("channel", "is required")
 	} else if !slices.Contains(Channels(), channel) {
-		p.Add("channel", "must be one of telegram, whatsapp, vk")
+		p.Add("channel", "must be one of telegram, whatsapp, vk, web")
 	}
 	switch {
 	case externalID == "":

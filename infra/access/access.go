@@ -197,6 +197,14 @@ func Access() map[string][]Grant {
 			{SecretsKey, []string{"kms:Decrypt"}},
 			{EmailIdentities, []string{"ses:SendEmail", "ses:SendRawEmail"}},
 		},
+		// Popups, and the public script and event routes websites call. UpdateItem: the stats
+		// and rate-limit counters (store.Add) and, with ConditionCheckItem, the subscriber a
+		// form's answers are written to (the subscribers family's upsert).
+		"popups": {logs,
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+		},
 		"authorizer": {logs,
 			// PutItem: last_used_at.
 			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem"}},

@@ -28,6 +28,10 @@ func PublicRoutes() []string {
 		// The providers' webhooks, each authenticated by its provider's own mechanism
 		// (functions/webhooks, docs/webhooks.md).
 		"GET /webhooks/whatsapp", "POST /webhooks/telegram/{channelID}", "POST /webhooks/vk/{channelID}", "POST /webhooks/whatsapp",
+		// What websites load and post from visitors' browsers: the popup script, and the
+		// events it sends, held to the origins the bot's popups allow and rate limited per
+		// origin (functions/popups, docs/popups.md).
+		"GET /p/{botID}/popups.js", "OPTIONS /p/{botID}/events", "POST /p/{botID}/events",
 	}
 }
 

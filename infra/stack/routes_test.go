@@ -50,6 +50,20 @@ const healthz = `  /healthz:
       security: []
       x-family: public
       responses: {'200': {description: ok}}
+  /p/{botID}/popups.js:
+    get:
+      security: []
+      x-family: public
+      responses: {'200': {description: ok}}
+  /p/{botID}/events:
+    options:
+      security: []
+      x-family: public
+      responses: {'204': {description: ok}}
+    post:
+      security: []
+      x-family: public
+      responses: {'202': {description: ok}}
 `
 
 func TestRoutesOfTheDocument(t *testing.T) {

@@ -433,6 +433,7 @@ func TestEnvironmentContract(t *testing.T) {
 		"webhooks":       append([]string{"CURSOR_KEY_ID", "JOBS_QUEUE_URL", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		"runtime":        append([]string{"CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		"content":        append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, base...),
+		"popups":         append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		stack.Jobs:       append([]string{"JOBS_QUEUE_URL", "PUBLIC_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 	}
 	checkEnvironment(t, dev, want)
