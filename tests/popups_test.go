@@ -24,9 +24,9 @@ func TestPopups(t *testing.T) {
 
 	// Preflight lists problems and warnings and writes nothing.
 	r = s.post(tok, base+"/preflight", map[string]any{"name": "Bad", "status": "active",
-		"content":   map[string]any{"title": "Hi", "body": "b", "button_text": "Go", "fields": []any{map[string]any{"name": "phone_number", "label": "Phone", "type": "phone"}}},
-		"targeting": map[string]any{"url_rules": []any{map[string]any{"match": "glob", "value": "https://shop.example/[oops"}}},
-		"schedule":  map[string]any{"starts_at": "2020-01-01T00:00:00Z", "ends_at": "2020-02-01T00:00:00Z"},
+		"content":         map[string]any{"title": "Hi", "body": "b", "button_text": "Go", "fields": []any{map[string]any{"name": "phone_number", "label": "Phone", "type": "phone"}}},
+		"targeting":       map[string]any{"url_rules": []any{map[string]any{"match": "glob", "value": "https://shop.example/[oops"}}},
+		"schedule":        map[string]any{"starts_at": "2020-01-01T00:00:00Z", "ends_at": "2020-02-01T00:00:00Z"},
 		"allowed_origins": []any{shop}})
 	require.Equal(t, 200, r.Status, "%s", r.Body)
 	conforms(t, "POST", "/api/bots/{botID}/popups/preflight", base+"/preflight", r)

@@ -7,8 +7,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	popupswiring "github.com/botplatform/api/functions/popups/wiring"
 	"github.com/botplatform/api/functions/platform"
+	popupswiring "github.com/botplatform/api/functions/popups/wiring"
 )
 
 func main() {
