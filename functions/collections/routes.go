@@ -90,9 +90,7 @@ func (u *updateCollectionRequest) Validate() error {
 
 func requireRevision(rev *int64) error {
 	var p httpapi.Problems
-	if rev == nil {
-		p.Add("expected_revision", "is required: send the revision you last read")
-	}
+	p.RequireRevision(rev)
 	return p.Err()
 }
 

@@ -101,9 +101,7 @@ func (v *revisionRequest) Validate() error { return requireRevision(v.ExpectedRe
 
 func requireRevision(rev *int64) error {
 	var p httpapi.Problems
-	if rev == nil {
-		p.Add("expected_revision", "is required: send the revision you last read")
-	}
+	p.RequireRevision(rev)
 	return p.Err()
 }
 

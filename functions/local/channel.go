@@ -112,21 +112,8 @@ func channelConnect(fs *flag.FlagSet) func(context.Context, *app) (any, error) {
 			return nil, usageError(err.Error())
 		}
 
-		acct := *account
-		if acct == "" {
-			d, err := a.demo(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if d.AccountID == "" {
-				return nil, usageError("--account is required: this data directory has no demo account")
-			}
-			acct = d.AccountID
-		}
-		if _, err := a.Bots.Get(ctx, acct, *bot); err != nil {
-			if isNotFound(err) {
-				return nil, fmt.Errorf("bot %s not found in account %s (pass --account for a bot of another account)", *bot, acct)
-			}
+		acct, err := a.botAccount(ctx, *account, *bot)
+		if err != nil {
 			return nil, err
 		}
 
@@ -189,6 +176,28 @@ func channelConnect(fs *flag.FlagSet) func(context.Context, *app) (any, error) {
 func isNotFound(err error) bool {
 	var e *httpapi.Error
 	return errors.As(err, &e) && e.Code == "not_found"
+}
+
+// botAccount returns the account of a bot named on the command line: account, or the demo
+// account when none is given, checked to hold the bot.
+func (a *app) botAccount(ctx context.Context, account, bot string) (string, error) {
+	if account == "" {
+		d, err := a.demo(ctx)
+		if err != nil {
+			return "", err
+		}
+		if d.AccountID == "" {
+			return "", usageError("--account is required: this data directory has no demo account")
+		}
+		account = d.AccountID
+	}
+	if _, err := a.Bots.Get(ctx, account, bot); err != nil {
+		if isNotFound(err) {
+			return "", fmt.Errorf("bot %s not found in account %s (pass --account for a bot of another account)", bot, account)
+		}
+		return "", err
+	}
+	return account, nil
 }
 
 // demo returns the demo account's record, or the zero record when there is none.

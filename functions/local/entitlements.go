@@ -78,21 +78,8 @@ func botPaidBroadcasts(fs *flag.FlagSet) func(context.Context, *app) (any, error
 		if *bot == "" || *enable == *disable {
 			return nil, usageError("--bot and exactly one of --enable, --disable are required")
 		}
-		acct := *account
-		if acct == "" {
-			d, err := a.demo(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if d.AccountID == "" {
-				return nil, usageError("--account is required: this data directory has no demo account")
-			}
-			acct = d.AccountID
-		}
-		if _, err := a.Bots.Get(ctx, acct, *bot); err != nil {
-			if isNotFound(err) {
-				return nil, fmt.Errorf("bot %s not found in account %s (pass --account for a bot of another account)", *bot, acct)
-			}
+		acct, err := a.botAccount(ctx, *account, *bot)
+		if err != nil {
 			return nil, err
 		}
 		out, err := a.Auth.SetPaidBroadcasts(ctx, acct, *bot, *enable)

@@ -117,9 +117,7 @@ type patchRequest struct {
 // Validate checks what decoding cannot.
 func (v *patchRequest) Validate() error {
 	var p httpapi.Problems
-	if v.ExpectedRevision == nil {
-		p.Add("expected_revision", "is required: send the revision you last read")
-	}
+	p.RequireRevision(v.ExpectedRevision)
 	return p.Err()
 }
 

@@ -37,7 +37,7 @@ type renameLabelRequest struct {
 // Validate checks what decoding cannot.
 func (u *renameLabelRequest) Validate() error {
 	var p httpapi.Problems
-	requireRevision(&p, u.ExpectedRevision)
+	p.RequireRevision(u.ExpectedRevision)
 	if u.Name == nil {
 		p.Add("name", "is required: renaming is the only change a label takes")
 	} else {

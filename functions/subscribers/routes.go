@@ -42,10 +42,3 @@ func Routes(mux *httpapi.Mux, svc *Service, cursors *httpapi.Cursors) {
 
 func bot(r *http.Request) string { return r.PathValue("botID") }
 
-// requireRevision: a PATCH must say which revision it changes (values below 1 never reach
-// here: the strict decoder refuses them).
-func requireRevision(p *httpapi.Problems, rev *int64) {
-	if rev == nil {
-		p.Add("expected_revision", "is required: send the revision you last read")
-	}
-}

@@ -173,7 +173,7 @@ type patchRequest struct {
 // Validate checks what the body says on its own.
 func (u *patchRequest) Validate() error {
 	var p httpapi.Problems
-	requireRevision(&p, u.ExpectedRevision)
+	p.RequireRevision(u.ExpectedRevision)
 	u.changes = Changes{FirstName: u.FirstName, LastName: u.LastName, Locale: u.Locale, Timezone: u.Timezone, Fields: u.Fields}
 	u.changes.check(&p, time.Time{})
 	return p.Err()

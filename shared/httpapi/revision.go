@@ -20,3 +20,11 @@ func ExpectedRevision(r *http.Request) (*int64, error) {
 	}
 	return &n, nil
 }
+
+// RequireRevision adds the problem of a mutation body without expected_revision: it must say
+// which revision it changes (values below 1 never get here: the strict decoder refuses them).
+func (p *Problems) RequireRevision(rev *int64) {
+	if rev == nil {
+		p.Add("expected_revision", "is required: send the revision you last read")
+	}
+}

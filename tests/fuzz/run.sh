@@ -20,6 +20,7 @@ targets=(
   "./shared/channel/telegram FuzzParse"
   "./shared/channel/vk FuzzWebhook"
   "./shared/channel/whatsapp FuzzWebhook"
+  "./shared/merge FuzzParse"
 )
 
 failed=0
