@@ -41,4 +41,3 @@ func Routes(mux *httpapi.Mux, svc *Service, cursors *httpapi.Cursors) {
 }
 
 func bot(r *http.Request) string { return r.PathValue("botID") }
-
