@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/text"
 )
 
@@ -75,6 +76,9 @@ const (
 	MaxPushBody       = 500
 	MaxPushActions    = 2
 	MaxChannelEntries = 3
+	// MaxDraftBytes bounds a draft as stored (JSON, escapes included): the document item and
+	// each version item must stay inside one DynamoDB item (store.MaxDataBytes).
+	MaxDraftBytes = 300 << 10
 )
 
 // MessageBody is the body of a message document: what a subscriber receives on a messenger.
@@ -189,6 +193,20 @@ func mergeDraft(stored, patch json.RawMessage) (json.RawMessage, error) {
 		base[k] = v
 	}
 	return json.Marshal(base)
+}
+
+// encodeDraft stores body as JSON, refusing a draft too large to store.
+func encodeDraft(body any, field string) (json.RawMessage, error) {
+	b, err := store.Encode(body)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxDraftBytes {
+		var p httpapi.Problems
+		p.Add(field, "is %d bytes as stored; at most %d (JSON escapes count)", len(b), MaxDraftBytes)
+		return nil, p.Err()
+	}
+	return b, nil
 }
 
 // checkShape adds the problems every draft must be free of, whatever it is later sent as:

@@ -126,7 +126,7 @@ func (s *Service) Create(ctx context.Context, bot string, in NewDocument) (Docum
 	if err := p.Err(); err != nil {
 		return Document{}, err
 	}
-	draft, err := json.Marshal(body)
+	draft, err := encodeDraft(body, "draft")
 	if err != nil {
 		return Document{}, err
 	}
@@ -295,7 +295,10 @@ func (s *Service) UpdateDraft(ctx context.Context, bot, id string, expected int6
 				return nil, err
 			}
 			checkShape(&p, body, "draft")
-			if r.Draft, err = json.Marshal(body); err != nil {
+			if err := p.Err(); err != nil {
+				return nil, err
+			}
+			if r.Draft, err = encodeDraft(body, "draft"); err != nil {
 				return nil, err
 			}
 		}

@@ -291,3 +291,33 @@ func TestTemplates(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 var _ = json.Marshal
+
+// A draft that fits every member's limit can still be too large to store once JSON escapes
+// its quotes: it is refused naming the draft, not failed by the store.
+func TestDraftTooLargeToStore(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	html := strings.Repeat(`"`, MaxHTMLBytes) // 200 KB of quotes: 400 KB as JSON
+	_, err := f.svc.Create(t.Context(), f.bot, NewDocument{Type: TypeEmail, Name: "big", Draft: raw(t, map[string]any{"subject": "s", "html": html, "from": map[string]any{"address": "a@b.example"}})})
+	assert.Equal(t, []string{"draft"}, fields(t, err))
+	d, err := f.svc.Create(t.Context(), f.bot, NewDocument{Type: TypeEmail, Name: "ok", Draft: raw(t, map[string]any{"subject": "s", "html": strings.Repeat("<p>x</p>", MaxHTMLBytes/8), "from": map[string]any{"address": "a@b.example"}})})
+	require.NoError(t, err, "200 KB of HTML is stored as it is: < and > are not escaped")
+	_, err = f.svc.UpdateDraft(t.Context(), f.bot, d.ID, 1, nil, raw(t, map[string]any{"text": strings.Repeat(`\`, MaxTextBytes)}))
+	assert.Equal(t, []string{"draft"}, fields(t, err))
+}
+
+// A process without a sender answers test sends with 503, and lists no test recipients.
+func TestTestSendUnavailable(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	svc := NewService(f.svc.store, f.svc.catalog, nil, f.clock.Now)
+	d, err := svc.Create(t.Context(), f.bot, NewDocument{Type: TypeMessage, Name: "m", Draft: raw(t, map[string]any{"text": "hi"})})
+	require.NoError(t, err)
+	_, err = svc.TestSend(t.Context(), f.bot, d.ID, "sub_tg")
+	e := httpapitest.AsError(t, err)
+	assert.Equal(t, httpapi.KindUnavailable, e.Kind)
+	assert.Equal(t, "test_send_unavailable", e.Code)
+	list, _, err := svc.TestRecipients(t.Context(), f.bot, 10, "")
+	require.NoError(t, err)
+	assert.Empty(t, list)
+}

@@ -78,7 +78,7 @@ func (s *Service) CreateTemplate(ctx context.Context, bot string, in NewTemplate
 	if err := p.Err(); err != nil {
 		return Template{}, err
 	}
-	raw, err := json.Marshal(body)
+	raw, err := encodeDraft(body, "body")
 	if err != nil {
 		return Template{}, err
 	}

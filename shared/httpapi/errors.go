@@ -196,6 +196,10 @@ func asError(err error) *Error {
 		// A sealed cursor replayed on a list whose binding matches but whose store query
 		// differs (another user's token list in the same account) is still the client's error.
 		return E(KindInvalid, "invalid_cursor", "cursor is malformed, altered, or belongs to another list").Wrap(err)
+	case errors.Is(err, store.ErrTooLarge):
+		// A family that bounds what it stores never gets here; if one does not, the client
+		// still learns it sent too much rather than seeing a 500.
+		return E(KindTooLarge, "resource_too_large", "the change would make the resource larger than can be stored").Wrap(err)
 	case errors.Is(err, store.ErrUnavailable):
 		return E(KindUnavailable, "temporarily_unavailable", "the service is busy; retry shortly").Wrap(err)
 	default:

@@ -9,6 +9,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -85,6 +86,16 @@ func checkKeyParts(what, pk, sk string) error {
 	return nil
 }
 
+// MaxDataBytes bounds an item's document. DynamoDB refuses an item over 400 KB, counting the
+// names and values of all its attributes; the keys, index keys and bookkeeping attributes
+// take at most about 9 KB of that, so every store refuses a larger document with
+// ErrTooLarge: what works locally then also works on AWS.
+const MaxDataBytes = 390 << 10
+
+// ErrTooLarge means an item's document is over MaxDataBytes; nothing was written. Families
+// bound what they store so that a request cannot get here, or answer it as the client's.
+var ErrTooLarge = errors.New("store: item too large")
+
 // Index names a secondary index. The primary key is the empty Index.
 type Index string
 
@@ -126,6 +137,9 @@ type Item struct {
 func (it Item) Validate() error {
 	if err := it.Key.Validate(); err != nil {
 		return err
+	}
+	if len(it.Data) > MaxDataBytes {
+		return fmt.Errorf("%w: %d bytes of data, more than %d", ErrTooLarge, len(it.Data), MaxDataBytes)
 	}
 	for _, ik := range []struct {
 		name string
@@ -427,13 +441,16 @@ func Decode[T any](it Item) (T, error) {
 	return v, nil
 }
 
-// Encode marshals v as an item document.
+// Encode marshals v as an item document. HTML characters are kept as they are (not as
+// \u003c): a stored email body is then as large as it was sent, not up to six times larger.
 func Encode(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return nil, fmt.Errorf("store: encode: %w", err)
 	}
-	return b, nil
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // SecondsPrecision truncates an expiry to the whole second stores keep.

@@ -341,6 +341,18 @@ func testInvalidKeys(t *testing.T, h *harness) {
 		requireRefused(t, h.s.Put(ctx, it, store.Always), "half GSI2 key %+v", ik)
 	}
 	h.requireMissing(t, h.key("p", "half"))
+
+	// A document DynamoDB could not hold is refused by every store, in a transaction too.
+	big := store.Item{Key: h.key("p", "big"), Data: []byte(`"` + strings.Repeat("x", store.MaxDataBytes-1) + `"`)}
+	err := h.s.Put(ctx, big, store.Always)
+	requireRefused(t, err, "a document over MaxDataBytes")
+	assert.ErrorIs(t, err, store.ErrTooLarge)
+	err = h.s.Transact(ctx, []store.Write{store.PutOp(big, store.Always)})
+	assert.ErrorIs(t, err, store.ErrTooLarge)
+	big.Data = big.Data[:store.MaxDataBytes-1]
+	big.Data = append(big.Data, '"')
+	require.NoError(t, h.s.Put(ctx, big, store.Always), "a document of exactly MaxDataBytes fits")
+	require.NoError(t, h.s.Delete(ctx, big.Key, store.Always))
 	assert.Empty(t, h.query(t, store.Query{PK: h.pk("p")}).Items, "refused writes wrote nothing")
 }
 
