@@ -321,3 +321,35 @@ func TestTestSendUnavailable(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, list)
 }
+
+func TestEmailVersion(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	d, err := f.svc.Create(ctx, f.bot, NewDocument{Type: TypeEmail, Name: "e", Draft: raw(t, map[string]any{
+		"subject": "Hi {{ subscriber.first_name | default: \"you\" }}", "html": `<p>{{ subscriber.fields.plan }}</p><a href="https://acme.example/x">x</a>`,
+		"from": map[string]any{"address": "news@acme.example"}})})
+	require.NoError(t, err)
+	_, err = f.svc.EmailVersion(ctx, f.bot, d.ID, 0)
+	assert.Equal(t, "document_not_published", httpapitest.AsError(t, err).Code)
+	_, err = f.svc.Publish(ctx, f.bot, d.ID, 1)
+	require.NoError(t, err)
+	_, err = f.svc.UpdateDraft(ctx, f.bot, d.ID, 2, nil, raw(t, map[string]any{"subject": "changed"}))
+	require.NoError(t, err)
+	ev, err := f.svc.EmailVersion(ctx, f.bot, d.ID, 0)
+	require.NoError(t, err)
+	assert.Equal(t, 1, ev.Number)
+	e := ev.Render(Recipient{FirstName: "Ann", Fields: map[string]any{"plan": "<Gold>"}})
+	assert.Equal(t, "Hi Ann", e.Subject, "the published version, not the draft")
+	assert.Contains(t, e.HTML, "&lt;Gold&gt;")
+	assert.Contains(t, e.Text, "<Gold>")
+	assert.Equal(t, "Hi you", ev.Render(Recipient{}).Subject)
+	assert.Contains(t, ev.RawHTML(), "https://acme.example/x")
+	_, err = f.svc.EmailVersion(ctx, f.bot, d.ID, 2)
+	assert.Equal(t, httpapi.KindNotFound, httpapi.KindOf(err))
+
+	m, err := f.svc.Create(ctx, f.bot, NewDocument{Type: TypeMessage, Name: "m", Draft: raw(t, map[string]any{"text": "x"})})
+	require.NoError(t, err)
+	_, err = f.svc.EmailVersion(ctx, f.bot, m.ID, 0)
+	assert.Equal(t, "unsupported_document_type", httpapitest.AsError(t, err).Code)
+}

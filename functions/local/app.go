@@ -91,6 +91,7 @@ func openAppWith(dataDir string, log *slog.Logger, cfg appConfig) (*app, error) 
 		Adapters:  cfg.Providers.Adapters(),
 		PublicURL: cfg.PublicURL,
 		Email:     cfg.mailer(dataDir),
+		LinkKey:   keys.Derive("email-links-v1"),
 
 		WhatsAppVerifyToken: cfg.Providers.WhatsAppVerifyToken,
 	})

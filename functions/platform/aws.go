@@ -114,16 +114,31 @@ func (a *AWS) Store() (*dynamo.Store, error) {
 
 // CursorKey derives the list-cursor signing key with kms:GenerateMac.
 func (a *AWS) CursorKey(ctx context.Context) ([]byte, error) {
+	return a.deriveKey(ctx, cursorKeyMessage)
+}
+
+// LinkKey derives the key email link tokens are signed with, as CursorKey does with another
+// message: every Lambda that makes or checks link tokens derives the same key.
+func (a *AWS) LinkKey(ctx context.Context) ([]byte, error) {
+	return a.deriveKey(ctx, linkKeyMessage)
+}
+
+// linkKeyMessage is what the email link key is derived from.
+const linkKeyMessage = "email-links-v1"
+
+// deriveKey is kms:GenerateMac of message under CURSOR_KEY_ID: a key only this deployment's
+// KMS key can produce, never stored.
+func (a *AWS) deriveKey(ctx context.Context, message string) ([]byte, error) {
 	if a.cfg.CursorKeyID == "" {
 		return nil, errors.New("platform: CURSOR_KEY_ID is not set")
 	}
 	out, err := kms.NewFromConfig(a.aws).GenerateMac(ctx, &kms.GenerateMacInput{
 		KeyId:        aws.String(a.cfg.CursorKeyID),
 		MacAlgorithm: kmstypes.MacAlgorithmSpecHmacSha256,
-		Message:      []byte(cursorKeyMessage),
+		Message:      []byte(message),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("platform: derive the cursor key: %w", err)
+		return nil, fmt.Errorf("platform: derive the %s key: %w", message, err)
 	}
 	return out.Mac, nil
 }
@@ -229,6 +244,9 @@ func FamilyHandler(ctx context.Context, f family.Family, log *slog.Logger) (func
 		return nil, err
 	}
 	if deps.CursorKey, err = a.CursorKey(ctx); err != nil {
+		return nil, err
+	}
+	if deps.LinkKey, err = a.LinkKey(ctx); err != nil {
 		return nil, err
 	}
 	deps.Requests = reqlog.NewLog(st)

@@ -16,6 +16,7 @@ import (
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/email"
+	"github.com/botplatform/api/shared/emaillinks"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/outbox"
@@ -62,6 +63,9 @@ type Env struct {
 	// Email sends email (nil where the process sends none): the local sink or SMTP locally,
 	// SES on AWS.
 	Email email.Sender
+	// Links signs and checks the tokens of sent emails' open pixels, tracked links and
+	// unsubscribe links; nil where the process has no link key.
+	Links *emaillinks.Signer
 
 	runner   *jobs.QueueRunner // Jobs, to register its step handler on a queue mux
 	registry *jobs.Registry    // the job kinds Compose adds
@@ -97,6 +101,9 @@ type Deps struct {
 	WhatsAppVerifyToken string
 	// Email is Env.Email (optional).
 	Email email.Sender
+	// LinkKey signs email link tokens (optional; 32 bytes or more): every process that makes
+	// or checks them must share it.
+	LinkKey []byte
 }
 
 // NewEnv builds the environment, refusing to start when a dependency is missing.
@@ -153,6 +160,11 @@ func NewEnv(d Deps) (*Env, error) {
 	if d.Queue != nil {
 		env.runner = jobs.NewQueueRunner(d.Queue, env.registry)
 		env.Jobs = env.runner
+	}
+	if d.LinkKey != nil {
+		if env.Links, err = emaillinks.New(d.LinkKey); err != nil {
+			return nil, err
+		}
 	}
 	env.Tenancy = d.Tenancy(env)
 	return env, nil
