@@ -43,6 +43,9 @@ type Access struct {
 	// PaidBroadcasts requires paid broadcasts to be enabled for the route's bot (403
 	// paid_broadcasts_not_enabled).
 	PaidBroadcasts bool
+	// SecretPath routes carry a bearer capability in their path (an unsubscribe token): the
+	// request log shows the route's pattern, never the path.
+	SecretPath bool
 }
 
 // InPlan returns a with the plan feature f required.
@@ -70,6 +73,11 @@ func NeedPAT(scope auth.Scope, rights ...auth.Right) Access {
 
 // Public declares a route that needs no credentials.
 func Public() Access { return Access{Public: true} }
+
+// PublicSecretPath declares a public route whose path holds a capability token (a sent
+// email's unsubscribe or tracking link): whoever has the path can act on it, so it is
+// logged as the route's pattern only.
+func PublicSecretPath() Access { return Access{Public: true, SecretPath: true} }
 
 // Route is one registered route.
 type Route struct {
@@ -198,6 +206,8 @@ type requestInfo struct {
 	start     time.Time
 	principal *auth.Principal
 	bot       any
+	// secretPath: the matched route's path holds a capability; log the pattern only.
+	secretPath bool
 }
 
 type infoKey struct{}
@@ -291,7 +301,7 @@ func (m *Mux) logRequest(r *http.Request, ri *requestInfo, sw *statusWriter) {
 	attrs := []slog.Attr{
 		slog.String("request_id", ri.id),
 		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
+		slog.String("path", loggedPath(r, ri)),
 		slog.String("route", route),
 		slog.Int("status", sw.status),
 		slog.Int64("bytes", sw.bytes),
@@ -325,10 +335,21 @@ func (m *Mux) recordRequest(r *http.Request, ri *requestInfo, sw *statusWriter) 
 	}
 }
 
+// loggedPath is the path the request log shows: the route's pattern where the path holds a
+// capability.
+func loggedPath(r *http.Request, ri *requestInfo) string {
+	if ri.secretPath {
+		_, pattern, _ := strings.Cut(r.Pattern, " ")
+		return pattern
+	}
+	return r.URL.Path
+}
+
 // route wraps a handler with authentication, audit and access checks.
 func (m *Mux) route(rt Route, h HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ri := info(r)
+		ri.secretPath = rt.Access.SecretPath
 		if rt.Access.Public {
 			m.serve(w, r, h)
 			return
