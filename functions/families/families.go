@@ -13,6 +13,9 @@ import (
 	"github.com/botplatform/api/functions/channels"
 	"github.com/botplatform/api/functions/collections"
 	contentwiring "github.com/botplatform/api/functions/content/wiring"
+	emailcampaignswiring "github.com/botplatform/api/functions/emailcampaigns/wiring"
+	emaildomainswiring "github.com/botplatform/api/functions/emaildomains/wiring"
+	emaileventswiring "github.com/botplatform/api/functions/emailevents/wiring"
 	"github.com/botplatform/api/functions/pats"
 	popupswiring "github.com/botplatform/api/functions/popups/wiring"
 	"github.com/botplatform/api/functions/public"
@@ -44,6 +47,9 @@ func All() []family.Family {
 		runtimewiring.Family(),
 		contentwiring.Family(),
 		popupswiring.Family(),
+		emaildomainswiring.Family(),
+		emailcampaignswiring.Family(),
+		emaileventswiring.Family(),
 	}
 }
 

@@ -51,7 +51,17 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 		"content": {"content", "content/wiring", "subscribers", "channels"},
 		// A popup's form fields are the bot's custom fields, and the answers are written to a
 		// subscriber (subscribers).
-		"popups":     {"popups", "popups/wiring", "subscribers"},
+		"popups": {"popups", "popups/wiring", "subscribers"},
+		// Sending domains: forwards of inbound mail go out through the email sender (no family).
+		"emaildomains": {"emaildomains", "emaildomains/wiring", "emaildomains/internal/mimemail"},
+		// A campaign sends a published email (content and its wiring: subscribers, channels),
+		// to an audience (subscribers), signed with a verified domain's key (emaildomains),
+		// skipping suppressed addresses (emailevents).
+		"emailcampaigns": {"emailcampaigns", "emailcampaigns/wiring", "content", "content/wiring", "subscribers", "channels",
+			"emaildomains", "emaildomains/wiring", "emaildomains/internal/mimemail", "emailevents"},
+		// Opens, clicks, unsubscribes and provider events are about campaign recipients.
+		"emailevents": {"emailevents", "emailevents/wiring", "emailcampaigns", "emailcampaigns/wiring", "content", "content/wiring",
+			"subscribers", "channels", "emaildomains", "emaildomains/wiring", "emaildomains/internal/mimemail"},
 		"authorizer": nil,
 		"auditsink":  nil,
 	}

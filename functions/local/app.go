@@ -43,6 +43,8 @@ type appConfig struct {
 	Providers platform.Providers
 	// Durability is what a commit survives (serve's --durability; sqlite.Full by default).
 	Durability sqlite.Durability
+	// Email configures the email families (serve's flags).
+	Email family.EmailSettings
 	// SMTP, when set, sends email through this relay; otherwise mail is written as .eml
 	// files under <data>/mail, so that the product works offline.
 	SMTP *email.SMTP
@@ -92,6 +94,8 @@ func openAppWith(dataDir string, log *slog.Logger, cfg appConfig) (*app, error) 
 		PublicURL: cfg.PublicURL,
 		Email:     cfg.mailer(dataDir),
 		LinkKey:   keys.Derive("email-links-v1"),
+
+		EmailSettings: cfg.Email,
 
 		WhatsAppVerifyToken: cfg.Providers.WhatsAppVerifyToken,
 	})

@@ -22,6 +22,7 @@ func main() {
 const usage = `usage:
   local serve [--addr 127.0.0.1:8080] [--data ./.data] [--log-format text|json] [--durability full|normal] [--public-url URL] [--telegram-base-url URL] [--vk-base-url URL]
         [--smtp-addr HOST:PORT] [--smtp-user USER] [--smtp-tls starttls|implicit-tls|none]  (env SMTP_PASSWORD)
+        [--dns-server HOST:PORT] [--email-rate N]  (env INBOUND_SECRET, MAILGUN_SIGNING_KEY)
         [--whatsapp-base-url URL] [--whatsapp-app-id ID]  (env WHATSAPP_APP_SECRET, WHATSAPP_VERIFY_TOKEN)
   local admin bootstrap [--data DIR]
   local admin account create --name NAME [--data DIR]

@@ -328,6 +328,10 @@ func TestOpenAPIRequestExamplesSucceed(t *testing.T) {
 		if !ok {
 			continue
 		}
+		if needs, ok := op.Extensions["x-example-needs"].(string); ok {
+			t.Logf("%s: not sent: the example needs %s", key, needs)
+			continue
+		}
 		sent++
 		method, pathTemplate, _ := strings.Cut(key, " ")
 		t.Run(key, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/botplatform/api/functions/platform"
 	"github.com/botplatform/api/shared/email"
+	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/reqlog"
 	"github.com/botplatform/api/shared/store/sqlite"
 )
@@ -35,6 +36,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"The app secret and the webhook verify token are secrets: only from the environment (WHATSAPP_APP_SECRET, WHATSAPP_VERIFY_TOKEN)")
 	smtpAddr := fs.String("smtp-addr", os.Getenv("SMTP_ADDR"), "send email through this SMTP relay, host:port (env SMTP_ADDR; default none: mail is written as .eml files under <data>/mail)")
 	smtpUser := fs.String("smtp-user", os.Getenv("SMTP_USER"), "SMTP AUTH user (env SMTP_USER); the password only from the environment (SMTP_PASSWORD)")
+	dnsServer := fs.String("dns-server", os.Getenv("DNS_SERVER"), "DNS server (host:port, UDP) sending-domain verification asks (env DNS_SERVER; default the system resolver)")
+	emailRate := fs.Float64("email-rate", 100, "campaign sending rate, messages a second")
 	smtpTLS := fs.String("smtp-tls", "starttls", "SMTP encryption: starttls (required), implicit-tls, or none (a relay on this machine only)")
 	// Media the local process uploads (VK) may come from this machine or its network.
 	providers.AllowPrivateMediaURLs = true
@@ -53,6 +56,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cfg.PublicURL, err = checkPublicURL(*publicURL); err != nil {
 		fmt.Fprintf(stderr, "--public-url: %v\n", err)
 		return 2
+	}
+	cfg.Email = family.EmailSettings{Rate: *emailRate, DNSServer: *dnsServer, LinkBaseURL: cfg.PublicURL,
+		InboundSecret: os.Getenv("INBOUND_SECRET"), MailgunSigningKey: os.Getenv("MAILGUN_SIGNING_KEY")}
+	if cfg.Email.LinkBaseURL == "" {
+		cfg.Email.LinkBaseURL = "http://" + *addr
 	}
 	if *smtpAddr != "" {
 		c := &email.SMTP{Addr: *smtpAddr, Username: *smtpUser, Password: os.Getenv("SMTP_PASSWORD")}

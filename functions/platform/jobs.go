@@ -94,6 +94,13 @@ func JobsLambda(ctx context.Context, log *slog.Logger, now func() time.Time, all
 	if _, err := rand.Read(deps.CursorKey); err != nil {
 		return nil, err
 	}
+	// Campaign sends sign their tracking and unsubscribe tokens with the link key the
+	// public routes check them with.
+	if a.cfg.CursorKeyID != "" {
+		if deps.LinkKey, err = a.LinkKey(ctx); err != nil {
+			return nil, err
+		}
+	}
 	env, err := family.NewEnv(deps)
 	if err != nil {
 		return nil, err

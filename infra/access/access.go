@@ -205,6 +205,37 @@ func Access() map[string][]Grant {
 			{Bus, []string{"events:PutEvents"}},
 			{CursorKey, []string{"kms:GenerateMac"}},
 		},
+		// Sending domains and inbound mail. GenerateDataKey/Decrypt: each domain's DKIM key is
+		// sealed; SES: the domain becomes an SES identity with that key and its MAIL FROM;
+		// SendEmail/SendRawEmail: inbound routes that forward.
+		"emaildomains": {logs,
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+			{SecretsKey, []string{"kms:Decrypt", "kms:GenerateDataKey"}},
+			{EmailIdentities, []string{"ses:CreateEmailIdentity", "ses:PutEmailIdentityDkimSigningAttributes",
+				"ses:PutEmailIdentityMailFromAttributes", "ses:DeleteEmailIdentity", "ses:SendEmail", "ses:SendRawEmail"}},
+		},
+		// Email campaigns. Decrypt: the sending domain's DKIM key; SendEmail/SendRawEmail:
+		// test sends; SendMessage: the send job's start message, staged in the outbox of
+		// the state change and delivered after it commits. GenerateMac also derives the
+		// email link key.
+		"emailcampaigns": {logs,
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+			{SecretsKey, []string{"kms:Decrypt"}},
+			{EmailIdentities, []string{"ses:SendEmail", "ses:SendRawEmail"}},
+			{JobsQueue, []string{"sqs:SendMessage"}},
+		},
+		// Opens, clicks, unsubscribes, provider webhooks and the suppression list: UpdateItem
+		// moves the campaigns' counters; GenerateMac derives the link key tokens are
+		// checked with.
+		"emailevents": {logs,
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+		},
 		"authorizer": {logs,
 			// PutItem: last_used_at.
 			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem"}},
@@ -236,6 +267,10 @@ func Access() map[string][]Grant {
 			// Scheduler schedule that sends it when due, run with ScheduleRole.
 			{Schedules, []string{"scheduler:CreateSchedule"}},
 			{ScheduleRole, []string{"iam:PassRole"}},
+			// Email campaigns send here: SES, and the link key their tracking tokens are
+			// signed with (derived with GenerateMac).
+			{EmailIdentities, []string{"ses:SendEmail", "ses:SendRawEmail"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
 		},
 		// The schedules of long waits send their message to the jobs queue, and nothing else.
 		QueueScheduleRole: {

@@ -112,6 +112,10 @@ func Settings() map[string][]Setting {
 		Jobs: {PublicURL, TelegramBaseURL, VKBaseURL, WhatsAppBaseURL},
 		// A test send of a message goes out through the providers' APIs.
 		"content": {TelegramBaseURL, VKBaseURL, WhatsAppBaseURL},
+		// Campaign messages carry tracking and unsubscribe links at PUBLIC_URL, which the
+		// email events family serves.
+		"emailcampaigns": {PublicURL},
+		"emailevents":    {PublicURL},
 	}
 }
 

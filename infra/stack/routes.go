@@ -32,6 +32,11 @@ func PublicRoutes() []string {
 		// events it sends, held to the origins the bot's popups allow and rate limited per
 		// origin (functions/popups, docs/popups.md).
 		"GET /p/{botID}/popups.js", "OPTIONS /p/{botID}/events", "POST /p/{botID}/events",
+		// What sent emails link to (signed tokens in the path: functions/emailevents) and
+		// what email providers call, each verified by its provider's scheme (SNS signatures,
+		// Mailgun's HMAC; a shared secret for local inbound mail).
+		"GET /e/t/o/{token}", "GET /e/t/c/{token}", "GET /u/{token}", "POST /u/{token}",
+		"POST /esp/{provider}/webhook", "POST /esp/{provider}/inbound",
 	}
 }
 

@@ -64,6 +64,35 @@ const healthz = `  /healthz:
       security: []
       x-family: public
       responses: {'202': {description: ok}}
+  /e/t/o/{token}:
+    get:
+      security: []
+      x-family: public
+      responses: {'200': {description: ok}}
+  /e/t/c/{token}:
+    get:
+      security: []
+      x-family: public
+      responses: {'302': {description: ok}}
+  /u/{token}:
+    get:
+      security: []
+      x-family: public
+      responses: {'200': {description: ok}}
+    post:
+      security: []
+      x-family: public
+      responses: {'200': {description: ok}}
+  /esp/{provider}/webhook:
+    post:
+      security: []
+      x-family: public
+      responses: {'200': {description: ok}}
+  /esp/{provider}/inbound:
+    post:
+      security: []
+      x-family: public
+      responses: {'200': {description: ok}}
 `
 
 func TestRoutesOfTheDocument(t *testing.T) {

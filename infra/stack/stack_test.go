@@ -434,7 +434,10 @@ func TestEnvironmentContract(t *testing.T) {
 		"runtime":        append([]string{"CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		"content":        append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, base...),
 		"popups":         append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
-		stack.Jobs:       append([]string{"JOBS_QUEUE_URL", "PUBLIC_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
+		"emaildomains":   append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, base...),
+		"emailcampaigns": append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, base...),
+		"emailevents":    append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "PUBLIC_URL", "TABLE_NAME"}, base...),
+		stack.Jobs:       append([]string{"CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, base...),
 	}
 	checkEnvironment(t, dev, want)
 
@@ -458,7 +461,7 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 		"channels": append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME", "WHATSAPP_APP_ID"}, urls...),
 		"webhooks": {"CURSOR_KEY_ID", "JOBS_QUEUE_URL", "SECRETS_KEY_ID", "TABLE_NAME",
 			"WHATSAPP_APP_SECRET_PARAMETER", "WHATSAPP_VERIFY_TOKEN_PARAMETER"},
-		stack.Jobs: append([]string{"JOBS_QUEUE_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "TABLE_NAME"}, urls...),
+		stack.Jobs: append([]string{"CURSOR_KEY_ID", "JOBS_QUEUE_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, urls...),
 		// A test send of a message goes out through the providers' APIs.
 		"content": append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, urls[1:]...),
 	} {

@@ -66,6 +66,8 @@ type Env struct {
 	// Links signs and checks the tokens of sent emails' open pixels, tracked links and
 	// unsubscribe links; nil where the process has no link key.
 	Links *emaillinks.Signer
+	// EmailSettings configure the email families.
+	EmailSettings EmailSettings
 
 	runner   *jobs.QueueRunner // Jobs, to register its step handler on a queue mux
 	registry *jobs.Registry    // the job kinds Compose adds
@@ -104,6 +106,27 @@ type Deps struct {
 	// LinkKey signs email link tokens (optional; 32 bytes or more): every process that makes
 	// or checks them must share it.
 	LinkKey []byte
+	// EmailSettings is Env.EmailSettings.
+	EmailSettings EmailSettings
+}
+
+// EmailSettings configure the email families (sending domains, campaigns, provider
+// webhooks); the zero value is the default of each.
+type EmailSettings struct {
+	// Rate is the sending rate, in messages a second (0: SES's default quota, 14).
+	Rate float64
+	// LinkBaseURL is where sent emails' tracking and unsubscribe links point; "" is
+	// PublicURL (on AWS, the API's own URL).
+	LinkBaseURL string
+	// DNSServer is the DNS server (host:port, UDP) domain verification asks; "" is the
+	// system resolver.
+	DNSServer string
+	// InboundSecret authenticates POST /esp/local/inbound; "" refuses it.
+	InboundSecret string
+	// MailgunSigningKey verifies Mailgun's webhooks; "" refuses them.
+	MailgunSigningKey string
+	// SNSTopicARNs, when set, are the only SNS topics whose deliveries are accepted.
+	SNSTopicARNs []string
 }
 
 // NewEnv builds the environment, refusing to start when a dependency is missing.
@@ -155,6 +178,7 @@ func NewEnv(d Deps) (*Env, error) {
 		PublicURL:           d.PublicURL,
 		WhatsAppVerifyToken: d.WhatsAppVerifyToken,
 		Email:               d.Email,
+		EmailSettings:       d.EmailSettings,
 		registry:            jobs.NewRegistry(),
 	}
 	if d.Queue != nil {

@@ -1,0 +1,13 @@
+package emailcampaigns
+
+import (
+	"os"
+	"testing"
+
+	"github.com/botplatform/api/infra/access/accesstest"
+)
+
+// The store operations these tests make must be granted to the emailcampaigns Lambda, and
+// those of the send job (sqlitetest.As "jobs") and of the tracking events (As
+// "emailevents") to theirs (infra/access).
+func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "emailcampaigns")) }

@@ -1,0 +1,693 @@
+package emailcampaigns
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/mail"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/botplatform/api/shared/email"
+	"github.com/botplatform/api/shared/emaillinks"
+	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/store"
+)
+
+// The send job (JobSend) of a campaign, one step at a time (SendStep):
+//
+// Runs. Schedule starts run 1 of the job (at send_at); resume and cancel start the next run
+// (the campaign's epoch). The RUN item holds the progress of the newest run that made any:
+// its epoch, the number of the next step, the phase and the audience cursor. A step of run
+// e numbered n (its cursor) works only when the campaign's epoch is e and RUN is at step n of
+// run e (or, for step 0, of an earlier run), and it moves RUN to step n+1 when done, under
+// RUN's revision. So a step delivered twice (at-least-once queues) does its work at most
+// once in the end: the copy that comes after the step finished sees RUN moved on and stops;
+// two copies at once both work (the row claims keep each row to one of them) and one loses
+// the write to RUN and stops. A step that crashed left RUN where it was, and its retry does
+// the same work again: every write of a step is idempotent.
+//
+// Phase plan. Pages of the audience become recipient rows, one per subscriber, with an id
+// derived from the subscriber id and written MustNotExist: a repeated page writes nothing
+// twice. A row is planned, or skipped with its reason; a planned row claims its
+// lower-cased address (ADDR#) in the same transaction, so an address is planned once (a
+// second subscriber with it is skipped as duplicate). Counters move in the same
+// transactions. RUN keeps the cursor of the next page, so a pause in the middle of the plan
+// resumes there.
+//
+// Phase send. Planned rows, by batches of at most sendBatch: each subscriber is read again
+// (deleted, no address, address changed, consent withdrawn, suppressed meanwhile: skipped),
+// the message rendered and built, then the row claimed (planned → sending, under its
+// revision: a claim lost to another run is that run's row), sent, and marked sent (message
+// id, the message-id pointer) or failed. A row is claimed before its message leaves and
+// never claimed twice, so no row is ever sent twice. A row left sending (a crash between
+// claim and mark) becomes interrupted once its claim is older than ClaimGrace, and is never
+// sent again. The campaign is re-read before each batch: paused, canceled or a newer run,
+// and the step stops without a next step.
+//
+// Pacing. A step sends at most Rate × StepDuration messages, one every 1/Rate seconds,
+// and when it sent any it returns only at the end of its StepDuration, so that the next
+// step, which the runner starts at once, keeps the rate. Sends are one at a time, so the
+// rate is also bounded by the provider's latency.
+//
+// Failures. A permanent refusal fails the row (the campaign goes on). A temporary one
+// stops the step with an error, for the queue to retry after its backoff: when the
+// provider answered (it refused, for now) or the connection never opened, the row is
+// planned again; when the answer never came, the message may have gone out, and the row
+// becomes interrupted. A From domain no longer verified, or content no longer renderable,
+// pauses the campaign with its pause_reason.
+
+// ClaimGrace is how old a claim must be before its row counts as interrupted: longer than
+// a step can live (the jobs Lambda's timeout, 5 minutes), so the run that claimed it is
+// certainly gone.
+const ClaimGrace = 10 * time.Minute
+
+const (
+	// sendBatch is the most planned rows read at once.
+	sendBatch = 50
+	// planPage is the audience page the plan reads: one suppression call per page.
+	planPage = MaxSuppressionBatch
+	// planChunk is the most rows one plan transaction writes (two writes each, with room for
+	// the counters).
+	planChunk = 40
+	// planPagesPerStep bounds the pages one step plans.
+	planPagesPerStep = 20
+	// cancelChunk is the most rows one cancel transaction moves.
+	cancelChunk = 90
+	// sendTimeout bounds one message's send.
+	sendTimeout = time.Minute
+	// retryAfter is the least the queue waits before retrying a step stopped by a
+	// temporary send failure (provider throttling).
+	retryAfter = 30 * time.Second
+)
+
+// The phases of a run.
+const (
+	phasePlan = "plan"
+	phaseSend = "send"
+)
+
+// run is the send job's progress.
+type run struct {
+	Epoch int64 `json:"epoch"`
+	Step  int64 `json:"step"`
+	// Phase is plan ("" before the first step) or send.
+	Phase string `json:"phase"`
+	// Cursor is the audience cursor of the next page to plan.
+	Cursor string `json:"cursor,omitempty"`
+	// Seen counts the subscribers planned (or skipped) so far.
+	Seen int `json:"seen"`
+	// Truncated: the audience had more than MaxAudience subscribers; the rest were left out.
+	Truncated bool `json:"truncated,omitempty"`
+	rev       int64
+}
+
+func (s *Service) loadRun(ctx context.Context, bot, id string) (run, error) {
+	it, err := s.d.Store.Get(ctx, runKey(bot, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return run{}, nil
+	}
+	if err != nil {
+		return run{}, err
+	}
+	r, err := store.Decode[run](it)
+	r.rev = it.Revision
+	return r, err
+}
+
+// Jobs are the family's job kinds with their steps.
+func (s *Service) Jobs() map[string]jobs.Step { return map[string]jobs.Step{JobSend: s.SendStep} }
+
+// SendStep runs one step of a campaign's send job (see the comment above ClaimGrace).
+func (s *Service) SendStep(ctx context.Context, payload json.RawMessage, cursor string) (string, bool, error) {
+	var p jobPayload
+	if err := json.Unmarshal(payload, &p); err != nil {
+		return "", false, fmt.Errorf("emailcampaigns: send payload: %w", err)
+	}
+	if p.Bot == "" || p.Campaign == "" || p.Epoch < 1 {
+		return "", false, errors.New("emailcampaigns: send payload needs bot_id, campaign_id and epoch")
+	}
+	var n int64
+	if cursor != "" {
+		var err error
+		if n, err = strconv.ParseInt(cursor, 10, 64); err != nil || n < 0 {
+			return "", false, fmt.Errorf("emailcampaigns: bad send cursor %q", cursor)
+		}
+	}
+	now := s.d.Now()
+	st := &step{s: s, p: p, n: n, start: now, deadline: now.Add(s.cfg.StepDuration)}
+	return st.run(ctx)
+}
+
+// step is one step of a run.
+type step struct {
+	s        *Service
+	p        jobPayload
+	n        int64
+	start    time.Time
+	deadline time.Time
+	c        record
+	r        run
+	// links and signers are read once per step.
+	links   []string
+	signers map[string]*email.Signer
+	// sent counts the messages this step sent, for pacing.
+	sent int
+}
+
+func (st *step) run(ctx context.Context) (string, bool, error) {
+	s, bot, id := st.s, st.p.Bot, st.p.Campaign
+	c, err := s.load(ctx, bot, id)
+	if httpapi.KindOf(err) == httpapi.KindNotFound {
+		return "", true, nil // the campaign is gone (its bot was deleted)
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if c.Epoch != st.p.Epoch {
+		return "", true, nil // a newer run has taken over
+	}
+	if st.r, err = s.loadRun(ctx, bot, id); err != nil {
+		return "", false, err
+	}
+	if (st.r.Epoch == st.p.Epoch && st.r.Step != st.n) || (st.r.Epoch != st.p.Epoch && st.n != 0) {
+		return "", true, nil // a copy of a step that has already run
+	}
+	st.c = c
+	if c.State == Scheduled {
+		if wait := c.SendAt.Sub(s.d.Now()); wait > time.Second {
+			// Delivered before its time (a queue may hold a message at most so long): wait
+			// again, in a job of its own.
+			return "", true, st.rearm(ctx, wait)
+		}
+		now := stamp(s.d.Now())
+		c.State, c.StartedAt = Sending, &now
+		if err := s.save(ctx, &c, c.Revision, nil, 0); err != nil {
+			if httpapi.KindOf(err) == httpapi.KindConflict {
+				return st.cursor(st.n), false, nil // changed meanwhile (canceled): decide again
+			}
+			return "", false, err
+		}
+		st.c = c
+	}
+	var done bool
+	switch st.c.State {
+	case Sending:
+		done, err = st.sending(ctx)
+	case Canceled, Archived:
+		done, err = st.cancel(ctx)
+	default: // paused, sent, draft: nothing to do until a new run
+		done = true
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if !done {
+		st.pace(ctx)
+	}
+	if err := st.advance(ctx); err != nil {
+		if errors.Is(err, store.ErrConditionFailed) {
+			return "", true, nil // another copy of this step got there first
+		}
+		return "", false, err
+	}
+	return st.cursor(st.n + 1), done, nil
+}
+
+func (st *step) cursor(n int64) string { return strconv.FormatInt(n, 10) }
+
+// rearm starts the run again after wait.
+func (st *step) rearm(ctx context.Context, wait time.Duration) error {
+	writes, deliver, err := st.s.startJob(st.c, wait)
+	if err != nil {
+		return err
+	}
+	if err := st.s.d.Store.Transact(ctx, writes); err != nil {
+		return err
+	}
+	deliver(ctx)
+	return nil
+}
+
+// advance moves RUN to the next step of this run: store.ErrConditionFailed when another
+// copy of the step, or a newer run, moved it first. A step of an older run that moved it
+// meanwhile (it had not yet seen the new epoch) does not count: this run goes on.
+func (st *step) advance(ctx context.Context) error {
+	if st.c.Epoch != st.p.Epoch {
+		return store.ErrConditionFailed // a newer run owns RUN now
+	}
+	r := st.r
+	r.Epoch, r.Step = st.p.Epoch, st.n+1
+	b, err := store.Encode(r)
+	if err != nil {
+		return err
+	}
+	for range 3 {
+		cond := store.MustNotExist
+		if r.rev > 0 {
+			cond = store.RevisionIs(r.rev)
+		}
+		err := st.s.d.Store.Put(ctx, store.Item{Key: runKey(st.p.Bot, st.p.Campaign), Revision: r.rev + 1, Data: b}, cond)
+		if !errors.Is(err, store.ErrConditionFailed) {
+			return err
+		}
+		cur, err := st.s.loadRun(ctx, st.p.Bot, st.p.Campaign)
+		if err != nil {
+			return err
+		}
+		if cur.Epoch >= st.p.Epoch {
+			return store.ErrConditionFailed
+		}
+		r.rev = cur.rev
+	}
+	return fmt.Errorf("emailcampaigns: progress of %s keeps changing: %w", st.p.Campaign, store.ErrUnavailable)
+}
+
+// pace ends a step that sent anything at the end of its duration, so that the rate holds
+// across steps.
+func (st *step) pace(ctx context.Context) {
+	if st.sent > 0 {
+		st.wait(ctx)
+	}
+}
+
+// wait sleeps until the end of the step's duration.
+func (st *step) wait(ctx context.Context) {
+	if d := st.deadline.Sub(st.s.d.Now()); d > 0 {
+		_ = st.s.d.Sleep(ctx, d)
+	}
+}
+
+// live re-reads the campaign: false when this run must stop (paused, canceled, a newer run).
+func (st *step) live(ctx context.Context) (bool, error) {
+	c, err := st.s.load(ctx, st.p.Bot, st.p.Campaign)
+	if err != nil {
+		return false, err
+	}
+	st.c = c
+	return c.Epoch == st.p.Epoch && c.State == Sending, nil
+}
+
+// sending runs the plan, then the send, until the step's time is up, and finishes the
+// campaign once every row is settled. done means no next step.
+func (st *step) sending(ctx context.Context) (bool, error) {
+	if st.r.Phase != phaseSend {
+		live, err := st.plan(ctx)
+		if err != nil || !live {
+			return !live, err
+		}
+		if st.r.Phase != phaseSend {
+			return false, nil // more pages next step
+		}
+	}
+	live, err := st.send(ctx)
+	if err != nil || !live {
+		return !live, err
+	}
+	return st.finish(ctx)
+}
+
+// send sends planned rows until the step's budget or time is up or none is left. It
+// reports whether the run may go on.
+func (st *step) send(ctx context.Context) (bool, error) {
+	s := st.s
+	budget := max(1, int(s.cfg.Rate*st.s.cfg.StepDuration.Seconds()))
+	examined := 0
+	for st.sent < budget && examined < 4*budget+sendBatch && s.d.Now().Before(st.deadline) {
+		if live, err := st.live(ctx); err != nil || !live {
+			return false, err
+		}
+		page, err := s.d.Store.Query(ctx, store.Query{Index: store.GSI1, PK: rowStatePK(st.p.Bot, st.p.Campaign, RowPlanned), Limit: min(sendBatch, budget-st.sent)})
+		if err != nil {
+			return false, err
+		}
+		if len(page.Items) == 0 {
+			return true, nil
+		}
+		rows := make([]row, len(page.Items))
+		addrs := make([]string, 0, len(rows))
+		for i, it := range page.Items {
+			if rows[i], err = decodeRow(it); err != nil {
+				return false, err
+			}
+			addrs = append(addrs, strings.ToLower(rows[i].Address))
+		}
+		suppressed, err := s.suppressed(ctx, st.p.Bot, addrs)
+		if err != nil {
+			return false, err
+		}
+		for i := range rows {
+			examined++
+			live, err := st.sendRow(ctx, &rows[i], suppressed)
+			if err != nil || !live {
+				return live, err
+			}
+			if st.sent >= budget || !s.d.Now().Before(st.deadline) {
+				break
+			}
+		}
+	}
+	return true, nil
+}
+
+// skip moves a planned row to skipped for reason (a row another run moved first is left).
+func (st *step) skip(ctx context.Context, r *row, reason string) error {
+	_, err := st.s.mutateRow(ctx, st.p.Bot, st.p.Campaign, r.ID, r, func(n *row, d deltas) ([]store.Write, error) {
+		if n.State != RowPlanned {
+			return nil, errNoChange
+		}
+		n.State, n.SkipReason = RowSkipped, reason
+		d.add(st.p.Bot, st.p.Campaign, "skip#"+reason, 1)
+		return nil, nil
+	})
+	return err
+}
+
+// sendRow sends one planned row. It reports whether the run may go on.
+func (st *step) sendRow(ctx context.Context, r *row, suppressed map[string]string) (bool, error) {
+	s, bot, id := st.s, st.p.Bot, st.p.Campaign
+	if reason, ok := suppressed[strings.ToLower(r.Address)]; ok {
+		return true, st.skip(ctx, r, suppressionReason(reason))
+	}
+	p, err := s.d.Audience.Person(ctx, bot, r.SubscriberID)
+	if httpapi.KindOf(err) == httpapi.KindNotFound {
+		return true, st.skip(ctx, r, SkipDeleted)
+	}
+	if err != nil {
+		return false, err
+	}
+	a, lower := address(p)
+	switch {
+	case a == "":
+		return true, st.skip(ctx, r, SkipNoEmail)
+	case lower != strings.ToLower(r.Address):
+		return true, st.skip(ctx, r, SkipAddressChanged)
+	case !p.Consent:
+		return true, st.skip(ctx, r, SkipNoConsent)
+	}
+	out, err := s.d.Content.Render(ctx, bot, st.c.ContentID, *st.c.ContentVersion, p)
+	if clientError(err) {
+		return false, st.pause(ctx, "content_unavailable", err)
+	}
+	if err != nil {
+		return false, err
+	}
+	signer, err := st.signer(ctx, out.From.Address)
+	if errors.Is(err, ErrNotVerified) || clientError(err) {
+		return false, st.pause(ctx, "domain_not_verified", err)
+	}
+	if err != nil {
+		return false, err
+	}
+	if st.links == nil {
+		if st.links, err = s.linkTable(ctx, bot, id); err != nil {
+			return false, err
+		}
+	}
+	ref := emaillinks.Ref{Bot: bot, Campaign: id, Recipient: r.ID}
+	msg := s.message(ref, mail.Address{Name: p.Name, Address: r.Address}, out, st.links)
+	// The slot before the claim: a claimed row goes out at once.
+	if wait := st.start.Add(time.Duration(float64(st.sent) * float64(time.Second) / s.cfg.Rate)).Sub(s.d.Now()); wait > 0 {
+		if err := s.d.Sleep(ctx, wait); err != nil {
+			return false, err
+		}
+	}
+	claimed, err := st.claim(ctx, r)
+	if err != nil || !claimed {
+		return true, err
+	}
+	st.sent++
+	sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
+	rc, err := s.d.Mail.Send(sendCtx, msg, signer)
+	cancel()
+	switch {
+	case err == nil:
+		return true, st.markSent(ctx, r, rc)
+	case email.IsPermanent(err):
+		return true, st.settleRow(ctx, r, RowFailed, failure(err))
+	case notSent(err):
+		if e := st.settleRow(ctx, r, RowPlanned, nil); e != nil {
+			return false, e
+		}
+		return false, queue.RetryAfter(fmt.Errorf("emailcampaigns: send to recipient %s of %s: %w", r.ID, id, err), retryAfter)
+	default:
+		if e := st.settleRow(ctx, r, RowInterrupted, nil); e != nil {
+			return false, e
+		}
+		return false, queue.RetryAfter(fmt.Errorf("emailcampaigns: send to recipient %s of %s ended without an answer; it is counted interrupted: %w", r.ID, id, err), retryAfter)
+	}
+}
+
+// notSent reports whether a temporary failure certainly sent nothing: the provider
+// answered (and refused, for now), the sender was misconfigured, or the connection never
+// opened. Anything else (a timeout, a connection lost) may have sent the message.
+func notSent(err error) bool {
+	var se *email.SendError
+	if errors.As(err, &se) && se.Code != 0 {
+		return true
+	}
+	var op *net.OpError
+	return errors.Is(err, email.ErrConfig) || (errors.As(err, &op) && op.Op == "dial")
+}
+
+// failure is a permanent refusal as the row keeps it: the reply code and a short message.
+func failure(err error) *SendFailure {
+	f := &SendFailure{Message: err.Error()}
+	var se *email.SendError
+	if errors.As(err, &se) {
+		f.Code = se.Code
+	}
+	if r := []rune(f.Message); len(r) > 300 {
+		f.Message = string(r[:300])
+	}
+	return f
+}
+
+func (st *step) signer(ctx context.Context, from string) (*email.Signer, error) {
+	if k, ok := st.signers[from]; ok {
+		return k, nil
+	}
+	k, err := st.s.d.Domains.Signer(ctx, st.p.Bot, from)
+	if err != nil {
+		return nil, err
+	}
+	if st.signers == nil {
+		st.signers = map[string]*email.Signer{}
+	}
+	st.signers[from] = k
+	return k, nil
+}
+
+// pause pauses the campaign for reason (the send cannot go on until someone fixes it).
+func (st *step) pause(ctx context.Context, reason string, cause error) error {
+	s := st.s
+	c := st.c
+	if c.State != Sending {
+		return nil
+	}
+	now := stamp(s.d.Now())
+	c.State, c.PausedAt, c.PauseReason = Paused, &now, reason
+	err := s.save(ctx, &c, c.Revision, nil, 0)
+	if httpapi.KindOf(err) == httpapi.KindConflict {
+		return nil // changed meanwhile: the next batch reads it again
+	}
+	if err == nil {
+		s.d.Log.WarnContext(ctx, "email campaign paused", "bot_id", st.p.Bot, "campaign_id", st.p.Campaign, "reason", reason, "error", cause)
+		st.c = c
+	}
+	return err
+}
+
+// claim moves a planned row to sending; false when another run moved it first.
+func (st *step) claim(ctx context.Context, r *row) (bool, error) {
+	claimed := false
+	n, err := st.s.mutateRow(ctx, st.p.Bot, st.p.Campaign, r.ID, r, func(n *row, _ deltas) ([]store.Write, error) {
+		claimed = false // the last attempt decides
+		if n.State != RowPlanned {
+			return nil, errNoChange
+		}
+		now := stamp(st.s.d.Now())
+		n.State, n.ClaimedAt = RowSending, &now
+		claimed = true
+		return nil, nil
+	})
+	if err != nil {
+		return false, err
+	}
+	*r = n
+	return claimed && n.State == RowSending, nil
+}
+
+// markSent records a sent message: the row sent with its message id and the pointer from
+// the message id to the row. A row another run meanwhile counted interrupted is sent after
+// all (the message did go out).
+func (st *step) markSent(ctx context.Context, r *row, rc email.Receipt) error {
+	bot, id := st.p.Bot, st.p.Campaign
+	_, err := st.s.mutateRow(ctx, bot, id, r.ID, r, func(n *row, _ deltas) ([]store.Write, error) {
+		switch n.State {
+		case RowSending, RowInterrupted:
+			now := stamp(st.s.d.Now())
+			n.State, n.SentAt, n.ClaimedAt = RowSent, &now, nil
+		case RowSent:
+			if n.MessageID != "" {
+				return nil, errNoChange
+			}
+		default:
+			return nil, errNoChange
+		}
+		n.MessageID = rc.MessageID
+		if n.MessageID == "" {
+			return nil, nil
+		}
+		b, err := store.Encode(pointer{Bot: bot, Campaign: id, Recipient: r.ID})
+		if err != nil {
+			return nil, err
+		}
+		return []store.Write{store.PutOp(store.Item{Key: pointerKey(n.MessageID), Revision: 1, Data: b}, store.Always)}, nil
+	})
+	return err
+}
+
+// settleRow moves a row this run claimed (sending) to state: failed (with f), planned
+// again or interrupted. A row no longer sending is left as it is.
+func (st *step) settleRow(ctx context.Context, r *row, state RowState, f *SendFailure) error {
+	_, err := st.s.mutateRow(ctx, st.p.Bot, st.p.Campaign, r.ID, r, func(n *row, _ deltas) ([]store.Write, error) {
+		if n.State != RowSending {
+			return nil, errNoChange
+		}
+		n.State, n.Error, n.ClaimedAt = state, f, nil
+		return nil, nil
+	})
+	return err
+}
+
+// pointer is the item that leads from a message id to its recipient row.
+type pointer struct {
+	Bot       string `json:"bot_id"`
+	Campaign  string `json:"campaign_id"`
+	Recipient string `json:"recipient_id"`
+}
+
+// settle counts the rows left sending whose claim is older than ClaimGrace interrupted;
+// true once no row is sending.
+func (st *step) settle(ctx context.Context) (bool, error) {
+	s, bot, id := st.s, st.p.Bot, st.p.Campaign
+	n, err := s.counter(ctx, bot, id, "state#"+string(RowSending))
+	if err != nil || n == 0 {
+		return n == 0, err
+	}
+	page, err := s.d.Store.Query(ctx, store.Query{Index: store.GSI1, PK: rowStatePK(bot, id, RowSending), Limit: store.MaxTransactWrites})
+	if err != nil {
+		return false, err
+	}
+	cutoff := s.d.Now().Add(-ClaimGrace)
+	for _, it := range page.Items {
+		r, err := decodeRow(it)
+		if err != nil {
+			return false, err
+		}
+		if r.ClaimedAt != nil && r.ClaimedAt.After(cutoff) {
+			continue // a run may still be sending it
+		}
+		if err := st.settleRow(ctx, &r, RowInterrupted, nil); err != nil {
+			return false, err
+		}
+	}
+	n, err = s.counter(ctx, bot, id, "state#"+string(RowSending))
+	return n == 0, err
+}
+
+// finish marks the campaign sent once no row is planned or sending. false: not yet.
+func (st *step) finish(ctx context.Context) (bool, error) {
+	s := st.s
+	planned, err := s.counter(ctx, st.p.Bot, st.p.Campaign, "state#"+string(RowPlanned))
+	if err != nil || planned > 0 {
+		return false, err
+	}
+	settled, err := st.settle(ctx)
+	if err != nil {
+		return false, err
+	}
+	if !settled {
+		// Rows a run may still be sending: look again in a while, not in a busy loop.
+		st.wait(ctx)
+		return false, nil
+	}
+	c := st.c
+	if c.State != Sending || c.Epoch != st.p.Epoch {
+		return true, nil
+	}
+	now := stamp(s.d.Now())
+	c.State, c.FinishedAt = Sent, &now
+	err = s.save(ctx, &c, c.Revision, nil, 0)
+	if httpapi.KindOf(err) == httpapi.KindConflict {
+		// Paused or canceled at the last moment: the next step reads which.
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// cancel moves the rows of a canceled campaign still planned to canceled, then settles
+// the rows left sending. true once none is left.
+func (st *step) cancel(ctx context.Context) (bool, error) {
+	s, bot, id := st.s, st.p.Bot, st.p.Campaign
+	for s.d.Now().Before(st.deadline) {
+		page, err := s.d.Store.Query(ctx, store.Query{Index: store.GSI1, PK: rowStatePK(bot, id, RowPlanned), Limit: cancelChunk})
+		if err != nil {
+			return false, err
+		}
+		if len(page.Items) == 0 {
+			break
+		}
+		writes := make([]store.Write, 0, len(page.Items)+2)
+		rows := make([]row, len(page.Items))
+		for i, it := range page.Items {
+			if rows[i], err = decodeRow(it); err != nil {
+				return false, err
+			}
+			r := rows[i]
+			r.State, r.rev = RowCanceled, rows[i].rev+1
+			nit, err := r.item(bot, id)
+			if err != nil {
+				return false, err
+			}
+			writes = append(writes, store.PutOp(nit, store.RevisionIs(rows[i].rev)))
+		}
+		d := deltas{}
+		d.add(bot, id, "state#"+string(RowPlanned), -int64(len(rows)))
+		d.add(bot, id, "state#"+string(RowCanceled), int64(len(rows)))
+		err = s.d.Store.Transact(ctx, append(writes, d.writes()...))
+		if !errors.Is(err, store.ErrConditionFailed) {
+			if err != nil {
+				return false, err
+			}
+			continue
+		}
+		for i := range rows { // one of them moved meanwhile: row by row
+			_, err := s.mutateRow(ctx, bot, id, rows[i].ID, &rows[i], func(n *row, _ deltas) ([]store.Write, error) {
+				if n.State != RowPlanned {
+					return nil, errNoChange
+				}
+				n.State = RowCanceled
+				return nil, nil
+			})
+			if err != nil {
+				return false, err
+			}
+		}
+	}
+	planned, err := s.counter(ctx, bot, id, "state#"+string(RowPlanned))
+	if err != nil || planned > 0 {
+		return false, err
+	}
+	settled, err := st.settle(ctx)
+	if err == nil && !settled {
+		st.wait(ctx) // rows a run may still be sending: look again in a while
+	}
+	return settled, err
+}

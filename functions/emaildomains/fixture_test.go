@@ -1,0 +1,338 @@
+package emaildomains
+
+import (
+	"bytes"
+	"context"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"log/slog"
+	"mime"
+	"net"
+	"net/mail"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/stretchr/testify/require"
+
+	"github.com/botplatform/api/shared/email"
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
+	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/secrets/keyfile"
+	"github.com/botplatform/api/shared/store"
+	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// testKey is one DKIM key for the whole test binary: generating 2048-bit keys is slow.
+var testKey = sync.OnceValue(func() *rsa.PrivateKey {
+	k, err := email.GenerateKey()
+	if err != nil {
+		panic(err)
+	}
+	return k
+})
+
+// keyTexts are spellings of the test key's private part that no response may contain.
+func keyTexts() []string {
+	k := testKey()
+	pkcs8, _ := x509.MarshalPKCS8PrivateKey(k)
+	return []string{
+		base64.StdEncoding.EncodeToString(pkcs8)[:64],
+		base64.StdEncoding.EncodeToString(x509.MarshalPKCS1PrivateKey(k))[:64],
+		base64.StdEncoding.EncodeToString(k.D.Bytes())[:32],
+	}
+}
+
+// fakeDNS is an authoritative DNS server on 127.0.0.1 (UDP) that serves the TXT, MX and
+// CNAME records a test sets: NXDOMAIN for a name it has nothing for, an empty answer for a
+// type it lacks at a name it has.
+type fakeDNS struct {
+	addr string
+
+	mu    sync.Mutex
+	txt   map[string][]string
+	mx    map[string][]string
+	cname map[string]string
+	fail  bool
+}
+
+func newFakeDNS(t *testing.T) *fakeDNS {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f := &fakeDNS{addr: pc.LocalAddr().String(), txt: map[string][]string{}, mx: map[string][]string{}, cname: map[string]string{}}
+	started := make(chan struct{})
+	srv := &dns.Server{PacketConn: pc, Handler: f, NotifyStartedFunc: func() { close(started) }}
+	go func() { _ = srv.ActivateAndServe() }()
+	<-started
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return f
+}
+
+func (f *fakeDNS) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
+	m := new(dns.Msg)
+	m.SetReply(r)
+	m.Authoritative = true
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail {
+		m.Rcode = dns.RcodeServerFailure
+		_ = w.WriteMsg(m)
+		return
+	}
+	q := r.Question[0]
+	name := strings.ToLower(strings.TrimSuffix(q.Name, "."))
+	hdr := func(t uint16) dns.RR_Header {
+		return dns.RR_Header{Name: q.Name, Rrtype: t, Class: dns.ClassINET, Ttl: 60}
+	}
+	known := false
+	if target, ok := f.cname[name]; ok {
+		known = true
+		if q.Qtype == dns.TypeCNAME || q.Qtype == dns.TypeA || q.Qtype == dns.TypeAAAA {
+			m.Answer = append(m.Answer, &dns.CNAME{Hdr: hdr(dns.TypeCNAME), Target: dns.Fqdn(target)})
+		}
+	}
+	if values, ok := f.txt[name]; ok {
+		known = true
+		if q.Qtype == dns.TypeTXT {
+			for _, v := range values {
+				m.Answer = append(m.Answer, &dns.TXT{Hdr: hdr(dns.TypeTXT), Txt: chunks(v, 255)})
+			}
+		}
+	}
+	if hosts, ok := f.mx[name]; ok {
+		known = true
+		if q.Qtype == dns.TypeMX {
+			for _, h := range hosts {
+				m.Answer = append(m.Answer, &dns.MX{Hdr: hdr(dns.TypeMX), Preference: 10, Mx: dns.Fqdn(h)})
+			}
+		}
+	}
+	if !known {
+		m.Rcode = dns.RcodeNameError
+	}
+	_ = w.WriteMsg(m)
+}
+
+// chunks splits a long TXT value into the strings of one record, as DNS providers do.
+func chunks(s string, n int) []string {
+	var out []string
+	for len(s) > n {
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return append(out, s)
+}
+
+// publish serves every record of d as asked (the records two bots share, once).
+func (f *fakeDNS) publish(d Domain) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range d.Records {
+		switch r.Type {
+		case "TXT":
+			if !slices.Contains(f.txt[r.Name], r.Value) {
+				f.txt[r.Name] = append(f.txt[r.Name], r.Value)
+			}
+		case "MX":
+			if !slices.Contains(f.mx[r.Name], r.Value) {
+				f.mx[r.Name] = append(f.mx[r.Name], r.Value)
+			}
+		case "CNAME":
+			f.cname[r.Name] = r.Value
+		}
+	}
+}
+
+func (f *fakeDNS) setTXT(name string, values ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.txt[name] = values
+}
+
+func (f *fakeDNS) setFail(fail bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = fail
+}
+
+// fakeIdentities records what the service registers with the provider.
+type fakeIdentities struct {
+	mu           sync.Mutex
+	registered   map[string]string // domain -> selector
+	keys         map[string][]byte
+	deregistered []string
+	err          error
+}
+
+func (f *fakeIdentities) Register(_ context.Context, domain, selector string, key []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	f.registered[domain], f.keys[domain] = selector, key
+	return nil
+}
+
+func (f *fakeIdentities) Deregister(_ context.Context, domain string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deregistered = append(f.deregistered, domain)
+	return f.err
+}
+
+// fakeActions records the actions inbound routes run.
+type fakeActions struct {
+	mu        sync.Mutex
+	forwards  []string // bot/to/message id
+	reactions []string // bot/reaction/from
+	last      InboundMessage
+	err       error
+}
+
+func (f *fakeActions) Forward(_ context.Context, bot, to string, m InboundMessage) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.forwards = append(f.forwards, bot+"/"+to+"/"+m.ID)
+	f.last = m
+	return f.err
+}
+
+func (f *fakeActions) RunReaction(_ context.Context, bot, reaction string, from mail.Address, _ InboundMessage) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reactions = append(f.reactions, bot+"/"+reaction+"/"+from.Address)
+	return f.err
+}
+
+type fixture struct {
+	svc   *Service
+	st    store.Store
+	clock *httpapitest.Clock
+	bot   string
+	dns   *fakeDNS
+	ids   *fakeIdentities
+	acts  *fakeActions
+	logs  *syncBuffer
+}
+
+// syncBuffer is a log destination tests read.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+const (
+	testSecret   = "inbound-secret-for-tests"
+	trackingHost = "api.platform.test"
+)
+
+func newFixture(t *testing.T, opts ...func(*Config)) *fixture {
+	t.Helper()
+	c := httpapitest.NewClock(t0, 0)
+	st := sqlitetest.Open(t, sqlite.WithClock(c.Now))
+	key, err := keyfile.New(make([]byte, 32))
+	require.NoError(t, err)
+	f := &fixture{st: st, clock: c, bot: ids.At("bot", t0), dns: newFakeDNS(t),
+		ids:  &fakeIdentities{registered: map[string]string{}, keys: map[string][]byte{}},
+		acts: &fakeActions{}, logs: &syncBuffer{}}
+	cfg := Config{
+		Store: st, Sealer: key, Resolver: NewResolver(f.dns.addr), Identities: f.ids, Actions: f.acts,
+		Records:       RecordValues{Region: "eu-west-1", TrackingHost: trackingHost},
+		InboundSecret: testSecret,
+		GenerateKey:   func() (*rsa.PrivateKey, error) { return testKey(), nil },
+		Log:           slog.New(slog.NewTextHandler(f.logs, nil)),
+		Now:           c.Now,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	f.svc, err = New(cfg)
+	require.NoError(t, err)
+	return f
+}
+
+// verified adds name to bot and verifies it with every record published.
+func (f *fixture) verified(t *testing.T, bot, name string) Domain {
+	t.Helper()
+	ctx := t.Context()
+	d, err := f.svc.Add(ctx, bot, NewDomain{Name: name})
+	require.NoError(t, err)
+	f.dns.publish(d)
+	d, err = f.svc.Verify(ctx, bot, d.ID)
+	require.NoError(t, err)
+	require.Equal(t, StatusVerified, d.Status)
+	return d
+}
+
+// crlf turns a readable message into one with CRLF line ends.
+func crlf(s string) []byte { return []byte(strings.ReplaceAll(s, "\n", "\r\n")) }
+
+// sampleMail is a multipart message as mail clients send one: alternative text and HTML
+// bodies (quoted-printable, base64), an attachment with an RFC 2231 file name, an inline
+// image, an RFC 2047 subject and display name.
+func sampleMail(to, messageID string) []byte {
+	html := base64.StdEncoding.EncodeToString([]byte("<p>Привет, <b>мир</b></p>"))
+	pdf := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("%PDF", 100)))
+	return crlf(`From: =?UTF-8?B?0JDQtNCw?= <ada@sender.example>
+To: ` + to + `
+Cc: Bo <bo@elsewhere.example>
+Subject: ` + mime.BEncoding.Encode("UTF-8", "Заказ №42 — вопрос") + `
+Date: Sun, 01 Mar 2026 11:58:00 +0100
+Message-ID: <` + messageID + `>
+MIME-Version: 1.0
+Content-Type: multipart/mixed; boundary="outer"
+
+preamble
+--outer
+Content-Type: multipart/alternative; boundary="alt"
+
+--alt
+Content-Type: text/plain; charset=UTF-8
+Content-Transfer-Encoding: quoted-printable
+
+=D0=9F=D1=80=D0=B8=D0=B2=D0=B5=D1=82, =D0=BC=D0=B8=D1=80 with a soft=
+ break
+--alt
+Content-Type: text/html; charset=utf-8
+Content-Transfer-Encoding: base64
+
+` + html + `
+--alt--
+--outer
+Content-Type: application/pdf
+Content-Disposition: attachment; filename*=UTF-8''%D0%BE%D1%82%D1%87%D0%B5%D1%82.pdf
+Content-Transfer-Encoding: base64
+
+` + pdf[:60] + `
+` + pdf[60:] + `
+--outer
+Content-Type: image/png
+Content-Disposition: inline
+Content-ID: <logo@sender.example>
+Content-Transfer-Encoding: base64
+
+iVBORw0KGgo=
+--outer--
+`)
+}

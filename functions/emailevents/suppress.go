@@ -1,0 +1,275 @@
+package emailevents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/store"
+)
+
+// The reasons an address is suppressed, from the least to the most severe.
+const (
+	ReasonUnsubscribed = "unsubscribed"
+	ReasonBounced      = "bounced"
+	ReasonComplained   = "complained"
+)
+
+// reasons lists the reasons in order of severity.
+var reasons = []string{ReasonUnsubscribed, ReasonBounced, ReasonComplained}
+
+func validReason(r string) bool { return slices.Contains(reasons, r) }
+
+func severity(r string) int { return slices.Index(reasons, r) }
+
+// Limits of the suppression list.
+const (
+	// MaxLookup bounds the addresses of one Suppressed call: one batch of a send.
+	MaxLookup = 100
+	// MaxAddressLen is the longest address there is (RFC 5321's path limit less its
+	// brackets).
+	MaxAddressLen = 254
+	// lookupParallel is how many reads Suppressed runs at once: DynamoDB answers each in
+	// milliseconds, so a batch would otherwise wait for a hundred round trips in a row.
+	lookupParallel = 16
+)
+
+// Suppression is an address the bot sends no more email to, whatever the campaign.
+//
+// An address is suppressed once: a later event of another reason (a complaint about a
+// message still in flight when the recipient unsubscribed) upgrades Reason to the most
+// severe one seen, complained over bounced over unsubscribed, so that a customer about to
+// re-allow the address sees the strongest reason not to; History keeps the first time of
+// each reason. The same reason again changes nothing: a repeated one-click POST or a
+// provider's redelivery is no new event.
+type Suppression struct {
+	Address string `json:"address"`
+	Reason  string `json:"reason"`
+	// At is when the address was first suppressed, CampaignID the campaign whose message
+	// led to it (null when the suppression came without one).
+	At         time.Time `json:"at"`
+	CampaignID *string   `json:"campaign_id"`
+	// UpdatedAt is the time of the latest event in History.
+	UpdatedAt time.Time          `json:"updated_at"`
+	History   []SuppressionEvent `json:"history"`
+	Revision  int64              `json:"revision"`
+}
+
+// SuppressionEvent is the first time one reason reached the address.
+type SuppressionEvent struct {
+	Reason     string    `json:"reason"`
+	At         time.Time `json:"at"`
+	CampaignID *string   `json:"campaign_id"`
+}
+
+func (sup Suppression) item(bot string) (store.Item, error) {
+	b, err := store.Encode(sup)
+	if err != nil {
+		return store.Item{}, err
+	}
+	return store.Item{
+		Key:      suppressKey(bot, sup.Address),
+		GSI1:     store.IndexKey{PK: byReasonPK(bot, sup.Reason), SK: sup.Address},
+		Revision: sup.Revision,
+		Data:     b,
+	}, nil
+}
+
+// normalize returns the address as the list keys it, lower-cased, and whether it looks
+// like an address at all (something@something of plain printable text).
+func normalize(address string) (string, bool) {
+	a := strings.ToLower(strings.TrimSpace(address))
+	if len(a) < 3 || len(a) > MaxAddressLen || !utf8.ValidString(a) {
+		return "", false
+	}
+	if at := strings.LastIndexByte(a, '@'); at <= 0 || at == len(a)-1 {
+		return "", false
+	}
+	for _, r := range a {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return "", false
+		}
+	}
+	return a, true
+}
+
+// errNotAddress is what the service answers for a suppression of something that is no
+// address; the address is not in it, since errors are logged.
+var errNotAddress = errors.New("emailevents: not an email address")
+
+// Suppress adds address to the bot's suppression list for reason ("unsubscribed",
+// "bounced", "complained"). It is idempotent (see Suppression for a second reason).
+func (s *Service) Suppress(ctx context.Context, bot, address, reason string) error {
+	return s.suppress(ctx, bot, address, reason, "")
+}
+
+// suppressRetries bounds the rounds Suppress runs when concurrent events for the same
+// address keep changing it between its read and its write.
+const suppressRetries = 3
+
+func (s *Service) suppress(ctx context.Context, bot, address, reason, campaign string) error {
+	addr, ok := normalize(address)
+	if !ok {
+		return errNotAddress
+	}
+	if !validReason(reason) {
+		return fmt.Errorf("emailevents: unknown suppression reason %q", reason)
+	}
+	var cid *string
+	if campaign != "" {
+		cid = &campaign
+	}
+	for range suppressRetries {
+		now := stamp(s.now())
+		ev := SuppressionEvent{Reason: reason, At: now, CampaignID: cid}
+		it, err := s.store.Get(ctx, suppressKey(bot, addr))
+		var sup Suppression
+		cond := store.MustNotExist
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			sup = Suppression{Address: addr, Reason: reason, At: now, CampaignID: cid, UpdatedAt: now,
+				History: []SuppressionEvent{ev}, Revision: 1}
+		case err != nil:
+			return fmt.Errorf("read suppression: %w", err)
+		default:
+			if sup, err = store.Decode[Suppression](it); err != nil {
+				return err
+			}
+			if slices.ContainsFunc(sup.History, func(e SuppressionEvent) bool { return e.Reason == reason }) {
+				return nil
+			}
+			cond = store.RevisionIs(sup.Revision)
+			sup.History = append(sup.History, ev)
+			if severity(reason) > severity(sup.Reason) {
+				sup.Reason = reason
+			}
+			sup.UpdatedAt = now
+			sup.Revision++
+		}
+		put, err := sup.item(bot)
+		if err != nil {
+			return err
+		}
+		err = s.store.Put(ctx, put, cond)
+		if errors.Is(err, store.ErrConditionFailed) {
+			continue // another event for the address won the race: read it again
+		}
+		if err != nil {
+			return fmt.Errorf("write suppression: %w", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("suppress: the address kept changing: %w", store.ErrUnavailable)
+}
+
+// Suppressed returns which of addresses (at most MaxLookup) the bot may not send to:
+// each suppressed one, lower-cased, with its reason. Strings that are no address are not
+// suppressed (the send refuses them for what they are).
+func (s *Service) Suppressed(ctx context.Context, bot string, addresses []string) (map[string]string, error) {
+	if len(addresses) > MaxLookup {
+		return nil, fmt.Errorf("emailevents: %d addresses in one lookup, at most %d", len(addresses), MaxLookup)
+	}
+	var addrs []string
+	for _, a := range addresses {
+		if n, ok := normalize(a); ok && !slices.Contains(addrs, n) {
+			addrs = append(addrs, n)
+		}
+	}
+	found := make([]string, len(addrs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(lookupParallel)
+	for i, a := range addrs {
+		g.Go(func() error {
+			it, err := s.store.Get(gctx, suppressKey(bot, a))
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("read suppression: %w", err)
+			}
+			sup, err := store.Decode[Suppression](it)
+			if err != nil {
+				return err
+			}
+			found[i] = sup.Reason
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	out := make(map[string]string)
+	for i, r := range found {
+		if r != "" {
+			out[addrs[i]] = r
+		}
+	}
+	return out, nil
+}
+
+// List returns a page of the bot's suppressions in address order, only those of reason
+// when it is not empty.
+func (s *Service) List(ctx context.Context, bot, reason string, limit int, cursor string) ([]Suppression, string, error) {
+	q := store.Query{PK: suppressPK(bot), Limit: limit, Cursor: cursor}
+	if reason != "" {
+		q = store.Query{Index: store.GSI1, PK: byReasonPK(bot, reason), Limit: limit, Cursor: cursor}
+	}
+	page, err := s.store.Query(ctx, q)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]Suppression, 0, len(page.Items))
+	for _, it := range page.Items {
+		sup, err := store.Decode[Suppression](it)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, sup)
+	}
+	return out, page.Next, nil
+}
+
+// Delete takes address off the bot's suppression list, so that campaigns may send to it
+// again (after a bounce the customer knows was a mistake). expected, when not nil, must be
+// the suppression's revision: a complaint that arrived since it was read is then not
+// dismissed unseen (409 stale_revision).
+func (s *Service) Delete(ctx context.Context, bot, address string, expected *int64) error {
+	addr, ok := normalize(address)
+	if !ok {
+		return httpapi.NotFound("suppression")
+	}
+	it, err := s.store.Get(ctx, suppressKey(bot, addr))
+	if errors.Is(err, store.ErrNotFound) {
+		return httpapi.NotFound("suppression")
+	}
+	if err != nil {
+		return err
+	}
+	if expected == nil {
+		return s.store.Delete(ctx, it.Key, store.Always)
+	}
+	if *expected != it.Revision {
+		return httpapi.StaleRevision(it.Revision)
+	}
+	err = s.store.Delete(ctx, it.Key, store.RevisionIs(*expected))
+	if errors.Is(err, store.ErrConditionFailed) {
+		// Changed or deleted since the read: say which, as the read would now.
+		cur, gerr := s.store.Get(ctx, it.Key)
+		if errors.Is(gerr, store.ErrNotFound) {
+			return httpapi.NotFound("suppression")
+		}
+		if gerr != nil {
+			return gerr
+		}
+		return httpapi.StaleRevision(cur.Revision)
+	}
+	return err
+}
