@@ -5,6 +5,7 @@ package wiring
 import (
 	"context"
 	"errors"
+	"net"
 	"net/mail"
 	"net/url"
 
@@ -43,7 +44,9 @@ func New(env *family.Env) *emaildomains.Service {
 		Log:           env.Log,
 		Now:           env.Now,
 	}
-	if u, err := url.Parse(env.PublicURL); err == nil && u.Hostname() != "" {
+	// The tracking CNAME points at the public host; a process reached by address (locally)
+	// has none to point at.
+	if u, err := url.Parse(env.PublicURL); err == nil && u.Hostname() != "" && net.ParseIP(u.Hostname()) == nil && u.Hostname() != "localhost" {
 		cfg.Records.TrackingHost = u.Hostname()
 	}
 	if len(env.EmailSettings.SNSTopicARNs) > 0 {
