@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -31,6 +32,8 @@ type emailSetup struct {
 	smtp *fakesmtp.Server
 	dns  *fakedns.Server
 	base string
+	dir  string
+	args []string
 }
 
 func startEmail(t *testing.T) *emailSetup {
@@ -38,8 +41,10 @@ func startEmail(t *testing.T) *emailSetup {
 	e := &emailSetup{smtp: fakesmtp.New(t), dns: fakedns.New(t)}
 	port := freePort(t)
 	e.base = "http://127.0.0.1:" + port
-	e.s = startWith(t, t.TempDir(), "--addr", "127.0.0.1:"+port, "--public-url", e.base,
-		"--smtp-addr", e.smtp.Addr, "--smtp-tls", "none", "--dns-server", e.dns.Addr, "--email-rate", "500")
+	e.dir = t.TempDir()
+	e.args = []string{"--addr", "127.0.0.1:" + port, "--public-url", e.base,
+		"--smtp-addr", e.smtp.Addr, "--smtp-tls", "none", "--dns-server", e.dns.Addr, "--email-rate", "500"}
+	e.s = startWith(t, e.dir, e.args...)
 	return e
 }
 
@@ -293,4 +298,107 @@ func TestEmailDomainCampaignTrackingUnsubscribe(t *testing.T) {
 	assert.Equal(t, "unauthentic_webhook", r.Code(t))
 	r = s.get(tok, cpath+"/report")
 	assert.Equal(t, counts, r.JSON(t)["counts"], "the forged event changed nothing")
+}
+
+// kill ends the process with SIGKILL, as a crash would: nothing is flushed or closed.
+func (s *server) kill() {
+	s.stopOnce.Do(func() {
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	})
+}
+
+// A campaign paused mid-send, the process killed (-9) and started again, then resumed: every
+// recipient gets the message exactly once, and the send continued where it stopped.
+func TestEmailCampaignPauseKillResume(t *testing.T) {
+	t.Parallel()
+	e := startEmail(t)
+	s, tok, bot := e.s, e.s.demo.Token, e.s.demo.BotID
+	api := "/api/bots/" + bot
+
+	r := s.post(tok, api+"/email/domains", map[string]any{"name": "news.acme-shop.com"})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	var dom struct {
+		ID      string `json:"id"`
+		Records []struct{ Type, Name, Value string } `json:"records"`
+	}
+	require.NoError(t, json.Unmarshal(r.Body, &dom))
+	for _, rec := range dom.Records {
+		switch rec.Type {
+		case "TXT":
+			e.dns.TXT(rec.Name, rec.Value)
+		case "MX":
+			e.dns.MX(rec.Name, rec.Value, 10)
+		}
+	}
+	r = s.post(tok, api+"/email/domains/"+dom.ID+"/verify", nil)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.Equal(t, "verified", r.JSON(t)["status"], "%s", r.Body)
+	for _, f := range []map[string]any{{"name": "email", "type": "string"}, {"name": "email_consent", "type": "boolean"}} {
+		require.Equal(t, 201, s.post(tok, api+"/fields", f).Status)
+	}
+	const n = 200
+	for i := range n {
+		r = s.post(tok, api+"/subscribers", map[string]any{"channel": "telegram", "external_id": fmt.Sprint(10000 + i),
+			"fields": map[string]any{"email": fmt.Sprintf("p%03d@example.org", i), "email_consent": true}})
+		require.Less(t, r.Status, 300, "%s", r.Body)
+	}
+	r = s.post(tok, api+"/content", map[string]any{"type": "email", "name": "News", "draft": map[string]any{
+		"subject": "News", "text": "Hello", "from": map[string]any{"address": "hello@news.acme-shop.com"}}})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	doc := r.JSON(t)["id"].(string)
+	require.Equal(t, 200, s.post(tok, api+"/content/"+doc+"/publish", map[string]any{"expected_revision": 1}).Status)
+	r = s.post(tok, api+"/email-campaigns", map[string]any{"name": "News", "content_id": doc})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	cpath := api + "/email-campaigns/" + r.JSON(t)["id"].(string)
+	r = s.post(tok, cpath+"/schedule", map[string]any{"expected_revision": 1, "confirm": true})
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+
+	// Pause once some are out (the process sends 500 a second: poll fast).
+	eventually(t, 30*time.Second, "some messages are out", func() bool { return len(e.smtp.Messages()) >= 20 })
+	var rev float64
+	for {
+		c := s.get(tok, cpath).JSON(t)
+		rev = c["revision"].(float64)
+		if c["state"] != "sending" {
+			t.Fatalf("the campaign finished before it could be paused: raise n (%v)", c["state"])
+		}
+		r = s.post(tok, cpath+"/pause", map[string]any{"expected_revision": rev})
+		if r.Status == 200 {
+			break
+		}
+		require.Equal(t, 409, r.Status, "%s", r.Body) // the send moved the revision: read again
+	}
+	// Wait for the step in flight to stop, then crash.
+	var atPause int
+	eventually(t, 20*time.Second, "the send stops", func() bool {
+		before := len(e.smtp.Messages())
+		time.Sleep(300 * time.Millisecond)
+		atPause = len(e.smtp.Messages())
+		return atPause == before
+	})
+	require.Less(t, atPause, n, "paused mid-send")
+	s.kill()
+
+	s = startWith(t, e.dir, e.args...)
+	e.s = s
+	time.Sleep(500 * time.Millisecond)
+	assert.Len(t, e.smtp.Messages(), atPause, "nothing is sent while paused, across the restart")
+	c := s.get(tok, cpath).JSON(t)
+	require.Equal(t, "paused", c["state"])
+	r = s.post(tok, cpath+"/resume", map[string]any{"expected_revision": c["revision"]})
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	eventually(t, 60*time.Second, "the campaign is sent", func() bool { return s.get(tok, cpath).JSON(t)["state"] == "sent" })
+
+	seen := map[string]int{}
+	for _, m := range e.smtp.Messages() {
+		seen[m.To[0]]++
+	}
+	assert.Len(t, seen, n, "every recipient got the message")
+	for addr, k := range seen {
+		assert.Equal(t, 1, k, "%s got it %d times", addr, k)
+	}
+	counts := s.get(tok, cpath+"/report").JSON(t)["counts"].(map[string]any)
+	assert.Equal(t, float64(n), counts["sent"])
+	assert.Equal(t, float64(0), counts["interrupted"])
 }
