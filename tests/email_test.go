@@ -319,7 +319,7 @@ func TestEmailCampaignPauseKillResume(t *testing.T) {
 	r := s.post(tok, api+"/email/domains", map[string]any{"name": "news.acme-shop.com"})
 	require.Equal(t, 201, r.Status, "%s", r.Body)
 	var dom struct {
-		ID      string `json:"id"`
+		ID      string                               `json:"id"`
 		Records []struct{ Type, Name, Value string } `json:"records"`
 	}
 	require.NoError(t, json.Unmarshal(r.Body, &dom))
