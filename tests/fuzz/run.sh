@@ -21,6 +21,8 @@ targets=(
   "./shared/channel/vk FuzzWebhook"
   "./shared/channel/whatsapp FuzzWebhook"
   "./shared/merge FuzzParse"
+  "./functions/emaildomains/internal/mimemail FuzzParseMessage"
+  "./functions/emailevents FuzzWebhook"
 )
 
 failed=0
