@@ -153,7 +153,7 @@ func TestEmailDomainCampaignTrackingUnsubscribe(t *testing.T) {
 
 	// The content, published.
 	r = s.post(tok, api+"/content", map[string]any{"type": "email", "name": "Sale", "draft": map[string]any{
-		"subject": "Hello {{ subscriber.first_name }}", "html": `<html><body><p>Hi {{ subscriber.first_name }}</p><a href="https://shop.example/sale">Sale</a></body></html>`,
+		"subject": "Hello {{ subscriber.first_name }}", "html": `<html><body><p>Hi {{ subscriber.first_name }}</p><a href="https://shop.example/sale">Sale</a><a href="{{ unsubscribe_url }}">Unsubscribe</a></body></html>`,
 		"from": map[string]any{"name": "Acme", "address": "news@mail.acme-shop.com"}}})
 	require.Equal(t, 201, r.Status, "%s", r.Body)
 	doc := r.JSON(t)["id"].(string)
@@ -226,6 +226,7 @@ func TestEmailDomainCampaignTrackingUnsubscribe(t *testing.T) {
 	}
 	require.NotEmpty(t, pixel, "the open pixel: %s", html)
 	require.NotEmpty(t, click, "the tracked link: %s", html)
+	assert.Regexp(t, `href="`+regexp.QuoteMeta(e.base)+`/u/[^"]+">Unsubscribe`, html, "the body's unsubscribe link is the recipient's own")
 	assert.NotContains(t, hrefRe.FindAllString(html, -1), `href="https://shop.example/sale"`, "the link is tracked")
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	res, err := noRedirect.Get(pixel)

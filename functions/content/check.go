@@ -17,7 +17,12 @@ type Catalog struct {
 	// Channels are the capabilities of the channel types a message document must fit: the
 	// bot's connected channels, or every channel type when it has none yet.
 	Channels []channel.Capabilities
+	// email is set while an email document is checked: only emails have an unsubscribe link.
+	email bool
 }
+
+// UnsubscribeField is the merge field of a recipient's unsubscribe link, in email documents.
+const UnsubscribeField = "unsubscribe_url"
 
 // StandardFields are the merge fields every subscriber has; custom fields are
 // subscriber.fields.<name>.
@@ -28,7 +33,7 @@ var StandardFields = []string{
 
 // known reports whether a merge field path names something the bot's subscribers can have.
 func (c Catalog) known(path string) bool {
-	if slices.Contains(StandardFields, path) {
+	if slices.Contains(StandardFields, path) || c.email && path == UnsubscribeField {
 		return true
 	}
 	name, ok := strings.CutPrefix(path, "subscriber.fields.")
@@ -40,6 +45,7 @@ func (c Catalog) known(path string) bool {
 func check(t Type, body any, cat Catalog) httpapi.Problems {
 	var p httpapi.Problems
 	const path = "draft"
+	cat.email = t == TypeEmail
 	checkShape(&p, body, path)
 	fields := func(field, s string) { checkMerge(&p, cat, field, s) }
 	switch b := body.(type) {

@@ -25,14 +25,22 @@ type Recipient struct {
 	ExternalID string         `json:"-"`
 	Email      string         `json:"-"`
 	Fields     map[string]any `json:"-"`
+	// UnsubscribeURL is the recipient's own unsubscribe link, which email documents show
+	// with {{ unsubscribe_url }} (a campaign sets it; previews and test sends show a
+	// placeholder).
+	UnsubscribeURL string `json:"-"`
 }
+
+// previewUnsubscribeURL stands in for a recipient's unsubscribe link where there is no
+// campaign to unsubscribe from: previews and test sends.
+const previewUnsubscribeURL = "#unsubscribe"
 
 // data is the recipient as merge fields see it.
 func (r Recipient) data() merge.Data {
 	d := merge.Data{
 		"subscriber.id": r.ID, "subscriber.first_name": r.FirstName, "subscriber.last_name": r.LastName,
 		"subscriber.name": r.Name, "subscriber.locale": r.Locale, "subscriber.timezone": r.Timezone,
-		"subscriber.channel": r.Channel,
+		"subscriber.channel": r.Channel, "unsubscribe_url": r.UnsubscribeURL,
 	}
 	for k, v := range r.Fields {
 		if v != nil {

@@ -353,3 +353,25 @@ func TestEmailVersion(t *testing.T) {
 	_, err = f.svc.EmailVersion(ctx, f.bot, m.ID, 0)
 	assert.Equal(t, "unsupported_document_type", httpapitest.AsError(t, err).Code)
 }
+
+// {{ unsubscribe_url }} is a merge field of email documents only.
+func TestUnsubscribeField(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	em, err := f.svc.Create(ctx, f.bot, NewDocument{Type: TypeEmail, Name: "e", Draft: raw(t, map[string]any{
+		"subject": "s", "html": `<a href="{{ unsubscribe_url }}">Unsubscribe</a>`, "from": map[string]any{"address": "a@b.example"}})})
+	require.NoError(t, err)
+	_, err = f.svc.Validate(ctx, f.bot, em.ID)
+	require.NoError(t, err)
+	_, err = f.svc.Publish(ctx, f.bot, em.ID, 1)
+	require.NoError(t, err)
+	ev, err := f.svc.EmailVersion(ctx, f.bot, em.ID, 0)
+	require.NoError(t, err)
+	assert.Contains(t, ev.Render(Recipient{UnsubscribeURL: "https://api.example/u/tok"}).HTML, `href="https://api.example/u/tok"`)
+
+	m, err := f.svc.Create(ctx, f.bot, NewDocument{Type: TypeMessage, Name: "m", Draft: raw(t, map[string]any{"text": "{{ unsubscribe_url }}"})})
+	require.NoError(t, err)
+	_, err = f.svc.Validate(ctx, f.bot, m.ID)
+	assert.Equal(t, "content_invalid", httpapitest.AsError(t, err).Code, "a message has no unsubscribe link")
+}

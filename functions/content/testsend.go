@@ -96,6 +96,7 @@ func (s *Service) TestSend(ctx context.Context, bot, id, subscriberID string) (T
 		return TestSend{}, err
 	}
 	out := TestSend{DocumentID: id, Revision: rec.Revision, RecipientID: subscriberID, SentAt: stamp(s.sends.Now())}
+	r.UnsubscribeURL = previewUnsubscribeURL
 	rendered := render(body, r)
 	switch rec.Type {
 	case TypeMessage:
@@ -248,6 +249,7 @@ func (s *Service) Preview(ctx context.Context, bot, id string, req PreviewReques
 	if err != nil {
 		return Preview{}, err
 	}
+	r.UnsubscribeURL = previewUnsubscribeURL
 	out := Preview{DocumentID: id, Revision: rec.Revision, Version: req.Version, Rendered: render(body, r), Problems: check(rec.Type, body, cat)}
 	if out.Problems == nil {
 		out.Problems = []httpapi.FieldError{}

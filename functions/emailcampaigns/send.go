@@ -390,6 +390,7 @@ func (st *step) sendRow(ctx context.Context, r *row, suppressed map[string]strin
 	case !p.Consent:
 		return true, st.skip(ctx, r, SkipNoConsent)
 	}
+	p.UnsubscribeURL = s.d.Links.UnsubscribeURL(s.cfg.PublicURL, emaillinks.Ref{Bot: bot, Campaign: st.c.ID, Recipient: r.ID})
 	out, err := s.d.Content.Render(ctx, bot, st.c.ContentID, *st.c.ContentVersion, p)
 	if clientError(err) {
 		return false, st.pause(ctx, "content_unavailable", err)

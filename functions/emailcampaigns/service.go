@@ -69,6 +69,9 @@ type Person struct {
 	Locale       string
 	Timezone     string
 	Fields       map[string]any
+	// UnsubscribeURL is the person's unsubscribe link in this campaign, for the content's
+	// {{ unsubscribe_url }} (set by the send; "" elsewhere).
+	UnsubscribeURL string
 }
 
 // ErrNotVerified is wrapped by the Domains error for a From address whose domain is not a

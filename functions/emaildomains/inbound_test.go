@@ -6,15 +6,34 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/sns"
+	"github.com/botplatform/api/shared/sns/snstest"
 )
 
 const localInbound = "/esp/local/inbound"
+
+// testTopic is the SNS topic of the receipt rule the SES tests' verifier accepts.
+const testTopic = "arn:aws:sns:eu-west-1:123456789012:inbound-mail"
+
+// snsVerifier trusts fake, as a deployment trusts AWS, and accepts topics.
+func snsVerifier(fake *snstest.Server, topics ...string) *sns.Verifier {
+	return sns.New(sns.Config{Topics: topics, HostPattern: snstest.HostPattern, Client: fake.Client(),
+		Now: func() time.Time { return t0 }})
+}
+
+// receipt is an SNS notification of testTopic carrying message, whose SNS id is id.
+func receipt(id, message string) map[string]string {
+	m := snstest.Notification(testTopic, message)
+	m["MessageId"] = id
+	return m
+}
 
 // inboundSetup is a bot with a verified example.com and three routes: support@ forwards,
 // orders+*@ runs a reaction, news@ stores. Other addresses match no route.
@@ -281,19 +300,19 @@ func sesReceipt(t *testing.T, id string, recipients []string, spam, virus, dmarc
 
 func TestSESInbound(t *testing.T) {
 	t.Parallel()
-	sns := newFakeSNS(t)
-	in := newInbound(t, func(c *Config) { c.SNS = sns.verifier() })
+	fake := snstest.NewServer(t, t0)
+	in := newInbound(t, func(c *Config) { c.SNS = snsVerifier(fake, testTopic) })
 	post := func(body []byte) httpapitest.Reply {
 		return in.s.DoAs(t, "", "POST", "/esp/ses/inbound", body, "Content-Type", "text/plain; charset=UTF-8", "X-Amz-Sns-Message-Type", "Notification")
 	}
 
-	r := post(sns.sign(t, SNSMessage{Type: SNSSubscriptionConfirmation, Message: "confirm", Token: "t", SubscribeURL: sns.srv.URL + "/confirm"}, "1"))
+	r := post(fake.Sign(t, snstest.SubscriptionConfirmation(testTopic, fake.ConfirmURL("t"), "t"), "1"))
 	require.Equal(t, http.StatusOK, r.Code, r.Body)
-	assert.Equal(t, int32(1), sns.confirmed.Load())
+	assert.Equal(t, true, r.JSON["confirmed"])
+	assert.Equal(t, []string{"t"}, fake.Confirmed())
 
 	raw := sampleMail("someone@elsewhere.example", "ses1@sender.example")
-	note := sns.sign(t, SNSMessage{Type: SNSNotification, MessageID: "sns-1",
-		Message: sesReceipt(t, "ses-msg-1", []string{"support@example.com"}, "PASS", "PASS", "PASS", raw)}, "2")
+	note := fake.Sign(t, receipt("sns-1", sesReceipt(t, "ses-msg-1", []string{"support@example.com"}, "PASS", "PASS", "PASS", raw)), "2")
 	r = post(note)
 	require.Equal(t, http.StatusOK, r.Code, r.Body)
 	assert.Equal(t, 1.0, r.JSON["stored"])
@@ -315,14 +334,11 @@ func TestSESInbound(t *testing.T) {
 
 	// Spam is stored but not acted on; a reaction does not run for a sender failing DMARC;
 	// a virus is dropped.
-	r = post(sns.sign(t, SNSMessage{Type: SNSNotification, MessageID: "sns-2",
-		Message: sesReceipt(t, "ses-msg-2", []string{"support@example.com"}, "FAIL", "PASS", "PASS", raw)}, "2"))
+	r = post(fake.Sign(t, receipt("sns-2", sesReceipt(t, "ses-msg-2", []string{"support@example.com"}, "FAIL", "PASS", "PASS", raw)), "2"))
 	assert.Equal(t, 1.0, r.JSON["stored"])
-	r = post(sns.sign(t, SNSMessage{Type: SNSNotification, MessageID: "sns-3",
-		Message: sesReceipt(t, "ses-msg-3", []string{"orders+9@example.com"}, "PASS", "PASS", "FAIL", raw)}, "2"))
+	r = post(fake.Sign(t, receipt("sns-3", sesReceipt(t, "ses-msg-3", []string{"orders+9@example.com"}, "PASS", "PASS", "FAIL", raw)), "2"))
 	assert.Equal(t, 1.0, r.JSON["stored"])
-	r = post(sns.sign(t, SNSMessage{Type: SNSNotification, MessageID: "sns-4",
-		Message: sesReceipt(t, "ses-msg-4", []string{"support@example.com"}, "PASS", "FAIL", "PASS", raw)}, "2"))
+	r = post(fake.Sign(t, receipt("sns-4", sesReceipt(t, "ses-msg-4", []string{"support@example.com"}, "PASS", "FAIL", "PASS", raw)), "2"))
 	assert.Equal(t, 1.0, r.JSON["dropped"])
 	assert.Len(t, in.f.acts.forwards, 1)
 	assert.Empty(t, in.f.acts.reactions)
@@ -338,9 +354,62 @@ func TestSESInbound(t *testing.T) {
 	assert.Contains(t, details["ses-msg-3"], "skipped: the sender's address failed DMARC")
 
 	// A notification that is no receipt, or one without content, stores nothing.
-	r = post(sns.sign(t, SNSMessage{Type: SNSNotification, MessageID: "sns-5", Message: `{"notificationType":"Bounce"}`}, "2"))
+	r = post(fake.Sign(t, receipt("sns-5", `{"notificationType":"Bounce"}`), "2"))
 	assert.Equal(t, http.StatusOK, r.Code)
 	assert.Equal(t, 0.0, r.JSON["stored"])
+	require.Len(t, in.messages(t), 3)
+	assert.Equal(t, 1, fake.Fetches(), "the certificate is fetched once")
+}
+
+func TestSESInboundRefusals(t *testing.T) {
+	t.Parallel()
+	fake := snstest.NewServer(t, t0)
+	in := newInbound(t, func(c *Config) { c.SNS = snsVerifier(fake, testTopic) })
+	post := func(s *httpapitest.Server, body []byte) httpapitest.Reply {
+		return s.DoAs(t, "", "POST", "/esp/ses/inbound", body, "Content-Type", "text/plain; charset=UTF-8")
+	}
+	raw := sampleMail("someone@elsewhere.example", "ses1@sender.example")
+	mail := sesReceipt(t, "ses-msg-1", []string{"support@example.com"}, "PASS", "PASS", "PASS", raw)
+
+	// A topic not accepted, a certificate from elsewhere, a forged body: 401, nothing fetched.
+	other := snstest.Notification("arn:aws:sns:eu-west-1:999999999999:attacker", mail)
+	foreign := receipt("sns-1", mail)
+	foreign["SigningCertURL"] = "https://sns.eu-west-1.amazonaws.com.evil.example/SimpleNotificationService-test.pem"
+	for name, body := range map[string][]byte{
+		"another topic":   fake.Sign(t, other, "2"),
+		"a foreign cert":  fake.Sign(t, foreign, "2"),
+		"not SNS":         []byte(`{"Type":"Notification"}`),
+		"an unknown type": fake.Sign(t, map[string]string{"Type": "Surprise", "MessageId": "1", "TopicArn": testTopic, "Timestamp": "t"}, "2"),
+	} {
+		r := post(in.s, body)
+		assert.Equal(t, http.StatusUnauthorized, r.Code, name)
+		assert.Equal(t, "unauthentic_webhook", r.Problem(), name)
+	}
+	assert.Equal(t, 0, fake.Fetches())
+
+	// A confirmation elsewhere than SNS: 401; one SNS refuses: 503, SNS sends it again.
+	r := post(in.s, fake.Sign(t, snstest.SubscriptionConfirmation(testTopic, "https://localhost/confirm?Token=t", "t"), "2"))
+	assert.Equal(t, http.StatusUnauthorized, r.Code)
+	r = post(in.s, fake.Sign(t, snstest.SubscriptionConfirmation(testTopic, fake.URL()+"/refuse", "t"), "2"))
+	assert.Equal(t, http.StatusServiceUnavailable, r.Code)
+	assert.Equal(t, "provider_unavailable", r.Problem())
+	assert.Empty(t, fake.Confirmed())
+
+	// An empty topic list fails closed: even a good message is refused, as not configured.
+	_, closed := newServer(t, func(c *Config) { c.SNS = snsVerifier(fake) })
+	r = post(closed, fake.Sign(t, receipt("sns-2", mail), "2"))
+	assert.Equal(t, http.StatusForbidden, r.Code)
+	assert.Equal(t, "inbound_not_configured", r.Problem())
+
+	// A certificate that cannot be fetched right now: 503, so that SNS delivers again.
+	gone := snstest.NewServer(t, t0)
+	_, unreachable := newServer(t, func(c *Config) { c.SNS = snsVerifier(gone, testTopic) })
+	body := gone.Sign(t, receipt("sns-3", mail), "2")
+	gone.Close()
+	r = post(unreachable, body)
+	assert.Equal(t, http.StatusServiceUnavailable, r.Code)
+	assert.Equal(t, "provider_unavailable", r.Problem())
+	assert.Empty(t, in.messages(t), "nothing was stored")
 }
 
 func TestFitBoundsBodies(t *testing.T) {

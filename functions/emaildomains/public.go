@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/sns"
 )
 
 // InboundSecretHeader carries the shared secret of local deliveries.
@@ -182,22 +183,31 @@ func (h *Handlers) sesInbound(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	msg, err := s.sns.Verify(r.Context(), body)
-	if errors.Is(err, ErrSNSNotConfigured) {
+	switch {
+	case errors.Is(err, sns.ErrNotConfigured):
 		return errNotConfigured(ProviderSES)
-	}
-	if err != nil {
+	case errors.Is(err, sns.ErrUnavailable):
+		// The signing certificate could not be fetched: SNS delivers a 5xx again.
+		s.log.WarnContext(r.Context(), "SNS delivery not verified for now", "request_id", httpapi.RequestID(r.Context()),
+			"provider", ProviderSES, "error", err)
+		return httpapi.E(httpapi.KindUnavailable, "provider_unavailable", "the delivery cannot be verified right now; retry").Wrap(err)
+	case err != nil:
 		return h.unauthentic(r, ProviderSES, err)
 	}
 	log := s.log.With("request_id", httpapi.RequestID(r.Context()), "provider", ProviderSES, "topic", msg.TopicARN, "sns_message_id", msg.MessageID)
 	switch msg.Type {
-	case SNSSubscriptionConfirmation:
-		if err := s.sns.Confirm(r.Context(), msg); err != nil {
+	case sns.TypeSubscriptionConfirmation:
+		err := s.sns.Confirm(r.Context(), msg)
+		if errors.Is(err, sns.ErrUnauthentic) {
+			return h.unauthentic(r, ProviderSES, err)
+		}
+		if err != nil {
 			log.ErrorContext(r.Context(), "SNS subscription not confirmed", "error", err)
 			return httpapi.E(httpapi.KindUnavailable, "provider_unavailable", "the subscription could not be confirmed; retry").Wrap(err)
 		}
 		log.InfoContext(r.Context(), "SNS subscription confirmed")
 		return httpapi.WriteJSON(w, http.StatusOK, map[string]bool{"confirmed": true})
-	case SNSUnsubscribeConfirmation:
+	case sns.TypeUnsubscribeConfirmation:
 		log.WarnContext(r.Context(), "SNS subscription ended")
 		return httpapi.WriteJSON(w, http.StatusOK, Result{})
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/botplatform/api/shared/email"
 	"github.com/botplatform/api/shared/secrets"
+	"github.com/botplatform/api/shared/sns"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -88,8 +89,9 @@ type Config struct {
 	// InboundSecret authenticates POST /esp/local/inbound (header X-Inbound-Secret); ""
 	// refuses every local delivery.
 	InboundSecret string
-	// SNS verifies POST /esp/ses/inbound; nil refuses every SES delivery.
-	SNS *SNSVerifier
+	// SNS verifies POST /esp/ses/inbound: its topics are the receipt rules' SNS topics.
+	// nil, or one accepting no topic, refuses every SES delivery.
+	SNS *sns.Verifier
 	// Retention is how long inbound messages are kept; 0 is DefaultRetention.
 	Retention time.Duration
 	// MaxInboundPerDay bounds the inbound messages a bot keeps a day; 0 is
@@ -146,7 +148,7 @@ type Service struct {
 	actions    Actions
 	records    RecordValues
 	secret     string
-	sns        *SNSVerifier
+	sns        *sns.Verifier
 	retention  time.Duration
 	maxPerDay  int64
 	genKey     func() (*rsa.PrivateKey, error)

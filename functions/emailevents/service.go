@@ -12,12 +12,10 @@ package emailevents
 import (
 	"context"
 	"log/slog"
-	"net/http"
-	"regexp"
-	"slices"
 	"time"
 
 	"github.com/botplatform/api/shared/emaillinks"
+	"github.com/botplatform/api/shared/sns"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -66,22 +64,15 @@ type Campaigns interface {
 	Recipient(ctx context.Context, ref emaillinks.Ref) (string, error)
 }
 
-// DefaultSNSHostPattern is the host every SNS signing certificate and subscription
-// confirmation URL of AWS has (the .cn suffix for the China regions).
-var DefaultSNSHostPattern = regexp.MustCompile(`^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$`)
-
-// Config is the service's configuration; its zero value works (SES only, any topic).
+// Config is the service's configuration; its zero value works and refuses every provider
+// delivery (events of neither SES nor Mailgun are taken).
 type Config struct {
-	// SNSHostPattern is what the host of an SNS SigningCertURL and SubscribeURL must
-	// match; nil is DefaultSNSHostPattern. Tests point it at their TLS server.
-	SNSHostPattern *regexp.Regexp
-	// SNSTopicARNs, when not empty, are the only SNS topics whose messages are accepted.
-	// Every AWS account can publish SNS messages signed by AWS, so without it anyone may
-	// subscribe this endpoint to a topic of theirs; set it in production.
-	SNSTopicARNs []string
-	// HTTPClient fetches SNS signing certificates and confirms subscriptions; nil is a
-	// client with a 10 s timeout. Redirects are never followed.
-	HTTPClient *http.Client
+	// SNS verifies the SNS messages carrying SES events (POST /esp/ses/webhook) and
+	// confirms their subscriptions. Its topics are the only ones whose messages are
+	// accepted: every AWS account can publish SNS messages signed by AWS, so without them
+	// anyone could subscribe this endpoint to a topic of theirs. nil, or a verifier with no
+	// topic, refuses every SES delivery.
+	SNS *sns.Verifier
 	// MailgunSigningKey is the Mailgun account's HTTP webhook signing key (a secret).
 	// Empty refuses every Mailgun delivery.
 	MailgunSigningKey string
@@ -93,8 +84,6 @@ type Service struct {
 	links     *emaillinks.Signer
 	campaigns Campaigns
 	cfg       Config
-	sns       *SNSVerifier
-	client    *http.Client
 	now       func() time.Time
 	log       *slog.Logger
 }
@@ -102,25 +91,7 @@ type Service struct {
 // NewService returns the service. campaigns may be nil in a process without campaigns:
 // events are then verified and dropped, and a click or unsubscribe cannot be served (503).
 func NewService(st store.Store, links *emaillinks.Signer, campaigns Campaigns, cfg Config, now func() time.Time, log *slog.Logger) *Service {
-	if cfg.SNSHostPattern == nil {
-		cfg.SNSHostPattern = DefaultSNSHostPattern
-	}
-	cfg.SNSTopicARNs = slices.Clone(cfg.SNSTopicARNs)
-	client := noRedirects(cfg.HTTPClient)
-	return &Service{store: st, links: links, campaigns: campaigns, cfg: cfg, client: client,
-		sns: NewSNSVerifier(client, cfg.SNSHostPattern, now), now: now, log: log}
-}
-
-// noRedirects returns a copy of c (or of a default client) that never follows a redirect:
-// a redirect could lead away from the hosts the pattern allows.
-func noRedirects(c *http.Client) *http.Client {
-	out := &http.Client{Timeout: 10 * time.Second}
-	if c != nil {
-		cp := *c
-		out = &cp
-	}
-	out.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return out
+	return &Service{store: st, links: links, campaigns: campaigns, cfg: cfg, now: now, log: log}
 }
 
 // stamp is the precision of stored times: whole seconds, UTC.

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/botplatform/api/shared/emaillinks"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/jsonguard"
+	"github.com/botplatform/api/shared/sns"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -85,23 +85,24 @@ func (h *Handlers) webhook(w http.ResponseWriter, r *http.Request) error {
 // a configuration set, or the older identity notifications): verified, then applied, or a
 // subscription confirmed.
 func (s *Service) SNSDelivery(ctx context.Context, body []byte) error {
-	m, err := s.sns.Verify(ctx, body)
+	m, err := s.cfg.SNS.Verify(ctx, body)
 	switch {
-	case errors.Is(err, ErrSNSMalformed):
+	case errors.Is(err, sns.ErrNotConfigured):
+		// No topic is accepted: every delivery fails closed, and that is a configuration
+		// problem, like a missing Mailgun key.
+		return s.unauthentic(ctx, "ses", slog.LevelError, errors.New("no SNS topic is configured"))
+	case errors.Is(err, sns.ErrMalformed):
 		return malformed("an SNS message")
-	case errors.Is(err, ErrSNSUnauthentic):
+	case errors.Is(err, sns.ErrUnauthentic):
 		return s.unauthentic(ctx, "ses", slog.LevelWarn, err)
 	case err != nil:
 		// The certificate could not be fetched: SNS retries.
 		return httpapi.E(httpapi.KindUnavailable, "temporarily_unavailable", "the delivery cannot be verified right now; retry later").Wrap(err)
 	}
-	if len(s.cfg.SNSTopicARNs) > 0 && !slices.Contains(s.cfg.SNSTopicARNs, m.TopicARN) {
-		return s.unauthentic(ctx, "ses", slog.LevelWarn, fmt.Errorf("topic %s is not one of the configured topics", m.TopicARN))
-	}
 	switch m.Type {
-	case SNSSubscriptionConfirmation:
+	case sns.TypeSubscriptionConfirmation:
 		return s.confirm(ctx, m)
-	case SNSUnsubscribeConfirmation:
+	case sns.TypeUnsubscribeConfirmation:
 		s.log.WarnContext(ctx, "the SNS subscription of the email events was removed", "topic", m.TopicARN)
 		return nil
 	}
@@ -112,28 +113,17 @@ func (s *Service) SNSDelivery(ctx context.Context, body []byte) error {
 	return s.sesEvent(ctx, ev)
 }
 
-// confirm confirms an SNS subscription by fetching its SubscribeURL, which is what AWS
+// confirm confirms an SNS subscription by visiting its SubscribeURL, which is what AWS
 // documents for an HTTP(S) endpoint ("Confirm the subscription"): only on an SNS host, and
-// only for an allowed topic (checked before). Until confirmed, SNS delivers nothing.
-func (s *Service) confirm(ctx context.Context, m SNSMessage) error {
-	if !s.sns.AllowedURL(m.SubscribeURL) {
-		return s.unauthentic(ctx, "ses", slog.LevelWarn, errors.New("SubscribeURL is not an https URL of SNS"))
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.SubscribeURL, nil)
-	if err != nil {
-		return malformed("a subscription confirmation with a usable SubscribeURL")
-	}
-	res, err := s.client.Do(req)
-	if err == nil {
-		_ = res.Body.Close()
-		if res.StatusCode != http.StatusOK {
-			err = fmt.Errorf("status %d", res.StatusCode)
-		}
+// only for an accepted topic. Until confirmed, SNS delivers nothing.
+func (s *Service) confirm(ctx context.Context, m sns.Message) error {
+	err := s.cfg.SNS.Confirm(ctx, m)
+	if errors.Is(err, sns.ErrUnauthentic) {
+		return s.unauthentic(ctx, "ses", slog.LevelWarn, err)
 	}
 	if err != nil {
 		// SNS sends the confirmation again.
-		return httpapi.E(httpapi.KindUnavailable, "temporarily_unavailable", "the subscription could not be confirmed; retry later").
-			Wrap(fmt.Errorf("confirm the SNS subscription to %s: %w", m.TopicARN, err))
+		return httpapi.E(httpapi.KindUnavailable, "temporarily_unavailable", "the subscription could not be confirmed; retry later").Wrap(err)
 	}
 	s.log.InfoContext(ctx, "SNS subscription of the email events confirmed", "topic", m.TopicARN)
 	return nil

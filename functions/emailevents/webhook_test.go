@@ -18,6 +18,8 @@ import (
 
 	"github.com/botplatform/api/shared/emaillinks"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
+	"github.com/botplatform/api/shared/sns"
+	"github.com/botplatform/api/shared/sns/snstest"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
@@ -52,6 +54,19 @@ func complaint(address, feedback string) map[string]any {
 	return map[string]any{"complaint": c}
 }
 
+// topic is the SNS topic of the SES events the tests' verifier accepts.
+const topic = "arn:aws:sns:eu-west-1:123456789012:email-events"
+
+// snsConfig is a configuration whose verifier trusts fake, as a deployment trusts AWS, and
+// accepts topics.
+func snsConfig(fake *snstest.Server, topics ...string) Config {
+	return Config{SNS: sns.New(sns.Config{Topics: topics, HostPattern: snstest.HostPattern, Client: fake.Client(),
+		Now: func() time.Time { return t0 }})}
+}
+
+// notification is an SNS notification of topic carrying message.
+func notification(message string) map[string]string { return snstest.Notification(topic, message) }
+
 func (s *server) postSNS(t *testing.T, body []byte) httpapitest.Reply {
 	t.Helper()
 	// SNS posts its JSON as text/plain.
@@ -61,12 +76,12 @@ func (s *server) postSNS(t *testing.T, body []byte) httpapitest.Reply {
 
 func TestSESWebhook(t *testing.T) {
 	t.Parallel()
-	sns := newFakeSNS(t)
-	s := newServer(t, sns.config())
+	fake := snstest.NewServer(t, t0)
+	s := newServer(t, snsConfig(fake, topic))
 	at := time.Date(2026, 3, 1, 11, 59, 57, 0, time.UTC)
 	post := func(message string) httpapitest.Reply {
 		t.Helper()
-		return s.postSNS(t, sns.sign(t, notification(message), "1"))
+		return s.postSNS(t, fake.Sign(t, notification(message), "1"))
 	}
 	bo := emaillinks.Ref{Bot: s.bot, Campaign: "ecmp_1", Recipient: "rcp_bo"}
 
@@ -119,7 +134,7 @@ func TestSESWebhook(t *testing.T) {
 	assert.Equal(t, Event{Type: EventBounce, Permanent: true, At: t0, Address: "bo@example.com"}, s.camps.all()[4].Ev, "no bounce time: ours")
 
 	// Tampered, signed by another key, or with a foreign certificate: 401, nothing done.
-	body := sns.sign(t, notification(sesEventJSON(t, "Complaint", "ses-1", complaint("ada@example.com", "abuse"))), "2")
+	body := fake.Sign(t, notification(sesEventJSON(t, "Complaint", "ses-1", complaint("ada@example.com", "abuse"))), "2")
 	tampered := strings.Replace(string(body), "ses-1", "ses-2", 1)
 	require.NotEqual(t, string(body), tampered)
 	r = s.postSNS(t, []byte(tampered))
@@ -127,14 +142,14 @@ func TestSESWebhook(t *testing.T) {
 	assert.Equal(t, "unauthentic_webhook", r.Problem())
 	foreign := notification(sesEventJSON(t, "Complaint", "ses-1", complaint("ada@example.com", "abuse")))
 	foreign["SigningCertURL"] = "https://sns.eu-west-1.amazonaws.com.evil.example/SimpleNotificationService-test.pem"
-	r = s.postSNS(t, sns.sign(t, foreign, "2"))
+	r = s.postSNS(t, fake.Sign(t, foreign, "2"))
 	assert.Equal(t, http.StatusUnauthorized, r.Code)
 	assert.Len(t, s.camps.all(), 5)
 	assert.Equal(t, ReasonBounced, s.suppression(t, "ada@example.com").Reason, "no complaint got through")
 	assert.Contains(t, s.logs.String(), "email webhook delivery failed verification")
 
 	// Malformed: 400.
-	for _, bad := range [][]byte{[]byte("not json"), []byte(`{"Type":"Notification"}`), sns.sign(t, notification("not json"), "2"), sns.sign(t, notification(`{"mail":{}}`), "2")} {
+	for _, bad := range [][]byte{[]byte("not json"), []byte(`{"Type":"Notification"}`), fake.Sign(t, notification("not json"), "2"), fake.Sign(t, notification(`{"mail":{}}`), "2")} {
 		r = s.postSNS(t, bad)
 		assert.Equal(t, http.StatusBadRequest, r.Code, string(bad))
 		assert.Equal(t, "invalid_body", r.Problem())
@@ -151,48 +166,72 @@ func TestSESWebhook(t *testing.T) {
 
 func TestSNSSubscriptionConfirmation(t *testing.T) {
 	t.Parallel()
-	sns := newFakeSNS(t)
-	cfg := sns.config()
-	cfg.SNSTopicARNs = []string{topic}
-	s := newServer(t, cfg)
-	conf := func(topicARN, subscribeURL string) map[string]string {
-		return map[string]string{"Type": SNSSubscriptionConfirmation, "MessageId": "165545c9-2a5c-472c-8df2-7ff2be2b3b1b",
-			"Token": "tok-1", "TopicArn": topicARN, "Timestamp": "2026-03-01T11:59:58.123Z",
-			"Message":      "You have chosen to subscribe to the topic " + topicARN + ".\nTo confirm the subscription, visit the SubscribeURL included in this message.",
-			"SubscribeURL": subscribeURL}
-	}
+	fake := snstest.NewServer(t, t0)
+	s := newServer(t, snsConfig(fake, topic))
+	conf := snstest.SubscriptionConfirmation
 
-	r := s.postSNS(t, sns.sign(t, conf(topic, sns.srv.URL+"/confirm?Action=ConfirmSubscription&Token=tok-1"), "1"))
+	r := s.postSNS(t, fake.Sign(t, conf(topic, fake.ConfirmURL("tok-1"), "tok-1"), "1"))
 	require.Equal(t, http.StatusOK, r.Code, r.Body)
-	_, confirms := sns.counts()
-	assert.Equal(t, 1, confirms, "confirmed by fetching the SubscribeURL")
+	assert.Equal(t, []string{"tok-1"}, fake.Confirmed(), "confirmed by fetching the SubscribeURL")
 
 	// Signed, but confirming elsewhere than SNS, or for a topic not configured: refused.
-	_, port, _ := strings.Cut(strings.TrimPrefix(sns.srv.URL, "https://"), ":")
-	r = s.postSNS(t, sns.sign(t, conf(topic, "https://localhost:"+port+"/confirm?Token=tok-1"), "2"))
+	_, port, _ := strings.Cut(strings.TrimPrefix(fake.URL(), "https://"), ":")
+	r = s.postSNS(t, fake.Sign(t, conf(topic, "https://localhost:"+port+"/confirm?Token=tok-1", "tok-1"), "2"))
 	assert.Equal(t, http.StatusUnauthorized, r.Code)
-	r = s.postSNS(t, sns.sign(t, conf("arn:aws:sns:eu-west-1:999999999999:theirs", sns.srv.URL+"/confirm?Token=tok-1"), "2"))
+	r = s.postSNS(t, fake.Sign(t, conf("arn:aws:sns:eu-west-1:999999999999:theirs", fake.ConfirmURL("tok-1"), "tok-1"), "2"))
 	assert.Equal(t, http.StatusUnauthorized, r.Code)
-	r = s.postSNS(t, sns.sign(t, func() map[string]string {
+	r = s.postSNS(t, fake.Sign(t, func() map[string]string {
 		m := notification(sesEventJSON(t, "Complaint", "ses-1", complaint("ada@example.com", "abuse")))
 		m["TopicArn"] = "arn:aws:sns:eu-west-1:999999999999:theirs"
 		return m
 	}(), "2"))
 	assert.Equal(t, http.StatusUnauthorized, r.Code, "a notification of another topic")
-	_, confirms = sns.counts()
-	assert.Equal(t, 1, confirms)
+	assert.Equal(t, []string{"tok-1"}, fake.Confirmed())
 	assert.Empty(t, s.camps.all())
 
 	// A confirmation SNS's side refuses is a 503: SNS sends it again.
-	r = s.postSNS(t, sns.sign(t, conf(topic, sns.srv.URL+"/confirm?Token=wrong"), "2"))
+	r = s.postSNS(t, fake.Sign(t, conf(topic, fake.URL()+"/refuse", "tok-1"), "2"))
 	assert.Equal(t, http.StatusServiceUnavailable, r.Code)
 
-	unsub := conf(topic, sns.srv.URL+"/confirm?Token=tok-1")
-	unsub["Type"] = SNSUnsubscribeConfirmation
-	r = s.postSNS(t, sns.sign(t, unsub, "2"))
+	unsub := conf(topic, fake.ConfirmURL("tok-1"), "tok-1")
+	unsub["Type"] = sns.TypeUnsubscribeConfirmation
+	r = s.postSNS(t, fake.Sign(t, unsub, "2"))
 	assert.Equal(t, http.StatusOK, r.Code)
-	_, confirms = sns.counts()
-	assert.Equal(t, 1, confirms, "an unsubscribe confirmation is not confirmed")
+	assert.Equal(t, []string{"tok-1"}, fake.Confirmed(), "an unsubscribe confirmation is not confirmed")
+}
+
+// Without a topic list, SES deliveries fail closed: a message AWS signed for any topic is
+// refused (401, logged as an error), and nothing is fetched or recorded.
+func TestSESWebhookWithoutTopics(t *testing.T) {
+	t.Parallel()
+	fake := snstest.NewServer(t, t0)
+	message := sesEventJSON(t, "Bounce", "ses-1", bounce("Permanent", "ada@example.com"))
+	for name, cfg := range map[string]Config{"no verifier": {}, "no topics": snsConfig(fake)} {
+		s := newServer(t, cfg)
+		r := s.postSNS(t, fake.Sign(t, notification(message), "2"))
+		assert.Equal(t, http.StatusUnauthorized, r.Code, name)
+		assert.Equal(t, "unauthentic_webhook", r.Problem(), name)
+		r = s.postSNS(t, fake.Sign(t, snstest.SubscriptionConfirmation(topic, fake.ConfirmURL("tok-1"), "tok-1"), "2"))
+		assert.Equal(t, http.StatusUnauthorized, r.Code, name)
+		assert.Empty(t, s.camps.all(), name)
+		assert.Nil(t, s.suppression(t, "ada@example.com"), name)
+		assert.Contains(t, s.logs.String(), "level=ERROR", name)
+	}
+	assert.Equal(t, 0, fake.Fetches())
+	assert.Empty(t, fake.Confirmed())
+}
+
+// A certificate that cannot be fetched right now is a 503: SNS delivers again.
+func TestSESWebhookCertificateUnavailable(t *testing.T) {
+	t.Parallel()
+	fake := snstest.NewServer(t, t0)
+	s := newServer(t, snsConfig(fake, topic))
+	body := fake.Sign(t, notification(sesEventJSON(t, "Bounce", "ses-1", bounce("Permanent", "ada@example.com"))), "2")
+	fake.Close()
+	r := s.postSNS(t, body)
+	assert.Equal(t, http.StatusServiceUnavailable, r.Code)
+	assert.Equal(t, "temporarily_unavailable", r.Problem())
+	assert.Empty(t, s.camps.all())
 }
 
 const mailgunKey = "key-0123456789abcdef"
@@ -308,7 +347,9 @@ func FuzzWebhook(f *testing.F) {
 	f.Add([]byte(`{"eventType":"Bounce","mail":{"messageId":"ses-1"},"bounce":{"bounceType":"Permanent","bouncedRecipients":[{"emailAddress":"a@b"}]}}`))
 	f.Add([]byte(`{"eventType":"Complaint","mail":{"messageId":"ses-2"},"complaint":{"complainedRecipients":[]}}`))
 	f.Add([]byte(`{"signature":{"timestamp":"1","token":"t","signature":"00"},"event-data":{"event":"failed","timestamp":1e300}}`))
-	fx := newFixture(f, Config{MailgunSigningKey: mailgunKey, SNSHostPattern: regexp.MustCompile(`^$`)})
+	// The seed's topic is accepted; the host pattern matches no host, so nothing is fetched.
+	fx := newFixture(f, Config{MailgunSigningKey: mailgunKey,
+		SNS: sns.New(sns.Config{Topics: []string{"a"}, HostPattern: regexp.MustCompile(`^$`)})})
 	ctx := sqlitetest.Unrecorded(context.Background())
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, err := range []error{fx.svc.SNSDelivery(ctx, body), fx.svc.MailgunDelivery(ctx, body), func() error {

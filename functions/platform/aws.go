@@ -184,6 +184,10 @@ const EnvSchedulerRoleARN = "SCHEDULER_ROLE_ARN"
 // EnvSESConfigurationSet names the SES configuration set of the Lambdas that send email.
 const EnvSESConfigurationSet = "SES_CONFIGURATION_SET"
 
+// EnvSNSTopicARNs lists, comma-separated, the SNS topics whose deliveries the email
+// provider routes accept (SES events and SES inbound mail); unset refuses every one.
+const EnvSNSTopicARNs = "SNS_TOPIC_ARNS"
+
 // SQS is the SQS client, for the jobs consumer's visibility changes.
 func (a *AWS) SQS() *awssqs.Client { return awssqs.NewFromConfig(a.aws) }
 
@@ -217,7 +221,12 @@ func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now 
 	d := family.Deps{Store: st, Log: log, Now: now, Tenancy: bots.Tenancy, Secrets: sealer, Adapters: providers.Adapters(),
 		PublicURL: a.cfg.PublicURL, WhatsAppVerifyToken: providers.WhatsAppVerifyToken}
 	if a.cfg.SESConfigurationSet != "" {
-		d.Email = &email.SES{Client: sesv2.NewFromConfig(a.aws), ConfigurationSet: a.cfg.SESConfigurationSet}
+		client := sesv2.NewFromConfig(a.aws)
+		d.Email = &email.SES{Client: client, ConfigurationSet: a.cfg.SESConfigurationSet}
+		d.EmailSettings.SES, d.EmailSettings.ConfigurationSet = client, a.cfg.SESConfigurationSet
+	}
+	if topics := strings.TrimSpace(os.Getenv(EnvSNSTopicARNs)); topics != "" {
+		d.EmailSettings.SNSTopicARNs = strings.Split(topics, ",")
 	}
 	if a.cfg.JobsQueueURL != "" {
 		if d.Queue, err = a.JobsSender(); err != nil {

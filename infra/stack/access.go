@@ -95,6 +95,9 @@ const (
 	VKBaseURL
 	WhatsAppBaseURL
 	WhatsAppAppID
+	// SNSTopicARNs are the SNS topics the email provider routes accept: set only when
+	// configured (unset, every SNS delivery is refused).
+	SNSTopicARNs
 )
 
 // Settings is the one table of which Lambda receives which provider setting, as Access is
@@ -115,7 +118,8 @@ func Settings() map[string][]Setting {
 		// Campaign messages carry tracking and unsubscribe links at PUBLIC_URL, which the
 		// email events family serves.
 		"emailcampaigns": {PublicURL},
-		"emailevents":    {PublicURL},
+		"emailevents":    {PublicURL, SNSTopicARNs},
+		"emaildomains":   {SNSTopicARNs},
 	}
 }
 
@@ -131,6 +135,7 @@ const (
 	EnvJobsStateMachineARN = "JOBS_STATE_MACHINE_ARN"
 	EnvSchedulerRoleARN    = platform.EnvSchedulerRoleARN
 	EnvSESConfigurationSet = platform.EnvSESConfigurationSet
+	EnvSNSTopicARNs        = platform.EnvSNSTopicARNs
 	// Provider configuration, named where the platform reads it.
 	EnvPublicURL                    = platform.EnvPublicURL
 	EnvTelegramBaseURL              = platform.EnvTelegramBaseURL
@@ -155,6 +160,8 @@ func settingVar(s Setting, cfg Config) (name, value string, set bool) {
 		return EnvWhatsAppBaseURL, cfg.WhatsAppBaseURL, cfg.WhatsAppBaseURL != ""
 	case WhatsAppAppID:
 		return EnvWhatsAppAppID, cfg.WhatsAppAppID, cfg.WhatsAppAppID != ""
+	case SNSTopicARNs:
+		return EnvSNSTopicARNs, cfg.SNSTopicARNs, cfg.SNSTopicARNs != ""
 	}
 	return "", "", false
 }

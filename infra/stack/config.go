@@ -55,7 +55,14 @@ type Config struct {
 	// verify token. The operator creates them; the stack never holds a secret's value.
 	WhatsAppAppSecretParameter   string
 	WhatsAppVerifyTokenParameter string
+	// SNSTopicARNs are the SNS topics (comma-separated in context snsTopicArns) whose
+	// deliveries the email provider routes accept: SES events and SES inbound mail. Unset,
+	// every SNS delivery is refused.
+	SNSTopicARNs string
 }
+
+// snsTopicARN is the shape of an SNS topic ARN.
+var snsTopicARN = regexp.MustCompile(`^arn:aws(-[a-z]+)*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$`)
 
 // Defaults for the context values.
 const (
@@ -87,6 +94,7 @@ const (
 	CtxWhatsAppAppID                = "whatsappAppId"
 	CtxWhatsAppAppSecretParameter   = "whatsappAppSecretParameter"
 	CtxWhatsAppVerifyTokenParameter = "whatsappVerifyTokenParameter"
+	CtxSNSTopicARNs                 = "snsTopicArns"
 )
 
 // secretContext are context keys someone might try for the secrets themselves. Context ends
@@ -149,6 +157,7 @@ func ConfigFrom(get func(key string) any) (Config, error) {
 		VKBaseURL:                    str(CtxVKBaseURL, ""),
 		WhatsAppBaseURL:              str(CtxWhatsAppBaseURL, ""),
 		WhatsAppAppID:                str(CtxWhatsAppAppID, ""),
+		SNSTopicARNs:                 str(CtxSNSTopicARNs, ""),
 		WhatsAppAppSecretParameter:   str(CtxWhatsAppAppSecretParameter, ""),
 		WhatsAppVerifyTokenParameter: str(CtxWhatsAppVerifyTokenParameter, ""),
 	}
@@ -245,6 +254,11 @@ func (c Config) Validate() error {
 			if err := u.check(u.value); err != nil {
 				bad("%s %q: %v", u.key, u.value, err)
 			}
+		}
+	}
+	for _, arn := range strings.Split(c.SNSTopicARNs, ",") {
+		if c.SNSTopicARNs != "" && !snsTopicARN.MatchString(arn) {
+			bad("%s: %q is not an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>)", CtxSNSTopicARNs, arn)
 		}
 	}
 	if c.WhatsAppAppID != "" && !whatsapp.ValidAppID(c.WhatsAppAppID) {

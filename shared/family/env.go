@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+
 	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/channel"
@@ -125,8 +127,13 @@ type EmailSettings struct {
 	InboundSecret string
 	// MailgunSigningKey verifies Mailgun's webhooks; "" refuses them.
 	MailgunSigningKey string
-	// SNSTopicARNs, when set, are the only SNS topics whose deliveries are accepted.
+	// SNSTopicARNs are the only SNS topics whose deliveries are accepted (none: every SNS
+	// delivery is refused).
 	SNSTopicARNs []string
+	// SES, on AWS, is the SES v2 client sending domains register as identities with, and
+	// ConfigurationSet the configuration set they get; nil locally (nothing registered).
+	SES              *sesv2.Client
+	ConfigurationSet string
 }
 
 // NewEnv builds the environment, refusing to start when a dependency is missing.

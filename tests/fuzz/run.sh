@@ -23,6 +23,7 @@ targets=(
   "./shared/merge FuzzParse"
   "./functions/emaildomains/internal/mimemail FuzzParseMessage"
   "./functions/emailevents FuzzWebhook"
+  "./shared/sns FuzzVerify"
 )
 
 failed=0

@@ -46,8 +46,13 @@ func Family() family.Family {
 // New builds the campaigns service on env; the email events family uses it to record
 // opens, clicks, unsubscribes and provider events.
 func New(env *family.Env) (*emailcampaigns.Service, error) {
-	if env.Links == nil || env.Email == nil {
-		return nil, errors.New("no email link key or email sender in this process")
+	if env.Links == nil {
+		return nil, errors.New("no email link key in this process")
+	}
+	mailer := env.Email
+	if mailer == nil {
+		// A process that only records events (the email events Lambda) sends nothing.
+		mailer = noSender{}
 	}
 	subs := subscribers.NewService(env.Store, env.Now, env.Jobs)
 	return emailcampaigns.New(emailcampaigns.Deps{
@@ -56,7 +61,7 @@ func New(env *family.Env) (*emailcampaigns.Service, error) {
 		Audience:     audience{subs},
 		Domains:      domains{domainswiring.New(env)},
 		Suppressions: emailevents.NewService(env.Store, env.Links, nil, emailevents.Config{}, env.Now, env.Log),
-		Mail:         emailcampaigns.SigningMailer(env.Email),
+		Mail:         emailcampaigns.SigningMailer(mailer),
 		Links:        env.Links,
 		Outbox:       env.Outbox,
 		Limiter:      ratelimit.New(env.Store, env.Now),
@@ -76,6 +81,14 @@ func LinkBase(env *family.Env) string {
 		return env.PublicURL
 	}
 	return "http://127.0.0.1:8080"
+}
+
+// noSender refuses to send, as a temporary failure that names the missing configuration:
+// a test send there answers 503, a send step fails and is retried where a sender exists.
+type noSender struct{}
+
+func (noSender) Send(context.Context, email.Message) (email.Receipt, error) {
+	return email.Receipt{}, &email.SendError{Err: errors.New("this process has no email sender (SES_CONFIGURATION_SET on AWS)")}
 }
 
 // contentAdapter renders published email versions, each parsed once per process.
@@ -120,7 +133,7 @@ func (c *contentAdapter) Render(ctx context.Context, bot, docID string, version 
 		c.keep(bot, docID, ev)
 	}
 	r := ev.Render(content.Recipient{ID: p.SubscriberID, Name: p.Name, FirstName: p.FirstName, LastName: p.LastName,
-		Locale: p.Locale, Timezone: p.Timezone, Email: p.Email, Fields: p.Fields})
+		Locale: p.Locale, Timezone: p.Timezone, Email: p.Email, Fields: p.Fields, UnsubscribeURL: p.UnsubscribeURL})
 	return emailcampaigns.Rendered{Subject: r.Subject, Preheader: r.Preheader, HTML: r.HTML, Text: r.Text,
 		From: mail.Address{Name: r.From.Name, Address: r.From.Address}, ReplyTo: r.ReplyTo}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/botplatform/api/shared/email"
 	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/sns"
 )
 
 // Family is the emaildomains family.
@@ -49,8 +50,10 @@ func New(env *family.Env) *emaildomains.Service {
 	if u, err := url.Parse(env.PublicURL); err == nil && u.Hostname() != "" && net.ParseIP(u.Hostname()) == nil && u.Hostname() != "localhost" {
 		cfg.Records.TrackingHost = u.Hostname()
 	}
-	if len(env.EmailSettings.SNSTopicARNs) > 0 {
-		cfg.SNS = &emaildomains.SNSVerifier{Topics: env.EmailSettings.SNSTopicARNs}
+	// Without topics the verifier refuses every SES delivery (inbound_not_configured).
+	cfg.SNS = sns.New(sns.Config{Topics: env.EmailSettings.SNSTopicARNs, Now: env.Now})
+	if es := env.EmailSettings; es.SES != nil {
+		cfg.Identities = emaildomains.SESIdentities{Client: es.SES, ConfigurationSet: es.ConfigurationSet}
 	}
 	svc, err := emaildomains.New(cfg)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/botplatform/api/shared/emaillinks"
 	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/sns"
 )
 
 // Family is the emailevents family.
@@ -24,7 +25,8 @@ func Family() family.Family {
 			env.Log.Warn("email events are not recorded", "error", err)
 		}
 		svc := emailevents.NewService(env.Store, env.Links, recorder, emailevents.Config{
-			SNSTopicARNs:      env.EmailSettings.SNSTopicARNs,
+			// Without topics every SES delivery is refused.
+			SNS:               sns.New(sns.Config{Topics: env.EmailSettings.SNSTopicARNs, Now: env.Now}),
 			MailgunSigningKey: env.EmailSettings.MailgunSigningKey,
 		}, env.Now, env.Log)
 		return family.Parts{
