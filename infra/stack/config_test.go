@@ -99,6 +99,7 @@ func TestConfigProviders(t *testing.T) {
 		"vkBaseUrl": "https://vk.example.com/method", "whatsappBaseUrl": "https://graph.example.com/v21.0",
 		"whatsappAppId": "1029384756", "whatsappAppSecretParameter": "/botplatform/prod/whatsapp/app-secret",
 		"whatsappVerifyTokenParameter": "whatsapp-verify-token",
+		"snsTopicArns": "arn:aws:sns:eu-west-1:123456789012:ses-events,arn:aws:sns:eu-west-1:123456789012:ses-inbound",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +107,8 @@ func TestConfigProviders(t *testing.T) {
 	want := Config{PublicURL: "https://hooks.example.com", TelegramBaseURL: "https://tg.example.com",
 		VKBaseURL: "https://vk.example.com/method", WhatsAppBaseURL: "https://graph.example.com/v21.0",
 		WhatsAppAppID: "1029384756", WhatsAppAppSecretParameter: "/botplatform/prod/whatsapp/app-secret",
-		WhatsAppVerifyTokenParameter: "whatsapp-verify-token"}
+		WhatsAppVerifyTokenParameter: "whatsapp-verify-token",
+		SNSTopicARNs:                 "arn:aws:sns:eu-west-1:123456789012:ses-events,arn:aws:sns:eu-west-1:123456789012:ses-inbound"}
 	got := c
 	got.Stage, got.AssetDir, got.LogRetentionDays, got.ThrottleRateLimit, got.ThrottleBurstLimit, got.Alarm5xxThreshold = "", "", 0, 0, 0, 0
 	if got != want {
@@ -128,6 +130,8 @@ func TestConfigValidateProviders(t *testing.T) {
 		{func(c *Config) { c.PublicURL = "https://hooks.example.com?x=1" }, "publicUrl"},
 		{func(c *Config) { c.PublicURL = "hooks.example.com" }, "publicUrl"},
 		{func(c *Config) { c.TelegramBaseURL = "api.telegram.org" }, "telegramBaseUrl"},
+		{func(c *Config) { c.SNSTopicARNs = "arn:aws:sqs:eu-west-1:123456789012:q" }, "snsTopicArns"},
+		{func(c *Config) { c.SNSTopicARNs = "arn:aws:sns:eu-west-1:123456789012:ses,nope" }, "snsTopicArns"},
 		{func(c *Config) { c.VKBaseURL = "https://user:pw@vk.example.com" }, "vkBaseUrl"},
 		{func(c *Config) { c.WhatsAppBaseURL = "graph.facebook.com" }, "whatsappBaseUrl"},
 		{func(c *Config) { c.WhatsAppAppID = "my-app" }, "whatsappAppId"},
