@@ -99,7 +99,7 @@ func TestConfigProviders(t *testing.T) {
 		"vkBaseUrl": "https://vk.example.com/method", "whatsappBaseUrl": "https://graph.example.com/v21.0",
 		"whatsappAppId": "1029384756", "whatsappAppSecretParameter": "/botplatform/prod/whatsapp/app-secret",
 		"whatsappVerifyTokenParameter": "whatsapp-verify-token",
-		"snsTopicArns": "arn:aws:sns:eu-west-1:123456789012:ses-events,arn:aws:sns:eu-west-1:123456789012:ses-inbound",
+		"snsTopicArns":                 "arn:aws:sns:eu-west-1:123456789012:ses-events,arn:aws:sns:eu-west-1:123456789012:ses-inbound",
 	}))
 	if err != nil {
 		t.Fatal(err)
