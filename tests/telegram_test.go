@@ -188,6 +188,8 @@ func TestServeRefusesBadProviderFlags(t *testing.T) {
 		"--public-url":      {"--public-url", "example.com"},
 		"public URL":        {"--public-url", "https://example.com/?q=1"},
 		"telegram base URL": {"--telegram-base-url", "ftp://example.com"},
+		"--email-rate":      {"--email-rate", "1000000"},
+		"--smtp-tls":        {"--smtp-addr", "127.0.0.1:2525", "--smtp-tls", "ssl"},
 	} {
 		cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0", "--data", t.TempDir()}, args...)...)
 		out, err := cmd.CombinedOutput()

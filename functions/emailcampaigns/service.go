@@ -125,6 +125,9 @@ type Deps struct {
 	Log *slog.Logger
 }
 
+// MaxRate is the highest sending rate a deployment may configure, in messages a second.
+const MaxRate = 10_000
+
 // Defaults of Config.
 const (
 	// DefaultRate is SES's default sending quota: 14 messages a second.
@@ -169,7 +172,7 @@ func (c *Config) setDefaults() {
 // Validate reports every problem of the configuration at once.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Rate <= 0 || c.Rate > 10_000 {
+	if c.Rate <= 0 || c.Rate > MaxRate {
 		errs = append(errs, errors.New("rate must be above 0 and at most 10000 messages a second"))
 	}
 	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {

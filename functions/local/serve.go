@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/botplatform/api/functions/emailcampaigns"
 	"github.com/botplatform/api/functions/platform"
 	"github.com/botplatform/api/shared/email"
 	"github.com/botplatform/api/shared/family"
@@ -55,6 +56,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.PublicURL, err = checkPublicURL(*publicURL); err != nil {
 		fmt.Fprintf(stderr, "--public-url: %v\n", err)
+		return 2
+	}
+	if *emailRate <= 0 || *emailRate > emailcampaigns.MaxRate {
+		fmt.Fprintf(stderr, "--email-rate must be more than 0 and at most %d messages a second\n", emailcampaigns.MaxRate)
 		return 2
 	}
 	cfg.Email = family.EmailSettings{Rate: *emailRate, DNSServer: *dnsServer, LinkBaseURL: cfg.PublicURL,

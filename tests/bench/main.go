@@ -5,6 +5,7 @@
 //	go run ./tests/bench [-duration 5s] [-concurrency 16]
 //	go run ./tests/bench -lambda [-starts 5]   (Lambda cold starts and sizes)
 //	go run ./tests/bench -conversation [-updates 1000] [-concurrency 16]   (inbound messages end to end)
+//	go run ./tests/bench -email [-recipients 10000] [-durability full]   (an email campaign against a bare SMTP client)
 package main
 
 import (
@@ -41,7 +42,17 @@ func main() {
 	starts := flag.Int("starts", 5, "with -lambda: cold starts per function")
 	conversations := flag.Bool("conversation", false, "measure inbound messages processed end to end instead")
 	updates := flag.Int("updates", 1000, "with -conversation: updates to deliver")
+	emails := flag.Bool("email", false, "measure an email campaign against a bare SMTP client instead")
+	recipients := flag.Int("recipients", 10000, "with -email: recipients of the campaign")
+	durability := flag.String("durability", "full", "with -email: the local process's --durability (full or normal)")
 	flag.Parse()
+	if *emails {
+		if err := emailBench(*recipients, *durability); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *conversations {
 		if err := conversationBench(*updates, *conc); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)

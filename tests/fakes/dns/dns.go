@@ -24,15 +24,24 @@ type Server struct {
 // New starts a server until the test ends.
 func New(t testing.TB) *Server {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	s, stop, err := Listen()
 	if err != nil {
 		t.Fatalf("fake dns: %v", err)
 	}
-	s := &Server{Addr: pc.LocalAddr().String(), records: map[string][]dns.RR{}}
+	t.Cleanup(stop)
+	return s
+}
+
+// Listen starts a server outside a test (a benchmark program, say); stop shuts it down.
+func Listen() (s *Server, stop func(), err error) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	s = &Server{Addr: pc.LocalAddr().String(), records: map[string][]dns.RR{}}
 	s.srv = &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(s.serve)}
 	go func() { _ = s.srv.ActivateAndServe() }()
-	t.Cleanup(func() { _ = s.srv.Shutdown() })
-	return s
+	return s, func() { _ = s.srv.Shutdown() }, nil
 }
 
 func fqdn(name string) string { return dns.Fqdn(strings.ToLower(name)) }
