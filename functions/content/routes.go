@@ -165,7 +165,7 @@ type cloneRequest struct {
 
 func (h *Handlers) clone(w http.ResponseWriter, r *http.Request) error {
 	var req cloneRequest
-	if err := decodeOptional(w, r, &req); err != nil {
+	if err := httpapi.DecodeOptional(w, r, &req); err != nil {
 		return err
 	}
 	bot := r.PathValue("botID")
@@ -177,17 +177,9 @@ func (h *Handlers) clone(w http.ResponseWriter, r *http.Request) error {
 	return httpapi.WriteJSON(w, http.StatusCreated, d)
 }
 
-// decodeOptional decodes a body that may be absent altogether (as {}).
-func decodeOptional(w http.ResponseWriter, r *http.Request, v any) error {
-	if r.ContentLength == 0 {
-		return nil
-	}
-	return httpapi.Decode(w, r, v)
-}
-
 func (h *Handlers) validate(w http.ResponseWriter, r *http.Request) error {
 	var req struct{}
-	if err := decodeOptional(w, r, &req); err != nil {
+	if err := httpapi.DecodeOptional(w, r, &req); err != nil {
 		return err
 	}
 	v, err := h.svc.Validate(r.Context(), r.PathValue("botID"), r.PathValue("documentID"))
@@ -199,7 +191,7 @@ func (h *Handlers) validate(w http.ResponseWriter, r *http.Request) error {
 
 func (h *Handlers) preview(w http.ResponseWriter, r *http.Request) error {
 	var req PreviewRequest
-	if err := decodeOptional(w, r, &req); err != nil {
+	if err := httpapi.DecodeOptional(w, r, &req); err != nil {
 		return err
 	}
 	p, err := h.svc.Preview(r.Context(), r.PathValue("botID"), r.PathValue("documentID"), req)

@@ -172,17 +172,9 @@ func (h *Handlers) links(w http.ResponseWriter, r *http.Request) error {
 	return httpapi.WriteJSON(w, http.StatusOK, httpapi.List[Link]{Data: links})
 }
 
-// decodeOptional decodes a body that may be absent altogether (as {}).
-func decodeOptional(w http.ResponseWriter, r *http.Request, v any) error {
-	if r.ContentLength == 0 {
-		return nil
-	}
-	return httpapi.Decode(w, r, v)
-}
-
 func (h *Handlers) consentPreview(w http.ResponseWriter, r *http.Request) error {
 	var req struct{}
-	if err := decodeOptional(w, r, &req); err != nil {
+	if err := httpapi.DecodeOptional(w, r, &req); err != nil {
 		return err
 	}
 	p, err := h.svc.ConsentPreview(r.Context(), r.PathValue("botID"), r.PathValue("campaignID"))
@@ -256,7 +248,7 @@ type cloneRequest struct {
 
 func (h *Handlers) clone(w http.ResponseWriter, r *http.Request) error {
 	var req cloneRequest
-	if err := decodeOptional(w, r, &req); err != nil {
+	if err := httpapi.DecodeOptional(w, r, &req); err != nil {
 		return err
 	}
 	bot := r.PathValue("botID")

@@ -88,17 +88,9 @@ func (h *Handlers) deleteDomain(w http.ResponseWriter, r *http.Request) error {
 	return httpapi.NoContent(w)
 }
 
-// decodeOptional decodes a body that may be absent altogether (as {}).
-func decodeOptional(w http.ResponseWriter, r *http.Request, v any) error {
-	if r.ContentLength == 0 {
-		return nil
-	}
-	return httpapi.Decode(w, r, v)
-}
-
 func (h *Handlers) verifyDomain(w http.ResponseWriter, r *http.Request) error {
 	var req struct{}
-	if err := decodeOptional(w, r, &req); err != nil {
+	if err := httpapi.DecodeOptional(w, r, &req); err != nil {
 		return err
 	}
 	d, err := h.svc.Verify(r.Context(), r.PathValue("botID"), r.PathValue("domainID"))

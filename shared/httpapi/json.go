@@ -41,6 +41,16 @@ func Decode(w http.ResponseWriter, r *http.Request, v any) error {
 	return DecodeJSON(body, v, "")
 }
 
+// DecodeOptional is Decode for an action whose body may be left out altogether (POST
+// .../validate, .../verify, .../clone): no body at all leaves v as it is; a body given is
+// decoded as strictly as any other.
+func DecodeOptional(w http.ResponseWriter, r *http.Request, v any) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	return Decode(w, r, v)
+}
+
 // DecodeJSON is Decode for a document already read, such as a member kept as
 // json.RawMessage whose shape depends on another member (a channel's credentials depend on
 // its type). Field paths in errors start with path ("credentials.token").
