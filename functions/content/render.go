@@ -142,10 +142,14 @@ var (
 )
 
 // textOf derives the plain-text part of an HTML email: block ends become line breaks, tags
-// go, entities are decoded.
+// go, entities are decoded, then tidyText.
 func textOf(h string) string {
 	s := blockEnd.ReplaceAllString(h, "$0\n")
-	s = html.UnescapeString(stripAll.Sanitize(s))
+	return tidyText(html.UnescapeString(stripAll.Sanitize(s)))
+}
+
+// tidyText collapses runs of spaces, trims every line and keeps at most one blank line.
+func tidyText(s string) string {
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
 		lines[i] = strings.TrimSpace(spaces.ReplaceAllString(l, " "))

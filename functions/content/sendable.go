@@ -15,6 +15,8 @@ type EmailVersion struct {
 	Number int
 	body   EmailBody
 	parts  [4]*merge.Template // subject, preheader, html, text
+	// derivedText: the text template was derived from the HTML (the document has no text).
+	derivedText bool
 }
 
 // EmailVersion returns version n of an email document (n = 0: the newest), for senders. An
@@ -45,7 +47,13 @@ func (s *Service) EmailVersion(ctx context.Context, bot, id string, n int) (*Ema
 		return nil, err
 	}
 	ev := &EmailVersion{Number: n, body: *body.(*EmailBody)}
-	for i, text := range []string{ev.body.Subject, ev.body.Preheader, ev.body.HTML, ev.body.Text} {
+	text := ev.body.Text
+	if text == "" && ev.body.HTML != "" {
+		// The text part is derived from the HTML once, merge fields and all, rather than
+		// from every recipient's rendered HTML: the same text, a fraction of the work.
+		text, ev.derivedText = textOf(ev.body.HTML), true
+	}
+	for i, text := range []string{ev.body.Subject, ev.body.Preheader, ev.body.HTML, text} {
 		// Published versions passed validate's checks, so they parse; a parse error here
 		// would be a stored version that no longer does: render it as written.
 		if tpl, errs := merge.Parse(text); len(errs) == 0 {
@@ -69,8 +77,11 @@ func (ev *EmailVersion) Render(r Recipient) RenderedEmail {
 		HTML: part(2, ev.body.HTML, html.EscapeString), Text: part(3, ev.body.Text, nil),
 		From: ev.body.From, ReplyTo: ev.body.ReplyTo,
 	}
-	if e.Text == "" && e.HTML != "" {
-		e.Text = textOf(e.HTML)
+	if ev.derivedText {
+		e.Text = tidyText(e.Text) // as textOf leaves it: a value may end a line
+	}
+	if e.Text == "" && e.HTML != "" && !ev.derivedText {
+		e.Text = textOf(e.HTML) // a stored version whose derived text did not parse
 	}
 	return e
 }

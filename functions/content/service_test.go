@@ -375,3 +375,24 @@ func TestUnsubscribeField(t *testing.T) {
 	_, err = f.svc.Validate(ctx, f.bot, m.ID)
 	assert.Equal(t, "content_invalid", httpapitest.AsError(t, err).Code, "a message has no unsubscribe link")
 }
+
+// The text part a campaign sends is the one a test send derives from each rendered HTML,
+// though it is derived once per version.
+func TestEmailVersionDerivedText(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	html := `<h1>Hello {{ subscriber.first_name | default: "friend" }} &amp; co</h1><p>Plan: <b>{{ subscriber.fields.plan }}</b><br>Bye</p><a href="{{ unsubscribe_url }}">Unsubscribe</a>`
+	d, err := f.svc.Create(ctx, f.bot, NewDocument{Type: TypeEmail, Name: "e", Draft: raw(t, map[string]any{
+		"subject": "s", "html": html, "from": map[string]any{"address": "a@b.example"}})})
+	require.NoError(t, err)
+	_, err = f.svc.Publish(ctx, f.bot, d.ID, 1)
+	require.NoError(t, err)
+	ev, err := f.svc.EmailVersion(ctx, f.bot, d.ID, 0)
+	require.NoError(t, err)
+	for _, r := range []Recipient{{FirstName: "Ann", Fields: map[string]any{"plan": "<Gold> & more"}}, {}} {
+		got := ev.Render(r)
+		assert.Equal(t, textOf(got.HTML), got.Text, "%+v", r)
+	}
+	assert.Contains(t, ev.Render(Recipient{FirstName: "Ann"}).Text, "Hello Ann & co")
+}
