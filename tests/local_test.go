@@ -251,6 +251,11 @@ func TestOpenAPIExamplesSucceed(t *testing.T) {
 		if _, creates := op.Responses.Map()["201"]; creates {
 			assert.NotEmpty(t, examples, "%s %s creates a resource but has no request example", method, path)
 		}
+		if needs, ok := op.Extensions["x-example-needs"].(string); ok {
+			// Documented, but its precondition lies outside the API (published DNS records).
+			t.Logf("%s %s: not sent: the example needs %s", method, path, needs)
+			continue
+		}
 		for _, ex := range examples {
 			target := path
 			for name, v := range params {
