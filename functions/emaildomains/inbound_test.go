@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/botplatform/api/functions/emaildomains/internal/mimemail/mimemailtest"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -83,7 +85,7 @@ func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 func TestLocalInboundJSONStoresAndForwards(t *testing.T) {
 	t.Parallel()
 	in := newInbound(t)
-	raw := sampleMail("Support <Support@Example.com>", "m1@sender.example")
+	raw := mimemailtest.SampleMail("Support <Support@Example.com>", "m1@sender.example")
 	r := in.postJSON(t, map[string]any{"raw": b64(raw)})
 	require.Equal(t, http.StatusOK, r.Code, r.Body)
 	assert.Equal(t, map[string]any{"stored": 1.0, "duplicates": 0.0, "dropped": 0.0, "ignored_recipients": 1.0}, r.JSON,
@@ -136,7 +138,7 @@ func TestLocalInboundJSONStoresAndForwards(t *testing.T) {
 func TestLocalInboundRawRunsReaction(t *testing.T) {
 	t.Parallel()
 	in := newInbound(t)
-	raw := sampleMail("orders+42@example.com", "m2@sender.example")
+	raw := mimemailtest.SampleMail("orders+42@example.com", "m2@sender.example")
 	r := in.s.DoAs(t, "", "POST", localInbound, raw, "Content-Type", "message/rfc822", InboundSecretHeader, testSecret)
 	require.Equal(t, http.StatusOK, r.Code, r.Body)
 	assert.Equal(t, 1.0, r.JSON["stored"])
@@ -151,7 +153,7 @@ func TestLocalInboundUnmatchedAndEnvelope(t *testing.T) {
 	t.Parallel()
 	in := newInbound(t)
 	// No route for hello@: stored, flagged, no action.
-	r := in.postJSON(t, map[string]any{"raw": b64(sampleMail("hello@example.com", "m3@sender.example"))})
+	r := in.postJSON(t, map[string]any{"raw": b64(mimemailtest.SampleMail("hello@example.com", "m3@sender.example"))})
 	require.Equal(t, http.StatusOK, r.Code, r.Body)
 	assert.Equal(t, 1.0, r.JSON["stored"])
 	list := in.messages(t)
@@ -163,7 +165,7 @@ func TestLocalInboundUnmatchedAndEnvelope(t *testing.T) {
 
 	// Envelope recipients win over the headers (a Bcc), and the store route records done.
 	in.f.clock.Advance(1e9)
-	r = in.postJSON(t, map[string]any{"raw": b64(sampleMail("someone@elsewhere.example", "m4@sender.example")),
+	r = in.postJSON(t, map[string]any{"raw": b64(mimemailtest.SampleMail("someone@elsewhere.example", "m4@sender.example")),
 		"recipients": []string{"news@example.com"}})
 	require.Equal(t, http.StatusOK, r.Code, r.Body)
 	assert.Equal(t, 1.0, r.JSON["stored"])
@@ -173,7 +175,7 @@ func TestLocalInboundUnmatchedAndEnvelope(t *testing.T) {
 	assert.Equal(t, "done", list[0]["action"].(map[string]any)["status"])
 
 	// Mail for no verified domain is stored nowhere.
-	r = in.postJSON(t, map[string]any{"raw": b64(sampleMail("x@unclaimed.example", "m5@sender.example"))})
+	r = in.postJSON(t, map[string]any{"raw": b64(mimemailtest.SampleMail("x@unclaimed.example", "m5@sender.example"))})
 	require.Equal(t, http.StatusOK, r.Code, r.Body)
 	assert.Equal(t, map[string]any{"stored": 0.0, "duplicates": 0.0, "dropped": 0.0, "ignored_recipients": 2.0}, r.JSON)
 }
@@ -181,7 +183,7 @@ func TestLocalInboundUnmatchedAndEnvelope(t *testing.T) {
 func TestLocalInboundRefusals(t *testing.T) {
 	t.Parallel()
 	in := newInbound(t)
-	raw := sampleMail("support@example.com", "m6@sender.example")
+	raw := mimemailtest.SampleMail("support@example.com", "m6@sender.example")
 	body := map[string]any{"raw": b64(raw)}
 
 	r := in.s.DoAs(t, "", "POST", localInbound, body)
@@ -231,7 +233,7 @@ func TestInboundActionOutcomes(t *testing.T) {
 	t.Parallel()
 	in := newInbound(t)
 	in.f.acts.err = assert.AnError
-	r := in.postJSON(t, map[string]any{"raw": b64(sampleMail("support@example.com", "m7@sender.example"))})
+	r := in.postJSON(t, map[string]any{"raw": b64(mimemailtest.SampleMail("support@example.com", "m7@sender.example"))})
 	require.Equal(t, http.StatusOK, r.Code, r.Body)
 	assert.Equal(t, 1.0, r.JSON["stored"], "a failed action does not fail the delivery")
 	list := in.messages(t)
@@ -244,7 +246,7 @@ func TestInboundActionOutcomes(t *testing.T) {
 	in.f.acts.err = nil
 	in.f.verified(t, ids.At("bot", t0), "example.net")
 	in.f.clock.Advance(1e9)
-	r = in.postJSON(t, map[string]any{"raw": b64(sampleMail("support@example.com", "m7b@sender.example"))})
+	r = in.postJSON(t, map[string]any{"raw": b64(mimemailtest.SampleMail("support@example.com", "m7b@sender.example"))})
 	require.Equal(t, 1.0, r.JSON["stored"], r.Body)
 	list = in.messages(t)
 	require.Len(t, list, 2)
@@ -254,7 +256,7 @@ func TestInboundActionOutcomes(t *testing.T) {
 
 	// Without Actions, forward and reaction are skipped.
 	noActs := newInbound(t, func(c *Config) { c.Actions = nil })
-	r = noActs.postJSON(t, map[string]any{"raw": b64(sampleMail("orders+1@example.com", "m8@sender.example"))})
+	r = noActs.postJSON(t, map[string]any{"raw": b64(mimemailtest.SampleMail("orders+1@example.com", "m8@sender.example"))})
 	require.Equal(t, http.StatusOK, r.Code, r.Body)
 	list = noActs.messages(t)
 	require.Len(t, list, 1)
@@ -265,14 +267,14 @@ func TestInboundDailyLimit(t *testing.T) {
 	t.Parallel()
 	in := newInbound(t, func(c *Config) { c.MaxInboundPerDay = 2 })
 	for i, want := range []string{"stored", "stored", "dropped"} {
-		r := in.postJSON(t, map[string]any{"raw": b64(sampleMail("news@example.com", "d"+string(rune('a'+i))+"@sender.example"))})
+		r := in.postJSON(t, map[string]any{"raw": b64(mimemailtest.SampleMail("news@example.com", "d"+string(rune('a'+i))+"@sender.example"))})
 		require.Equal(t, http.StatusOK, r.Code, r.Body)
 		assert.Equal(t, 1.0, r.JSON[want], i)
 	}
 	assert.Len(t, in.messages(t), 2)
 	// A new day, new room.
 	in.f.clock.Advance(24 * 3600e9)
-	r := in.postJSON(t, map[string]any{"raw": b64(sampleMail("news@example.com", "next-day@sender.example"))})
+	r := in.postJSON(t, map[string]any{"raw": b64(mimemailtest.SampleMail("news@example.com", "next-day@sender.example"))})
 	assert.Equal(t, 1.0, r.JSON["stored"])
 }
 
@@ -311,7 +313,7 @@ func TestSESInbound(t *testing.T) {
 	assert.Equal(t, true, r.JSON["confirmed"])
 	assert.Equal(t, []string{"t"}, fake.Confirmed())
 
-	raw := sampleMail("someone@elsewhere.example", "ses1@sender.example")
+	raw := mimemailtest.SampleMail("someone@elsewhere.example", "ses1@sender.example")
 	note := fake.Sign(t, receipt("sns-1", sesReceipt(t, "ses-msg-1", []string{"support@example.com"}, "PASS", "PASS", "PASS", raw)), "2")
 	r = post(note)
 	require.Equal(t, http.StatusOK, r.Code, r.Body)
@@ -368,7 +370,7 @@ func TestSESInboundRefusals(t *testing.T) {
 	post := func(s *httpapitest.Server, body []byte) httpapitest.Reply {
 		return s.DoAs(t, "", "POST", "/esp/ses/inbound", body, "Content-Type", "text/plain; charset=UTF-8")
 	}
-	raw := sampleMail("someone@elsewhere.example", "ses1@sender.example")
+	raw := mimemailtest.SampleMail("someone@elsewhere.example", "ses1@sender.example")
 	mail := sesReceipt(t, "ses-msg-1", []string{"support@example.com"}, "PASS", "PASS", "PASS", raw)
 
 	// A topic not accepted, a certificate from elsewhere, a forged body: 401, nothing fetched.

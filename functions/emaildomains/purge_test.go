@@ -3,6 +3,8 @@ package emaildomains
 import (
 	"testing"
 
+	"github.com/botplatform/api/functions/emaildomains/internal/mimemail/mimemailtest"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -17,7 +19,7 @@ func TestPurgeReleasesClaims(t *testing.T) {
 	in := newInbound(t)
 	f := in.f
 	ctx := t.Context()
-	r := in.postJSON(t, map[string]any{"raw": b64(sampleMail("support@example.com", "p1@sender.example"))})
+	r := in.postJSON(t, map[string]any{"raw": b64(mimemailtest.SampleMail("support@example.com", "p1@sender.example"))})
 	require.Equal(t, 1.0, r.JSON["stored"], r.Body)
 	_, err := f.svc.Add(ctx, f.bot, NewDomain{Name: "pending.example"})
 	require.NoError(t, err)

@@ -3,72 +3,21 @@ package mimemail
 import (
 	"encoding/base64"
 	"fmt"
-	"mime"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/botplatform/api/functions/emaildomains/internal/mimemail/mimemailtest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/text/encoding/charmap"
 )
 
-// crlf turns a readable message into one with CRLF line ends.
-func crlf(s string) []byte { return []byte(strings.ReplaceAll(s, "\n", "\r\n")) }
-
-// sampleMail is a multipart message as mail clients send one: alternative text and HTML
-// bodies (quoted-printable, base64), an attachment with an RFC 2231 file name, an inline
-// image, an RFC 2047 subject and display name.
-func sampleMail(to, messageID string) []byte {
-	html := base64.StdEncoding.EncodeToString([]byte("<p>Привет, <b>мир</b></p>"))
-	pdf := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("%PDF", 100)))
-	return crlf(`From: =?UTF-8?B?0JDQtNCw?= <ada@sender.example>
-To: ` + to + `
-Cc: Bo <bo@elsewhere.example>
-Subject: ` + mime.BEncoding.Encode("UTF-8", "Заказ №42 — вопрос") + `
-Date: Sun, 01 Mar 2026 11:58:00 +0100
-Message-ID: <` + messageID + `>
-MIME-Version: 1.0
-Content-Type: multipart/mixed; boundary="outer"
-
-preamble
---outer
-Content-Type: multipart/alternative; boundary="alt"
-
---alt
-Content-Type: text/plain; charset=UTF-8
-Content-Transfer-Encoding: quoted-printable
-
-=D0=9F=D1=80=D0=B8=D0=B2=D0=B5=D1=82, =D0=BC=D0=B8=D1=80 with a soft=
- break
---alt
-Content-Type: text/html; charset=utf-8
-Content-Transfer-Encoding: base64
-
-` + html + `
---alt--
---outer
-Content-Type: application/pdf
-Content-Disposition: attachment; filename*=UTF-8''%D0%BE%D1%82%D1%87%D0%B5%D1%82.pdf
-Content-Transfer-Encoding: base64
-
-` + pdf[:60] + `
-` + pdf[60:] + `
---outer
-Content-Type: image/png
-Content-Disposition: inline
-Content-ID: <logo@sender.example>
-Content-Transfer-Encoding: base64
-
-iVBORw0KGgo=
---outer--
-`)
-}
-
 func TestParseMultipartMail(t *testing.T) {
 	t.Parallel()
-	p, err := Parse(sampleMail("Support <Support@Example.COM>", "m1@sender.example"))
+	p, err := Parse(mimemailtest.SampleMail("Support <Support@Example.COM>", "m1@sender.example"))
 	require.NoError(t, err)
 	assert.Equal(t, "Заказ №42 — вопрос", p.Subject)
 	assert.Equal(t, "m1@sender.example", p.MessageID)
@@ -91,7 +40,7 @@ func TestParseCharsets(t *testing.T) {
 	cp1251, err := charmap.Windows1251.NewEncoder().String("Здравствуйте")
 	require.NoError(t, err)
 	msg := func(charset, body string) []byte {
-		return crlf("From: a@b.example\nSubject: =?koi8-r?B?" + koi8("тема") + "?=\nContent-Type: text/plain; charset=" + charset + "\n\n" + body)
+		return mimemailtest.CRLF("From: a@b.example\nSubject: =?koi8-r?B?" + koi8("тема") + "?=\nContent-Type: text/plain; charset=" + charset + "\n\n" + body)
 	}
 	p, err := Parse(msg("windows-1251", cp1251))
 	require.NoError(t, err)
@@ -113,7 +62,7 @@ func TestParseCharsets(t *testing.T) {
 	assert.Equal(t, "bad \uFFFD byte", p.Text)
 	assert.Len(t, p.Notes, 1)
 
-	p, err = Parse(crlf("From: a@b.example\n\nno content type"))
+	p, err = Parse(mimemailtest.CRLF("From: a@b.example\n\nno content type"))
 	require.NoError(t, err)
 	assert.Equal(t, "no content type", p.Text)
 }
@@ -138,7 +87,7 @@ func TestParseLimits(t *testing.T) {
 	for i := MaxDepth; i >= 0; i-- {
 		fmt.Fprintf(&b, "--b%d--\n", i)
 	}
-	p, err := Parse(crlf(b.String()))
+	p, err := Parse(mimemailtest.CRLF(b.String()))
 	require.NoError(t, err)
 	assert.Empty(t, p.Text)
 	assert.Equal(t, []string{"multiparts nested deeper than 5 levels are ignored"}, p.Notes)
@@ -149,7 +98,7 @@ func TestParseLimits(t *testing.T) {
 		fmt.Fprintf(&b, "--x\nContent-Type: application/octet-stream\nContent-Disposition: attachment; filename=f%d.bin\n\n%d\n", i, i)
 	}
 	b.WriteString("--x--\n")
-	p, err = Parse(crlf(b.String()))
+	p, err = Parse(mimemailtest.CRLF(b.String()))
 	require.NoError(t, err)
 	assert.Len(t, p.Attachments, MaxParts)
 	assert.Equal(t, []string{"the message has more than 100 parts; the rest are ignored"}, p.Notes)
@@ -157,7 +106,7 @@ func TestParseLimits(t *testing.T) {
 	_, err = Parse([]byte("this is no message"))
 	assert.ErrorIs(t, err, ErrInvalid)
 
-	p, err = Parse(crlf("From: a@b.example\nContent-Type: text/plain\nContent-Transfer-Encoding: base64\n\n!!not base64!!"))
+	p, err = Parse(mimemailtest.CRLF("From: a@b.example\nContent-Type: text/plain\nContent-Transfer-Encoding: base64\n\n!!not base64!!"))
 	require.NoError(t, err)
 	assert.Empty(t, p.Text)
 	assert.Contains(t, p.Notes[0], "transfer encoding is damaged")
@@ -166,9 +115,9 @@ func TestParseLimits(t *testing.T) {
 // FuzzParseMessage holds the parser of mail from strangers to its promises on any input: no
 // panic, valid UTF-8 out, the part and note limits kept.
 func FuzzParseMessage(f *testing.F) {
-	f.Add(sampleMail("support@example.com", "m@x"))
-	f.Add(crlf("From: a@b.example\nContent-Type: text/plain; charset=koi8-r\nContent-Transfer-Encoding: quoted-printable\n\n=F0=D2=C9=D7=C5=D4"))
-	f.Add(crlf("Content-Type: multipart/mixed; boundary=a\n\n--a\nContent-Type: multipart/alternative; boundary=b\n\n--b\n\nx\n--b--\n--a--\n"))
+	f.Add(mimemailtest.SampleMail("support@example.com", "m@x"))
+	f.Add(mimemailtest.CRLF("From: a@b.example\nContent-Type: text/plain; charset=koi8-r\nContent-Transfer-Encoding: quoted-printable\n\n=F0=D2=C9=D7=C5=D4"))
+	f.Add(mimemailtest.CRLF("Content-Type: multipart/mixed; boundary=a\n\n--a\nContent-Type: multipart/alternative; boundary=b\n\n--b\n\nx\n--b--\n--a--\n"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		p, err := Parse(raw)
 		if err != nil {
