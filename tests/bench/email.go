@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/smtp"
@@ -19,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/botplatform/api/tests/apiclient"
 	fakedns "github.com/botplatform/api/tests/fakes/dns"
 	fakesmtp "github.com/botplatform/api/tests/fakes/smtp"
 )
@@ -153,14 +153,14 @@ func campaignRun(dir string, n int, durability string) (campaignResult, error) {
 		return res, err
 	}
 	const conc = 8
-	c := &apiClient{http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc, MaxConnsPerHost: conc}, Timeout: 30 * time.Second},
-		base: base + "/api/bots/" + demo.BotID, token: demo.Token}
+	c := &apiclient.Client{HTTP: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc, MaxConnsPerHost: conc}, Timeout: 30 * time.Second},
+		Base: base + "/api/bots/" + demo.BotID, Token: demo.Token}
 
 	if err := verifyDomain(c, dns); err != nil {
 		return res, err
 	}
 	for _, f := range []map[string]string{{"name": "email", "type": "string"}, {"name": "email_consent", "type": "boolean"}} {
-		if err := c.call("POST", "/fields", f, nil); err != nil {
+		if err := c.Call("POST", "/fields", f, nil); err != nil {
 			return res, err
 		}
 	}
@@ -170,25 +170,25 @@ func campaignRun(dir string, n int, durability string) (campaignResult, error) {
 	var doc struct {
 		ID string `json:"id"`
 	}
-	if err := c.call("POST", "/content", map[string]any{"type": "email", "name": "Bench", "draft": map[string]any{
+	if err := c.Call("POST", "/content", map[string]any{"type": "email", "name": "Bench", "draft": map[string]any{
 		"subject": "Hi {{ subscriber.fields.email }}", "html": benchHTML(),
 		"from": map[string]any{"address": "news@" + emailDomain}}}, &doc); err != nil {
 		return res, err
 	}
-	if err := c.call("POST", "/content/"+doc.ID+"/publish", map[string]any{"expected_revision": 1}, nil); err != nil {
+	if err := c.Call("POST", "/content/"+doc.ID+"/publish", map[string]any{"expected_revision": 1}, nil); err != nil {
 		return res, err
 	}
 	var camp struct {
 		ID string `json:"id"`
 	}
-	if err := c.call("POST", "/email-campaigns", map[string]any{"name": "Bench", "content_id": doc.ID}, &camp); err != nil {
+	if err := c.Call("POST", "/email-campaigns", map[string]any{"name": "Bench", "content_id": doc.ID}, &camp); err != nil {
 		return res, err
 	}
 	cpath := "/email-campaigns/" + camp.ID
 
 	cpu0 := procCPU(api.Process.Pid)
 	res.start = time.Now()
-	if err := c.call("POST", cpath+"/schedule", map[string]any{"expected_revision": 1, "confirm": true}, nil); err != nil {
+	if err := c.Call("POST", cpath+"/schedule", map[string]any{"expected_revision": 1, "confirm": true}, nil); err != nil {
 		return res, err
 	}
 	deadline := res.start.Add(10 * time.Minute)
@@ -215,7 +215,7 @@ func campaignRun(dir string, n int, durability string) (campaignResult, error) {
 		} `json:"counts"`
 	}
 	for wait := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if err := c.call("GET", cpath+"/report", nil, &report); err != nil {
+		if err := c.Call("GET", cpath+"/report", nil, &report); err != nil {
 			return res, err
 		}
 		if report.Counts.Sent == n {
@@ -256,7 +256,7 @@ func procCPU(pid int) time.Duration {
 
 // verifyDomain adds the sending domain, publishes its records on the fake DNS server and
 // verifies it.
-func verifyDomain(c *apiClient, dns *fakedns.Server) error {
+func verifyDomain(c *apiclient.Client, dns *fakedns.Server) error {
 	var dom struct {
 		ID      string `json:"id"`
 		Status  string `json:"status"`
@@ -267,7 +267,7 @@ func verifyDomain(c *apiClient, dns *fakedns.Server) error {
 			Priority *int   `json:"priority"`
 		} `json:"records"`
 	}
-	if err := c.call("POST", "/email/domains", map[string]string{"name": emailDomain}, &dom); err != nil {
+	if err := c.Call("POST", "/email/domains", map[string]string{"name": emailDomain}, &dom); err != nil {
 		return err
 	}
 	for _, rec := range dom.Records {
@@ -285,7 +285,7 @@ func verifyDomain(c *apiClient, dns *fakedns.Server) error {
 		}
 	}
 	for range 50 {
-		if err := c.call("POST", "/email/domains/"+dom.ID+"/verify", map[string]any{}, &dom); err != nil {
+		if err := c.Call("POST", "/email/domains/"+dom.ID+"/verify", map[string]any{}, &dom); err != nil {
 			return err
 		}
 		if dom.Status == "verified" {
@@ -297,7 +297,7 @@ func verifyDomain(c *apiClient, dns *fakedns.Server) error {
 }
 
 // createRecipients creates n Telegram subscribers with an address and consent, conc at a time.
-func createRecipients(c *apiClient, n, conc int) error {
+func createRecipients(c *apiclient.Client, n, conc int) error {
 	var next atomic.Int64
 	var first error
 	var once sync.Once
@@ -309,7 +309,7 @@ func createRecipients(c *apiClient, n, conc int) error {
 				if i >= n {
 					return
 				}
-				err := c.call("POST", "/subscribers", map[string]any{"channel": "telegram", "external_id": strconv.Itoa(i),
+				err := c.Call("POST", "/subscribers", map[string]any{"channel": "telegram", "external_id": strconv.Itoa(i),
 					"fields": map[string]any{"email": fmt.Sprintf("r%d@example.org", i), "email_consent": true}}, nil)
 				if err != nil {
 					once.Do(func() { first = err })
@@ -394,50 +394,4 @@ func sendOne(addr string, m fakesmtp.Message) error {
 		return err
 	}
 	return c.Quit()
-}
-
-// apiClient calls the API of one bot with a bearer token.
-type apiClient struct {
-	http  *http.Client
-	base  string // .../api/bots/{botID}
-	token string
-}
-
-// call sends body as JSON to base+path and decodes the answer into out (when not nil); a
-// status of 300 or more is an error.
-func (c *apiClient) call(method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	r, err := http.NewRequest(method, c.base+path, rd)
-	if err != nil {
-		return err
-	}
-	r.Header.Set("Authorization", "Bearer "+c.token)
-	if body != nil {
-		r.Header.Set("Content-Type", "application/json")
-	}
-	res, err := c.http.Do(r)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		return err
-	}
-	if res.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: status %d: %s", method, path, res.StatusCode, b)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("%s %s: %w", method, path, err)
-		}
-	}
-	return nil
 }

@@ -13,7 +13,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/botplatform/api/tests/apiclient"
 	faketelegram "github.com/botplatform/api/tests/fakes/telegram"
 	fakevk "github.com/botplatform/api/tests/fakes/vk"
 	fakewhatsapp "github.com/botplatform/api/tests/fakes/whatsapp"
@@ -222,38 +222,8 @@ func (d *demo) publish() error {
 
 // call sends one API request and decodes its answer into out (when not nil).
 func (d *demo) call(method, path string, body, out any) error {
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, d.api+path, r)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+d.token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := d.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		return err
-	}
-	if res.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %d %s", method, path, res.StatusCode, b)
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	c := apiclient.Client{HTTP: d.client, Base: d.api, Token: d.token}
+	return c.Call(method, path, body, out)
 }
 
 var line = regexp.MustCompile(`^(?:(telegram|whatsapp|vk)\s+)?(.+)$`)
