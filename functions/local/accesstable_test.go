@@ -35,7 +35,11 @@ func TestAccessTableIsCurrent(t *testing.T) {
 		if rt.Access.PATOnly || !rt.BotScoped {
 			kinds = "PAT"
 		}
-		fmt.Fprintf(&b, "| %s | `%s` | `%s` | %s | %s |\n", rt.Method, rt.Path, rt.Access.Scope, rights, kinds)
+		scopes := "`" + string(rt.Access.Scope) + "`"
+		if rt.Access.AlsoScope != "" {
+			scopes += " and `" + string(rt.Access.AlsoScope) + "`"
+		}
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s |\n", rt.Method, rt.Path, scopes, rights, kinds)
 	}
 	table := b.String()
 

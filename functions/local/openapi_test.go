@@ -169,6 +169,11 @@ func TestOpenAPIAccessMatchesRoutes(t *testing.T) {
 			if assert.True(t, ok, "x-required-scope missing or not a string") {
 				assert.Equal(t, rt.Access.Scope, scope, "x-required-scope")
 			}
+			also, _ := op.Extensions["x-also-required-scope"].(string)
+			assert.Equal(t, string(rt.Access.AlsoScope), also, "x-also-required-scope (absent when the route needs one scope)")
+			if rt.Access.AlsoScope != "" {
+				assert.Contains(t, op.Description, "`"+string(rt.Access.AlsoScope)+"`", "the description must state the second scope")
+			}
 			wantRights := []string{}
 			for _, r := range rt.Access.Rights.Names() {
 				wantRights = append(wantRights, string(r))

@@ -41,6 +41,7 @@ func TestEntitlements(t *testing.T) {
 	mux.Handle("GET /api/bots/{botID}/copilot", httpapi.Need("bots:read").InPlan(auth.FeatureManagedAI).InRollout(auth.RolloutCopilot), ok)
 	mux.Handle("POST /api/bots/{botID}/broadcasts", httpapi.Need("broadcasts:write").InPlan(auth.FeatureBroadcasts).WithPaidBroadcasts(), ok)
 	mux.Handle("GET /api/replay", httpapi.Need("bots:read").InRollout(auth.RolloutReplay), ok)
+	mux.Handle("POST /api/bots/{botID}/cohorts", httpapi.Need("analytics:read").AndScope("segments:write"), ok)
 
 	cases := []struct {
 		name   string
@@ -50,6 +51,9 @@ func TestEntitlements(t *testing.T) {
 		status int
 		code   string
 	}{
+		{"both scopes held", principal(standard, "analytics:read", "segments:write"), "POST", "/api/bots/" + botA + "/cohorts", 204, ""},
+		{"second scope missing", principal(standard, "analytics:read"), "POST", "/api/bots/" + botA + "/cohorts", 403, "insufficient_scope"},
+		{"first scope missing", principal(standard, "segments:write"), "POST", "/api/bots/" + botA + "/cohorts", 403, "insufficient_scope"},
 		{"standard plan has popups", principal(standard), "GET", "/api/bots/" + botA + "/popups", 204, ""},
 		{"plan without popups", principal(narrow), "GET", "/api/bots/" + botA + "/popups", 402, "feature_not_in_plan"},
 		{"scope before plan", principal(narrow, "bots:read"), "GET", "/api/bots/" + botA + "/popups", 403, "insufficient_scope"},

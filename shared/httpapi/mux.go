@@ -31,6 +31,9 @@ type Access struct {
 	Public bool
 	// Scope the token must hold.
 	Scope auth.Scope
+	// AlsoScope is a second scope the token must hold ("" for none): saving a funnel's
+	// cohort as a segment needs analytics:read and segments:write (spec 4.7).
+	AlsoScope auth.Scope
 	// Rights the user must hold on the route's bot ({botID} in the pattern).
 	Rights auth.RightSet
 	// PATOnly refuses bot API tokens even on the routes of their own bot.
@@ -47,6 +50,9 @@ type Access struct {
 	// request log shows the route's pattern, never the path.
 	SecretPath bool
 }
+
+// AndScope returns a requiring scope s as well as a.Scope.
+func (a Access) AndScope(s auth.Scope) Access { a.AlsoScope = s; return a }
 
 // InPlan returns a with the plan feature f required.
 func (a Access) InPlan(f auth.Feature) Access { a.Plan = f; return a }
@@ -415,9 +421,11 @@ func (m *Mux) authorize(r *http.Request, rt Route, p *auth.Principal) error {
 		return E(KindForbidden, "insufficient_scope", "bot API tokens cannot call this route; use a personal access token").
 			With("required_scope", rt.Access.Scope)
 	}
-	if !p.Scopes.Allows(rt.Access.Scope) {
-		return Errorf(KindForbidden, "insufficient_scope", "this route needs the %q scope", rt.Access.Scope).
-			With("required_scope", rt.Access.Scope)
+	for _, s := range []auth.Scope{rt.Access.Scope, rt.Access.AlsoScope} {
+		if s != "" && !p.Scopes.Allows(s) {
+			return Errorf(KindForbidden, "insufficient_scope", "this route needs the %q scope", s).
+				With("required_scope", s)
+		}
 	}
 	if rt.BotScoped {
 		loaded, err := m.cfg.Bots.LoadBot(r.Context(), p.AccountID, bot)

@@ -1,0 +1,98 @@
+// Package eventlog is each bot's append-only log of what happened to its subscribers: the
+// runtime's runs, subscriber changes, email, popups, broadcasts and push, and the custom
+// conversion events customers post. Funnels and experiments report over it.
+//
+// Two implementations pass the conformance suite in eventlogtest: an indexed SQLite table
+// for the local process (sqlitelog) and one over the single table (storelog) that the AWS
+// deployment runs on DynamoDB, with per-day aggregates beside the events.
+package eventlog
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sources of events: which part of the platform appended one.
+const (
+	SourceRuntime   = "runtime"
+	SourceBuilder   = "builder"
+	SourceBroadcast = "broadcast"
+	SourceEmail     = "email"
+	SourcePush      = "push"
+	SourcePopup     = "popup"
+	SourceCustom    = "custom" // POST /api/bots/{botID}/events
+)
+
+// Bounds every implementation enforces on an event (Validate).
+const (
+	MaxNameBytes       = 64
+	MaxProperties      = 32
+	MaxPropertyKey     = 64
+	MaxPropertyString  = 256
+	MaxIDBytes         = 128
+	MaxEventsPerAppend = 100
+)
+
+// Revenue is an amount of money in the currency's minor unit (cents for USD, yen for JPY):
+// never a float.
+type Revenue struct {
+	Minor    int64  `json:"minor"`
+	Currency string `json:"currency"` // ISO 4217 alphabetic code, upper case
+}
+
+// Event is one thing that happened to a subscriber of a bot.
+type Event struct {
+	// ID identifies the event within its bot; appending an ID that exists is a no-op, so an
+	// emitter that retries derives the ID from its cause (the custom events route derives it
+	// from the client's event id).
+	ID           string    `json:"id"`
+	BotID        string    `json:"bot_id"`
+	SubscriberID string    `json:"subscriber_id"`
+	Name         string    `json:"name"`
+	At           time.Time `json:"at"`
+	// Channel is the subscriber's channel type (telegram, whatsapp, web, email, ...), ""
+	// when unknown.
+	Channel string `json:"channel,omitempty"`
+	Source  string `json:"source"`
+	// Properties are flat: each value a string, a float64 or a bool.
+	Properties map[string]any `json:"properties,omitempty"`
+	Revenue    *Revenue       `json:"revenue,omitempty"`
+}
+
+// Query selects events of one bot in [From, To) whose name is one of Names (all names
+// when empty), optionally of one subscriber.
+type Query struct {
+	BotID        string
+	Names        []string
+	From, To     time.Time
+	SubscriberID string
+}
+
+// ErrInvalid wraps an event that breaks a bound (Validate).
+var ErrInvalid = errors.New("eventlog: invalid event")
+
+// Log is a bot's event log.
+type Log interface {
+	// Append stores events (at most MaxEventsPerAppend, of any bots); one whose (BotID, ID)
+	// is stored already is skipped, not compared. It reports how many were new.
+	Append(ctx context.Context, events ...Event) (int, error)
+	// Scan calls fn for each event q selects, in order of At then ID, and stops at fn's
+	// first error, which it returns.
+	Scan(ctx context.Context, q Query, fn func(Event) error) error
+	// Counts returns how many events of each name in Names (all names when empty) each UTC
+	// day in [From, To) holds, per channel, from aggregates kept on Append: its cost grows
+	// with days and names, not with events. Days without events are left out.
+	Counts(ctx context.Context, q Query) ([]DayCount, error)
+	// DeleteBot erases a bot's events (and aggregates), a bounded amount per call: done
+	// reports that none is left.
+	DeleteBot(ctx context.Context, bot string) (done bool, err error)
+}
+
+// DayCount is how many events of one name and channel a UTC day holds.
+type DayCount struct {
+	Day     string `json:"day"` // 2006-01-02
+	Name    string `json:"name"`
+	Channel string `json:"channel"`
+	Count   int64  `json:"count"`
+}
