@@ -1,0 +1,107 @@
+// Package eventlogtest holds the conformance suite every eventlog.Log must pass and an
+// in-memory Log for the unit tests of the packages that report over events.
+package eventlogtest
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/botplatform/api/shared/eventlog"
+)
+
+// Memory is an eventlog.Log held in memory, for unit tests. It is not bounded.
+type Memory struct {
+	mu     sync.Mutex
+	events map[string]map[string]eventlog.Event // bot → id → event
+}
+
+// NewMemory returns an empty Memory.
+func NewMemory() *Memory { return &Memory{events: map[string]map[string]eventlog.Event{}} }
+
+// Append implements eventlog.Log.
+func (m *Memory) Append(_ context.Context, events ...eventlog.Event) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, e := range events {
+		bot := m.events[e.BotID]
+		if bot == nil {
+			bot = map[string]eventlog.Event{}
+			m.events[e.BotID] = bot
+		}
+		if _, ok := bot[e.ID]; ok {
+			continue
+		}
+		e.At = e.At.UTC()
+		bot[e.ID] = e
+		n++
+	}
+	return n, nil
+}
+
+func (m *Memory) selected(q eventlog.Query) []eventlog.Event {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []eventlog.Event
+	for _, e := range m.events[q.BotID] {
+		if e.At.Before(q.From) || !e.At.Before(q.To) {
+			continue
+		}
+		if len(q.Names) > 0 && !slices.Contains(q.Names, e.Name) {
+			continue
+		}
+		if q.SubscriberID != "" && e.SubscriberID != q.SubscriberID {
+			continue
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b eventlog.Event) int {
+		if c := a.At.Compare(b.At); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+// Scan implements eventlog.Log.
+func (m *Memory) Scan(ctx context.Context, q eventlog.Query, fn func(eventlog.Event) error) error {
+	for _, e := range m.selected(q) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Counts implements eventlog.Log by counting the selected events.
+func (m *Memory) Counts(_ context.Context, q eventlog.Query) ([]eventlog.DayCount, error) {
+	type key struct{ day, name, channel string }
+	n := map[key]int64{}
+	for _, e := range m.selected(q) {
+		n[key{e.At.Format("2006-01-02"), e.Name, e.Channel}]++
+	}
+	out := make([]eventlog.DayCount, 0, len(n))
+	for k, c := range n {
+		out = append(out, eventlog.DayCount{Day: k.day, Name: k.name, Channel: k.channel, Count: c})
+	}
+	slices.SortFunc(out, func(a, b eventlog.DayCount) int {
+		return cmp.Or(cmp.Compare(a.Day, b.Day), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Channel, b.Channel))
+	})
+	return out, nil
+}
+
+// DeleteBot implements eventlog.Log.
+func (m *Memory) DeleteBot(_ context.Context, bot string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.events, bot)
+	return true, nil
+}
+
+var _ eventlog.Log = (*Memory)(nil)
