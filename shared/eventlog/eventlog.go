@@ -58,7 +58,14 @@ type Event struct {
 	// Properties are flat: each value a string, a float64 or a bool.
 	Properties map[string]any `json:"properties,omitempty"`
 	Revenue    *Revenue       `json:"revenue,omitempty"`
+	// ClientEventID is the id the client gave a custom event (POST .../events), from which
+	// ID is derived; "" for platform events.
+	ClientEventID string `json:"client_event_id,omitempty"`
 }
+
+// Precision is what every implementation keeps of At: whole milliseconds (the rest is
+// dropped on Append).
+const Precision = time.Millisecond
 
 // Query selects events of one bot in [From, To) whose name is one of Names (all names
 // when empty), optionally of one subscriber.
@@ -67,6 +74,9 @@ type Query struct {
 	Names        []string
 	From, To     time.Time
 	SubscriberID string
+	// AfterID, when set, also leaves out the events at exactly From whose ID is not after
+	// it: a list that stopped at an event (At, ID) goes on with From = At, AfterID = ID.
+	AfterID string
 }
 
 // ErrInvalid wraps an event that breaks a bound (Validate).
@@ -82,7 +92,9 @@ type Log interface {
 	Scan(ctx context.Context, q Query, fn func(Event) error) error
 	// Counts returns how many events of each name in Names (all names when empty) each UTC
 	// day in [From, To) holds, per channel, from aggregates kept on Append: its cost grows
-	// with days and names, not with events. Days without events are left out.
+	// with days and names, not with events. Days without events are left out. It counts
+	// whole days: every day [From, To) touches (From and To are meant to be midnights).
+	// SubscriberID and AfterID are ignored: the aggregates are not kept per subscriber.
 	Counts(ctx context.Context, q Query) ([]DayCount, error)
 	// DeleteBot erases a bot's events (and aggregates), a bounded amount per call: done
 	// reports that none is left.

@@ -5,13 +5,18 @@ package eventlogtest
 import (
 	"cmp"
 	"context"
+	"fmt"
+	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/botplatform/api/shared/eventlog"
 )
 
-// Memory is an eventlog.Log held in memory, for unit tests. It is not bounded.
+// Memory is an eventlog.Log held in memory, for unit tests. It refuses what every Log
+// refuses (eventlog.Validate) and keeps At to eventlog.Precision, like the stores; it is not
+// bounded otherwise.
 type Memory struct {
 	mu     sync.Mutex
 	events map[string]map[string]eventlog.Event // bot → id → event
@@ -21,7 +26,18 @@ type Memory struct {
 func NewMemory() *Memory { return &Memory{events: map[string]map[string]eventlog.Event{}} }
 
 // Append implements eventlog.Log.
-func (m *Memory) Append(_ context.Context, events ...eventlog.Event) (int, error) {
+func (m *Memory) Append(ctx context.Context, events ...eventlog.Event) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if len(events) > eventlog.MaxEventsPerAppend {
+		return 0, fmt.Errorf("%w: %d events in one append, more than %d", eventlog.ErrInvalid, len(events), eventlog.MaxEventsPerAppend)
+	}
+	for _, e := range events {
+		if err := eventlog.Validate(e); err != nil {
+			return 0, err
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
@@ -34,19 +50,36 @@ func (m *Memory) Append(_ context.Context, events ...eventlog.Event) (int, error
 		if _, ok := bot[e.ID]; ok {
 			continue
 		}
-		e.At = e.At.UTC()
+		e.At = e.At.UTC().Truncate(eventlog.Precision)
+		e.Properties = maps.Clone(e.Properties)
+		if e.Revenue != nil {
+			r := *e.Revenue
+			e.Revenue = &r
+		}
 		bot[e.ID] = e
 		n++
 	}
 	return n, nil
 }
 
-func (m *Memory) selected(q eventlog.Query) []eventlog.Event {
+// selected returns the events q selects, in order. For Counts (days), the range is widened
+// to the whole UTC days it touches and the subscriber and position are ignored.
+func (m *Memory) selected(q eventlog.Query, days bool) []eventlog.Event {
+	if days {
+		q.From = q.From.UTC().Truncate(24 * time.Hour)
+		if to := q.To.UTC().Truncate(24 * time.Hour); to.Before(q.To) {
+			q.To = to.Add(24 * time.Hour)
+		}
+		q.SubscriberID, q.AfterID = "", ""
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []eventlog.Event
 	for _, e := range m.events[q.BotID] {
 		if e.At.Before(q.From) || !e.At.Before(q.To) {
+			continue
+		}
+		if q.AfterID != "" && e.At.Equal(q.From) && e.ID <= q.AfterID {
 			continue
 		}
 		if len(q.Names) > 0 && !slices.Contains(q.Names, e.Name) {
@@ -68,7 +101,10 @@ func (m *Memory) selected(q eventlog.Query) []eventlog.Event {
 
 // Scan implements eventlog.Log.
 func (m *Memory) Scan(ctx context.Context, q eventlog.Query, fn func(eventlog.Event) error) error {
-	for _, e := range m.selected(q) {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, e := range m.selected(q, false) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -80,10 +116,13 @@ func (m *Memory) Scan(ctx context.Context, q eventlog.Query, fn func(eventlog.Ev
 }
 
 // Counts implements eventlog.Log by counting the selected events.
-func (m *Memory) Counts(_ context.Context, q eventlog.Query) ([]eventlog.DayCount, error) {
+func (m *Memory) Counts(ctx context.Context, q eventlog.Query) ([]eventlog.DayCount, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	type key struct{ day, name, channel string }
 	n := map[key]int64{}
-	for _, e := range m.selected(q) {
+	for _, e := range m.selected(q, true) {
 		n[key{e.At.Format("2006-01-02"), e.Name, e.Channel}]++
 	}
 	out := make([]eventlog.DayCount, 0, len(n))
@@ -97,7 +136,10 @@ func (m *Memory) Counts(_ context.Context, q eventlog.Query) ([]eventlog.DayCoun
 }
 
 // DeleteBot implements eventlog.Log.
-func (m *Memory) DeleteBot(_ context.Context, bot string) (bool, error) {
+func (m *Memory) DeleteBot(ctx context.Context, bot string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.events, bot)
