@@ -90,7 +90,7 @@ func (s *Service) Assign(ctx context.Context, bot, id, subscriber string) (Assig
 	}
 	if e.Status != Running {
 		return Assignment{}, httpapi.Errorf(httpapi.KindConflict, "experiment_not_running", "a %s experiment assigns no one; only a running one does", e.Status).
-			With("status", e.Status)
+			With("state", e.Status)
 	}
 	channel, err := s.subscribers.Channel(ctx, bot, subscriber)
 	if err != nil {

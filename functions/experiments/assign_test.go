@@ -119,7 +119,7 @@ func TestAssignRefusals(t *testing.T) {
 	_, err := f.svc.Assign(t.Context(), f.bot, draft.ID, sub)
 	he := httpapitest.AsError(t, err)
 	assert.Equal(t, "experiment_not_running", he.Code)
-	assert.Equal(t, Draft, he.Extensions["status"])
+	assert.Equal(t, Draft, he.Extensions["state"])
 
 	e := f.running(t)
 	_, err = f.svc.Assign(t.Context(), f.bot, e.ID, "sub_00000000000000000000000000")

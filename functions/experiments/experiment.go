@@ -64,7 +64,7 @@ type Variant struct {
 // Op is how a goal filter compares an event property to its value.
 type Op string
 
-// The filter operators. A filter on a property the event does not have never matches.
+// The filter operators. A property the event does not have passes neq and no other.
 const (
 	OpEq       Op = "eq"
 	OpNeq      Op = "neq"

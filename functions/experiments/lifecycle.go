@@ -62,8 +62,8 @@ func can(action Action, e Experiment) error {
 	}
 	if action == ActionWinner && e.WinnerVariantID != nil {
 		return httpapi.Errorf(httpapi.KindConflict, "winner_already_selected", "the experiment's winner is %q already", *e.WinnerVariantID).
-			With("winner_variant_id", *e.WinnerVariantID).With("status", e.Status)
+			With("winner_variant_id", *e.WinnerVariantID).With("state", e.Status)
 	}
 	return httpapi.Errorf(httpapi.KindConflict, "invalid_transition", "a %s experiment cannot be %s", e.Status, pastTense[action]).
-		With("status", e.Status)
+		With("state", e.Status)
 }

@@ -48,7 +48,7 @@ func TestLifecycleTable(t *testing.T) {
 			if !ok {
 				he := httpapitest.AsError(t, err)
 				assert.Equal(t, "invalid_transition", he.Code, "%s from %s", action, s)
-				assert.Equal(t, s, he.Extensions["status"])
+				assert.Equal(t, s, he.Extensions["state"])
 				continue
 			}
 			require.NoError(t, err, "%s from %s", action, s)

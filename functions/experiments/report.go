@@ -217,7 +217,7 @@ func (s *Service) reportVersion(ctx context.Context, bot string, e Experiment, n
 	}
 	if e.Version == 0 {
 		return Version{}, httpapi.E(httpapi.KindConflict, "experiment_not_started", "a draft experiment has no results: start it first").
-			With("status", e.Status)
+			With("state", e.Status)
 	}
 	return s.version(ctx, bot, e, e.Version)
 }

@@ -255,7 +255,7 @@ func (s *Service) Update(ctx context.Context, bot, id string, expected int64, p 
 	}
 	if old.Status == Completed {
 		return Experiment{}, httpapi.E(httpapi.KindConflict, "experiment_not_editable", "a completed experiment does not change; create a new one").
-			With("status", old.Status)
+			With("state", old.Status)
 	}
 	e := old
 	var problems httpapi.Problems

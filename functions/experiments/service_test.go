@@ -193,7 +193,7 @@ func TestUpdateVersions(t *testing.T) {
 	_, err = f.svc.Update(ctx, f.bot, e.ID, e.Revision, Patch{Name: ptr("again")})
 	he := httpapitest.AsError(t, err)
 	assert.Equal(t, "experiment_not_editable", he.Code)
-	assert.Equal(t, Completed, he.Extensions["status"])
+	assert.Equal(t, Completed, he.Extensions["state"])
 }
 
 func TestUpdateVersionLimit(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 func TestZTestKnownValues(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		control, variant  Proportion
+		control, variant   Proportion
 		z, p, diff, lo, hi float64
 		lift               float64
 		status             string

@@ -170,11 +170,12 @@ func checkGoal(p *httpapi.Problems, g Goal) {
 	}
 }
 
-// matches reports whether an event's properties pass every filter.
+// matches reports whether an event's properties pass every filter. A property the event
+// lacks passes neq only.
 func matches(filters []Filter, props map[string]any) bool {
 	for _, f := range filters {
 		v, ok := props[f.Property]
-		if !ok || !match(f, v) {
+		if !ok && f.Op != OpNeq || ok && !match(f, v) {
 			return false
 		}
 	}
