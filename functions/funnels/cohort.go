@@ -126,10 +126,10 @@ func (s *Service) Cohort(ctx context.Context, bot, id string, req CohortRequest)
 			n++
 		}
 	})
-	if n > MaxCohortMembers {
+	if n > s.maxCohort {
 		return nil, "", httpapi.Errorf(httpapi.KindUnprocessable, "cohort_too_large",
-			"the cohort has %d members; a segment holds at most %d: narrow the range or the breakdown", n, MaxCohortMembers).
-			With("member_count", n).With("max_members", MaxCohortMembers)
+			"the cohort has %d members; a segment holds at most %d: narrow the range or the breakdown", n, s.maxCohort).
+			With("member_count", n).With("max_members", s.maxCohort)
 	}
 	members := make([]string, 0, n)
 	e.each(func(x reached) {

@@ -23,14 +23,15 @@ type Service struct {
 	events  eventlog.Log
 	cohorts CohortSaver
 	now     func() time.Time
-	// maxSubscribers is MaxReportSubscribers; tests lower it.
-	maxSubscribers int
+	// maxSubscribers and maxCohort are MaxReportSubscribers and MaxCohortMembers; tests
+	// lower them.
+	maxSubscribers, maxCohort int
 }
 
 // NewService returns the service. cohorts may be nil where cohorts are not saved (they
 // then answer 503).
 func NewService(st store.Store, events eventlog.Log, cohorts CohortSaver, now func() time.Time) *Service {
-	return &Service{store: st, events: events, cohorts: cohorts, now: now, maxSubscribers: MaxReportSubscribers}
+	return &Service{store: st, events: events, cohorts: cohorts, now: now, maxSubscribers: MaxReportSubscribers, maxCohort: MaxCohortMembers}
 }
 
 // stamp is a resource timestamp: UTC, whole seconds.
