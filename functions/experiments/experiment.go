@@ -61,27 +61,33 @@ type Variant struct {
 	Subject Subject `json:"subject"`
 }
 
-// Op is how a goal filter compares an event property to its value.
+// Op is how a goal filter compares an event property to its value: the comparisons of
+// funnel steps' filters, with the same meaning (docs/funnels.md).
 type Op string
 
-// The filter operators. A property the event does not have passes neq and no other.
+// The filter operators. A property the event does not have passes neq, not_in and
+// not_exists, and no other.
 const (
-	OpEq       Op = "eq"
-	OpNeq      Op = "neq"
-	OpGt       Op = "gt"
-	OpGte      Op = "gte"
-	OpLt       Op = "lt"
-	OpLte      Op = "lte"
-	OpContains Op = "contains"
+	OpEq        Op = "eq"
+	OpNeq       Op = "neq"
+	OpIn        Op = "in"
+	OpNotIn     Op = "not_in"
+	OpExists    Op = "exists"
+	OpNotExists Op = "not_exists"
+	OpGt        Op = "gt"
+	OpGte       Op = "gte"
+	OpLt        Op = "lt"
+	OpLte       Op = "lte"
+	OpContains  Op = "contains"
 )
 
 // Filter is a condition on a property of the goal event.
 type Filter struct {
 	Property string `json:"property"`
 	Op       Op     `json:"op"`
-	// Value is a string, a number or a boolean: a number for gt, gte, lt and lte, a string
-	// for contains.
-	Value any `json:"value"`
+	// Value is a string, a number or a boolean; a list of them for in and not_in; a number
+	// for gt, gte, lt and lte; a string for contains; absent for exists and not_exists.
+	Value any `json:"value,omitempty"`
 }
 
 // Goal is the conversion: an event of this name (and these property filters) that a
@@ -159,6 +165,7 @@ const (
 	MaxVariantName   = 100
 	MaxWeight        = 10000
 	MaxFilters       = 10
+	MaxInValues      = 50
 	MaxSaltLen       = 64
 	MaxIDLen         = 64 // a subject's reaction, document or popup id
 )

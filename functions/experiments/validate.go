@@ -2,6 +2,7 @@ package experiments
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -146,56 +147,97 @@ func checkGoal(p *httpapi.Problems, g Goal) {
 		if err := eventlog.CheckPropertyKey(f.Property); err != nil {
 			p.Add(at+".property", "%s", err.Error())
 		}
-		switch v := f.Value.(type) {
-		case nil:
-			p.Add(at+".value", "is required: a string, a number or a boolean")
-		default:
-			if err := eventlog.CheckPropertyValue(v); err != nil {
-				p.Add(at+".value", "%s", err.Error())
-			}
-		}
-		switch f.Op {
-		case OpEq, OpNeq:
-		case OpGt, OpGte, OpLt, OpLte:
-			if _, ok := f.Value.(float64); !ok && f.Value != nil {
-				p.Add(at+".value", "must be a number for %s", f.Op)
-			}
-		case OpContains:
-			if _, ok := f.Value.(string); !ok && f.Value != nil {
-				p.Add(at+".value", "must be a string for contains")
-			}
-		default:
-			p.Add(at+".op", "must be one of eq, neq, gt, gte, lt, lte, contains")
-		}
+		checkFilter(p, at, f)
 	}
 }
 
-// matches reports whether an event's properties pass every filter. A property the event
-// lacks passes neq only.
+// checkFilter adds the problems of a filter's op and value; at is the filter's path.
+func checkFilter(p *httpapi.Problems, path string, f Filter) {
+	at := path + ".value"
+	scalar := func(field string, v any) {
+		if v == nil {
+			p.Add(field, "must be a string, a number or a boolean")
+		} else if err := eventlog.CheckPropertyValue(v); err != nil {
+			p.Add(field, "%s", err.Error())
+		}
+	}
+	switch f.Op {
+	case OpEq, OpNeq:
+		if f.Value == nil {
+			p.Add(at, "is required with %s: a string, a number or a boolean", f.Op)
+		} else {
+			scalar(at, f.Value)
+		}
+	case OpIn, OpNotIn:
+		list, ok := f.Value.([]any)
+		switch {
+		case !ok:
+			p.Add(at, "must be a list of strings, numbers or booleans with %s", f.Op)
+		case len(list) == 0 || len(list) > MaxInValues:
+			p.Add(at, "has %d values; %s takes 1 to %d", len(list), f.Op, MaxInValues)
+		default:
+			for k, v := range list {
+				scalar(fmt.Sprintf("%s[%d]", at, k), v)
+			}
+		}
+	case OpExists, OpNotExists:
+		if f.Value != nil {
+			p.Add(at, "must be left out with %s", f.Op)
+		}
+	case OpGt, OpGte, OpLt, OpLte:
+		if v, ok := f.Value.(float64); !ok || math.IsNaN(v) || math.IsInf(v, 0) {
+			p.Add(at, "must be a number with %s", f.Op)
+		}
+	case OpContains:
+		if v, ok := f.Value.(string); !ok {
+			p.Add(at, "must be a string with contains")
+		} else {
+			scalar(at, v)
+		}
+	default:
+		p.Add(path+".op", "must be one of eq, neq, in, not_in, exists, not_exists, gt, gte, lt, lte, contains")
+	}
+}
+
+// matches reports whether an event's properties pass every filter.
 func matches(filters []Filter, props map[string]any) bool {
 	for _, f := range filters {
-		v, ok := props[f.Property]
-		if !ok && f.Op != OpNeq || ok && !match(f, v) {
+		if !match(f, props) {
 			return false
 		}
 	}
 	return true
 }
 
-func match(f Filter, v any) bool {
+func match(f Filter, props map[string]any) bool {
+	v, ok := props[f.Property]
 	switch f.Op {
 	case OpEq:
-		return equal(v, f.Value)
+		return ok && equal(v, f.Value)
 	case OpNeq:
-		return !equal(v, f.Value)
+		return !ok || !equal(v, f.Value)
+	case OpIn, OpNotIn:
+		list, _ := f.Value.([]any)
+		in := false
+		for _, w := range list {
+			if ok && equal(v, w) {
+				in = true
+				break
+			}
+		}
+		return in == (f.Op == OpIn)
+	case OpExists:
+		return ok
+	case OpNotExists:
+		return !ok
 	case OpContains:
-		s, ok := v.(string)
+		s, isString := v.(string)
 		sub, _ := f.Value.(string)
-		return ok && strings.Contains(s, sub)
+		return isString && strings.Contains(s, sub)
 	}
-	x, ok := v.(float64)
-	y, ok2 := f.Value.(float64)
-	if !ok || !ok2 {
+	x, isNumber := number(v)
+	y, _ := f.Value.(float64)
+	if !ok || !isNumber {
 		return false
 	}
 	switch f.Op {
