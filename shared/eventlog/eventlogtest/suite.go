@@ -136,8 +136,8 @@ func testRoundTrip(t *testing.T, l eventlog.Log) {
 	full := eventlog.Event{
 		ID: "cev_1", BotID: bot, SubscriberID: "sub_abc", Name: "order.paid-v2", At: at, Channel: "web",
 		Source: eventlog.SourceCustom, ClientEventID: "order 42 ✓",
-		Properties:    map[string]any{"plan": "pro", "items": 3.5, "gift": true, "empty": ""},
-		Revenue:       &eventlog.Revenue{Minor: 1999, Currency: "EUR"},
+		Properties: map[string]any{"plan": "pro", "items": 3.5, "gift": true, "empty": ""},
+		Revenue:    &eventlog.Revenue{Minor: 1999, Currency: "EUR"},
 	}
 	bare := eventlog.Event{ID: "ev_2", BotID: bot, Name: "reaction_published", At: day0.Add(time.Hour), Source: eventlog.SourceBuilder}
 	refund := eventlog.Event{ID: "ev_3", BotID: bot, SubscriberID: "sub_abc", Name: "refund", At: day0.Add(2 * time.Hour),
@@ -365,7 +365,11 @@ func testBounds(t *testing.T, l eventlog.Log) {
 		"prop control":      props(map[string]any{"k": "a\x00b"}),
 		"currency":          func() eventlog.Event { e := good; e.Revenue = &eventlog.Revenue{Minor: 1, Currency: "usd"}; return e }(),
 		"unknown currency":  func() eventlog.Event { e := good; e.Revenue = &eventlog.Revenue{Minor: 1, Currency: "XXX"}; return e }(),
-		"huge revenue":      func() eventlog.Event { e := good; e.Revenue = &eventlog.Revenue{Minor: eventlog.MaxRevenueMinor + 1, Currency: "USD"}; return e }(),
+		"huge revenue": func() eventlog.Event {
+			e := good
+			e.Revenue = &eventlog.Revenue{Minor: eventlog.MaxRevenueMinor + 1, Currency: "USD"}
+			return e
+		}(),
 	}
 	for name, e := range bad {
 		n, err := l.Append(ctx, good, e)

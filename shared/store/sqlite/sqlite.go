@@ -132,21 +132,9 @@ func Open(path string, opts ...Option) (*Store, error) {
 	case o.durability != Full && o.durability != Normal:
 		return nil, errors.New("sqlite: unknown durability")
 	}
-	// A DSN carries its parameters after '?', and a "file:" name or ":memory:" would change
-	// how SQLite reads it; a private in-memory database also could not be shared by the
-	// two pools. Refuse them rather than open something other than the file asked for.
-	if path == "" || path == ":memory:" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") {
-		return nil, fmt.Errorf("sqlite: %q is not a plain file path", path)
+	if err := CreateFile(path); err != nil {
+		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("sqlite: %w", err)
-	}
-	// SQLite would create the file with the process umask (often 0644): create it first.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: %w", err)
-	}
-	f.Close()
 
 	write, err := sql.Open("sqlite", dsn(path, o.busyTimeout, o.durability, false))
 	if err != nil {
@@ -180,6 +168,40 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	return s, nil
 }
+
+// CreateFile refuses a path that is not a plain file path and creates the file when
+// missing, with mode 0600 in a directory of mode 0700: it holds account data (SQLite gives
+// its -wal and -shm files the database file's mode). Open calls it; so does any other
+// database kept beside the store (the event log's, shared/eventlog/sqlitelog).
+func CreateFile(path string) error {
+	// A DSN carries its parameters after '?', and a "file:" name or ":memory:" would change
+	// how SQLite reads it; a private in-memory database also could not be shared by the
+	// two pools. Refuse them rather than open something other than the file asked for.
+	if path == "" || path == ":memory:" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") {
+		return fmt.Errorf("sqlite: %q is not a plain file path", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	// SQLite would create the file with the process umask (often 0644): create it first.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	return f.Close()
+}
+
+// DSN is the connection string of a pool on the file at path (a plain path, see
+// CreateFile) with the store's settings: WAL, the busy timeout, the durability, and either
+// query_only (readOnly) or transactions that take the write lock at BEGIN. Another database
+// beside the store opens its pools with it, so that it is as durable as the store.
+func DSN(path string, busy time.Duration, d Durability, readOnly bool) string {
+	return dsn(path, busy, d, readOnly)
+}
+
+// MapErr marks lock contention that outlasted the busy timeout as store.ErrUnavailable (503,
+// clients retry), as the store does with its own errors.
+func MapErr(err error) error { return mapErr(err) }
 
 // dsn builds the connection string. Pragmas go in the DSN rather than in one-off Exec calls
 // because database/sql opens connections lazily and reopens them after errors: only the DSN
