@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -402,4 +403,212 @@ func TestEmailCampaignPauseKillResume(t *testing.T) {
 	counts := s.get(tok, cpath+"/report").JSON(t)["counts"].(map[string]any)
 	assert.Equal(t, float64(n), counts["sent"])
 	assert.Equal(t, float64(0), counts["interrupted"])
+}
+
+// inboundSecret is what POST /esp/local/inbound requires of the inbound tests' process.
+const inboundSecret = "inbound-test-secret-0123456789"
+
+// startInbound is startEmail with an inbound secret, and a verified domain: its id.
+func startInbound(t *testing.T, domain string) (*emailSetup, string) {
+	t.Helper()
+	e := &emailSetup{smtp: fakesmtp.New(t), dns: fakedns.New(t)}
+	port := freePort(t)
+	e.base = "http://127.0.0.1:" + port
+	e.dir = t.TempDir()
+	e.args = []string{"--addr", "127.0.0.1:" + port, "--public-url", e.base,
+		"--smtp-addr", e.smtp.Addr, "--smtp-tls", "none", "--dns-server", e.dns.Addr}
+	e.s = startWithEnv(t, e.dir, []string{"INBOUND_SECRET=" + inboundSecret}, e.args...)
+	e.s.secret(inboundSecret)
+	api := "/api/bots/" + e.s.demo.BotID
+	r := e.s.post(e.s.demo.Token, api+"/email/domains", map[string]any{"name": domain})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	var dom struct {
+		ID      string                               `json:"id"`
+		Records []struct{ Type, Name, Value string } `json:"records"`
+	}
+	require.NoError(t, json.Unmarshal(r.Body, &dom))
+	for _, rec := range dom.Records {
+		switch rec.Type {
+		case "TXT":
+			e.dns.TXT(rec.Name, rec.Value)
+		case "MX":
+			e.dns.MX(rec.Name, rec.Value, 10)
+		}
+	}
+	r = e.s.post(e.s.demo.Token, api+"/email/domains/"+dom.ID+"/verify", nil)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.Equal(t, "verified", r.JSON(t)["status"], "%s", r.Body)
+	return e, dom.ID
+}
+
+// mailIn delivers a message to the local inbound route as the deployment's mail server
+// would, and returns the delivery's result.
+func (e *emailSetup) mailIn(t *testing.T, from, to, messageID, body string) map[string]any {
+	t.Helper()
+	raw := "From: " + from + "\r\nTo: " + to + "\r\nSubject: Where is my order?\r\nMessage-ID: <" + messageID + ">\r\n" +
+		"Date: Mon, 02 Mar 2026 10:00:00 +0000\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n" + body + "\r\n"
+	r := e.s.do(req{Method: "POST", Path: "/esp/local/inbound", Body: map[string]any{"raw": base64.StdEncoding.EncodeToString([]byte(raw))},
+		Headers: map[string]string{"X-Inbound-Secret": inboundSecret}})
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	return r.JSON(t)
+}
+
+// inboundAction returns the recorded action of the bot's inbound message with the given
+// Message-ID, once it has one.
+func (e *emailSetup) inboundAction(t *testing.T, messageID string) (string, map[string]any) {
+	t.Helper()
+	r := e.s.get(e.s.demo.Token, "/api/bots/"+e.s.demo.BotID+"/email/inbound-messages")
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	var list struct {
+		Data []struct {
+			ID        string         `json:"id"`
+			MessageID string         `json:"message_id"`
+			Action    map[string]any `json:"action"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(r.Body, &list))
+	for _, m := range list.Data {
+		if m.MessageID == messageID {
+			return m.ID, m.Action
+		}
+	}
+	t.Fatalf("no inbound message %s: %s", messageID, r.Body)
+	return "", nil
+}
+
+// An inbound route whose action is a reaction runs that published reaction for the mail's
+// sender: the bot's subscriber with the address in its email field, or a subscriber of the
+// email channel type created for an unknown sender. The run shows in the traces with the
+// trigger inbound_email and the inbound message's id; the message's action is done, naming
+// the subscriber; a redelivered message runs nothing again; a reaction that is not
+// published is skipped, creating no one.
+func TestEmailInboundRouteRunsReaction(t *testing.T) {
+	t.Parallel()
+	e, domain := startInbound(t, "help.acme-shop.com")
+	s, tok, bot := e.s, e.s.demo.Token, e.s.demo.BotID
+	api := "/api/bots/" + bot
+
+	// The bot's email field, a field and a label the reaction sets, and Ann, who is known.
+	ids := map[string]string{}
+	for _, f := range []map[string]any{{"name": "email", "type": "string"}, {"name": "source", "type": "string"}} {
+		r := s.post(tok, api+"/fields", f)
+		require.Equal(t, 201, r.Status, "%s", r.Body)
+		ids[f["name"].(string)] = r.JSON(t)["id"].(string)
+	}
+	r := s.post(tok, api+"/labels", map[string]any{"name": "Wrote by email"})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	label := r.JSON(t)["id"].(string)
+	r = s.post(tok, api+"/subscribers", map[string]any{"channel": "telegram", "external_id": "1001", "first_name": "Ann",
+		"fields": map[string]any{"email": "ann@example.org"}})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	ann := r.JSON(t)["id"].(string)
+
+	// The reaction (an api trigger: nothing in a conversation starts it), published; another
+	// never published.
+	steps := fmt.Sprintf(`[{"id":"f","type":"set_field","field_id":%q,"value":"email"},{"id":"l","type":"add_label","label_id":%q}]`, ids["source"], label)
+	var body map[string]any
+	require.NoError(t, json.Unmarshal([]byte(`{"name":"Mail in","trigger":{"type":"api"},"steps":`+steps+`}`), &body))
+	r = s.post(tok, api+"/reactions", body)
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	rct := r.JSON(t)["id"].(string)
+	r = s.post(tok, api+"/reactions/"+rct+"/publish", map[string]any{"expected_revision": 1})
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	r = s.post(tok, api+"/reactions", map[string]any{"name": "Draft", "trigger": map[string]any{"type": "api"}})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	draft := r.JSON(t)["id"].(string)
+	for match, reaction := range map[string]string{"support": rct, "drafts": draft} {
+		r = s.post(tok, api+"/email/inbound-routes", map[string]any{"domain_id": domain, "match": match,
+			"action": map[string]any{"type": "reaction", "reaction_id": reaction}})
+		require.Equal(t, 201, r.Status, "%s", r.Body)
+	}
+
+	executions := func(sub string) []trace {
+		t.Helper()
+		path := api + "/subscribers/" + sub + "/executions"
+		r := s.get(tok, path)
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+		conforms(t, "GET", "/api/bots/{botID}/subscribers/{subscriberID}/executions", path, r)
+		var list struct {
+			Data []trace `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal(r.Body, &list))
+		return list.Data
+	}
+	subscriber := func(id string) map[string]any {
+		t.Helper()
+		r := s.get(tok, api+"/subscribers/"+id)
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+		conforms(t, "GET", "/api/bots/{botID}/subscribers/{subscriberID}", api+"/subscribers/"+id, r)
+		return r.JSON(t)
+	}
+
+	// Ann writes, her address in another letter case.
+	res := e.mailIn(t, "Ann <Ann@Example.ORG>", "support@help.acme-shop.com", "m1@example.org", "Where is order 42? My card is 4111 1111 1111 1111.")
+	assert.Equal(t, 1.0, res["stored"])
+	m1, action := e.inboundAction(t, "m1@example.org")
+	assert.Equal(t, "reaction", action["type"])
+	assert.Equal(t, "done", action["status"], "%v", action)
+	assert.Equal(t, ann, action["subscriber_id"])
+	var runs []trace
+	eventually(t, 15*time.Second, "Ann's run completes", func() bool {
+		runs = executions(ann)
+		return len(runs) == 1 && runs[0].Status == "completed"
+	})
+	assert.Equal(t, rct, runs[0].ReactionID)
+	assert.Equal(t, map[string]any{"type": "inbound_email", "inbound_message_id": m1}, runs[0].Trigger)
+	r = s.get(tok, api+"/executions/"+runs[0].ID)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	conforms(t, "GET", "/api/bots/{botID}/executions/{executionID}", api+"/executions/"+runs[0].ID, r)
+	for _, secret := range []string{"4111", "order 42", "ann@example.org", "Where is"} {
+		assert.NotContains(t, string(r.Body), secret, "nothing of the mail is in the trace")
+	}
+	a := subscriber(ann)
+	assert.Equal(t, map[string]any{"email": "ann@example.org", "source": "email"}, a["fields"])
+	assert.Equal(t, []any{label}, a["labels"])
+
+	// The mail server delivers the same message again: stored once, run once. Ann's next
+	// message runs again, and then she has exactly two runs.
+	res = e.mailIn(t, "Ann <Ann@Example.ORG>", "support@help.acme-shop.com", "m1@example.org", "Where is order 42? My card is 4111 1111 1111 1111.")
+	assert.Equal(t, 1.0, res["duplicates"])
+	assert.Equal(t, 0.0, res["stored"])
+	e.mailIn(t, "ann@example.org", "support@help.acme-shop.com", "m2@example.org", "Any news?")
+	m2, _ := e.inboundAction(t, "m2@example.org")
+	eventually(t, 15*time.Second, "Ann's second run completes", func() bool {
+		runs = executions(ann)
+		return len(runs) == 2 && runs[0].Status == "completed"
+	})
+	assert.Equal(t, m2, runs[0].Trigger["inbound_message_id"])
+	assert.Equal(t, m1, runs[1].Trigger["inbound_message_id"])
+
+	// Bo is unknown: he becomes a subscriber of the email channel type, his address in the
+	// email field, and the reaction runs for him.
+	e.mailIn(t, "Bo <Bo@Example.net>", "support@help.acme-shop.com", "m3@example.net", "Hello")
+	_, action = e.inboundAction(t, "m3@example.net")
+	assert.Equal(t, "done", action["status"], "%v", action)
+	bo, _ := action["subscriber_id"].(string)
+	require.NotEmpty(t, bo)
+	b := subscriber(bo)
+	assert.Equal(t, "email", b["channel"])
+	assert.Equal(t, "bo@example.net", b["external_id"])
+	eventually(t, 15*time.Second, "Bo's run completes", func() bool {
+		runs = executions(bo)
+		return len(runs) == 1 && runs[0].Status == "completed"
+	})
+	assert.Equal(t, "inbound_email", runs[0].Trigger["type"])
+	b = subscriber(bo)
+	assert.Equal(t, map[string]any{"email": "bo@example.net", "source": "email"}, b["fields"])
+	assert.Equal(t, []any{label}, b["labels"])
+	r = s.get(tok, api+"/subscribers?channel=email&external_id=bo@example.net")
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	assert.Len(t, r.JSON(t)["data"], 1)
+
+	// A route whose reaction is not published: skipped, saying so, and no one is created.
+	e.mailIn(t, "cy@example.com", "drafts@help.acme-shop.com", "m4@example.com", "Hi")
+	_, action = e.inboundAction(t, "m4@example.com")
+	assert.Equal(t, "skipped", action["status"], "%v", action)
+	assert.Contains(t, action["detail"], "no published version")
+	assert.NotContains(t, action, "subscriber_id")
+	r = s.get(tok, api+"/subscribers?channel=email")
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	assert.Len(t, r.JSON(t)["data"], 1, "only Bo")
 }

@@ -340,7 +340,7 @@ func TestSubscribersBadRequests400(t *testing.T) {
 		{"create field: reserved name", "POST", bot + "/fields", `{"name":"locale","type":"string"}`, "validation_failed", ""},
 		{"create field: bad type", "POST", bot + "/fields", `{"name":"x","type":"integer"}`, "validation_failed", ""},
 		{"list: bad label", "GET", bot + "/subscribers?label=VIP", nil, "invalid_parameter", ""},
-		{"list: bad channel", "GET", bot + "/subscribers?channel=email", nil, "invalid_parameter", ""},
+		{"list: bad channel", "GET", bot + "/subscribers?channel=fax", nil, "invalid_parameter", ""},
 		{"list: bad created_from", "GET", bot + "/subscribers?created_from=2026-13-01", nil, "invalid_parameter", ""},
 		{"list: inverted range", "GET", bot + "/subscribers?created_from=2026-02-01T00:00:00Z&created_to=2026-01-01T00:00:00Z", nil, "invalid_parameter", ""},
 		{"list: q too long", "GET", bot + "/subscribers?q=" + strings.Repeat("a", 101), nil, "invalid_parameter", ""},

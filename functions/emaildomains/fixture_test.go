@@ -205,11 +205,11 @@ func (f *fakeActions) Forward(_ context.Context, bot, to string, m InboundMessag
 	return f.err
 }
 
-func (f *fakeActions) RunReaction(_ context.Context, bot, reaction string, from mail.Address, _ InboundMessage) error {
+func (f *fakeActions) RunReaction(_ context.Context, bot, reaction string, from mail.Address, _ InboundMessage) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reactions = append(f.reactions, bot+"/"+reaction+"/"+from.Address)
-	return f.err
+	return "sub_of_" + from.Address, f.err
 }
 
 type fixture struct {

@@ -21,9 +21,18 @@ import (
 type Actions interface {
 	// Forward sends msg on to the address to.
 	Forward(ctx context.Context, bot, to string, msg InboundMessage) error
-	// RunReaction runs reactionID for the bot's subscriber whose email is from's address.
-	RunReaction(ctx context.Context, bot, reactionID string, from mail.Address, msg InboundMessage) error
+	// RunReaction runs reactionID for the bot's subscriber whose email is from's address
+	// (creating one when none has it) and returns that subscriber's id. It may only queue
+	// the run: done means the run was handed to the runtime, which starts it once per
+	// message. A *SkipError says it had nothing to do (the outcome is skipped, not failed).
+	RunReaction(ctx context.Context, bot, reactionID string, from mail.Address, msg InboundMessage) (subscriberID string, err error)
 }
+
+// SkipError is an action's answer that it had nothing to do, and why (for people: the
+// outcome's detail): a reaction with no published version, say. The outcome is skipped.
+type SkipError struct{ Reason string }
+
+func (e *SkipError) Error() string { return e.Reason }
 
 // Provider names of inbound mail.
 const (
@@ -68,8 +77,11 @@ type ActionOutcome struct {
 	// Status is done, failed or skipped.
 	Status string `json:"status"`
 	// Detail says why it failed or was skipped.
-	Detail string     `json:"detail,omitempty"`
-	At     *time.Time `json:"at"`
+	Detail string `json:"detail,omitempty"`
+	// SubscriberID (reaction, done) is the sender's subscriber the reaction runs for: its
+	// executions list the run.
+	SubscriberID string     `json:"subscriber_id,omitempty"`
+	At           *time.Time `json:"at"`
 }
 
 // Verdicts are the provider's checks of a message (SES: PASS, FAIL, GRAY,
@@ -421,10 +433,18 @@ func (s *Service) act(ctx context.Context, bot string, r InboundRoute, m Inbound
 		if r.Action.Type == ActionForward {
 			err = s.actions.Forward(ctx, bot, r.Action.To, m)
 		} else {
-			err = s.actions.RunReaction(ctx, bot, r.Action.ReactionID, mail.Address{Name: m.From.Name, Address: m.From.Address}, m)
+			o.SubscriberID, err = s.actions.RunReaction(ctx, bot, r.Action.ReactionID, mail.Address{Name: m.From.Name, Address: m.From.Address}, m)
 		}
 		o.Status = OutcomeDone
-		if err != nil {
+		var skip *SkipError
+		switch {
+		case errors.As(err, &skip):
+			s.log.InfoContext(ctx, "inbound route action skipped", "request_id", httpapi.RequestID(ctx), "bot_id", bot,
+				"route_id", r.ID, "message_id", m.ID, "action", string(r.Action.Type), "reason", skip.Reason)
+			o.Status, o.SubscriberID = OutcomeSkipped, ""
+			o.Detail, _ = mimemail.Truncate(skip.Reason, 500)
+		case err != nil:
+			o.SubscriberID = ""
 			s.log.ErrorContext(ctx, "inbound route action failed", "request_id", httpapi.RequestID(ctx), "bot_id", bot,
 				"route_id", r.ID, "message_id", m.ID, "action", string(r.Action.Type), "error", err)
 			o.Status, o.Detail = OutcomeFailed, "the "+string(r.Action.Type)+" action failed"

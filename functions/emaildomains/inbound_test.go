@@ -3,6 +3,7 @@ package emaildomains
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -147,6 +148,33 @@ func TestLocalInboundRawRunsReaction(t *testing.T) {
 	require.Len(t, list, 1)
 	assert.Equal(t, in.orders.ID, list[0]["route_id"])
 	assert.Equal(t, "Заказ №42 — вопрос", list[0]["subject"])
+	action := list[0]["action"].(map[string]any)
+	assert.Equal(t, "done", action["status"])
+	assert.Equal(t, "sub_of_ada@sender.example", action["subscriber_id"], "the subscriber it runs for")
+	assert.NotContains(t, action, "detail")
+
+	// An action with nothing to do (a reaction not published) is skipped, saying why; one
+	// that fails is failed, naming no subscriber.
+	in.f.acts.mu.Lock()
+	in.f.acts.err = &SkipError{Reason: "reaction rct_x has no published version: nothing ran"}
+	in.f.acts.mu.Unlock()
+	in.f.clock.Advance(1e9)
+	r = in.s.DoAs(t, "", "POST", localInbound, mimemailtest.SampleMail("orders+43@example.com", "m2b@sender.example"),
+		"Content-Type", "message/rfc822", InboundSecretHeader, testSecret)
+	require.Equal(t, http.StatusOK, r.Code, r.Body)
+	in.f.acts.mu.Lock()
+	in.f.acts.err = errors.New("the queue is down")
+	in.f.acts.mu.Unlock()
+	in.f.clock.Advance(1e9)
+	r = in.s.DoAs(t, "", "POST", localInbound, mimemailtest.SampleMail("orders+44@example.com", "m2c@sender.example"),
+		"Content-Type", "message/rfc822", InboundSecretHeader, testSecret)
+	require.Equal(t, http.StatusOK, r.Code, r.Body)
+	list = in.messages(t)
+	require.Len(t, list, 3)
+	failed, skipped := list[0]["action"].(map[string]any), list[1]["action"].(map[string]any)
+	assert.Equal(t, map[string]any{"type": "reaction", "status": "skipped", "detail": "reaction rct_x has no published version: nothing ran",
+		"at": skipped["at"]}, skipped)
+	assert.Equal(t, map[string]any{"type": "reaction", "status": "failed", "detail": "the reaction action failed", "at": failed["at"]}, failed)
 }
 
 func TestLocalInboundUnmatchedAndEnvelope(t *testing.T) {

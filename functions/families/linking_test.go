@@ -53,15 +53,21 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 		// subscriber (subscribers).
 		"popups": {"popups", "popups/wiring", "subscribers"},
 		// Sending domains: forwards of inbound mail go out through the email sender (no family).
-		"emaildomains": {"emaildomains", "emaildomains/wiring", "emaildomains/internal/mimemail"},
+		// A route's reaction action runs for the sender's subscriber: it finds or creates that
+		// subscriber (subscribers), checks that the reaction is published (reactions: its
+		// published list only) and stages the runtime's message that starts the run (runtime:
+		// RunReactionMessage, as the subscribers Lambda stages LabelAddedMessage).
+		"emaildomains": {"emaildomains", "emaildomains/wiring", "emaildomains/internal/mimemail", "subscribers", "reactions", "runtime"},
 		// A campaign sends a published email (content and its wiring: subscribers, channels),
 		// to an audience (subscribers), signed with a verified domain's key (emaildomains),
-		// skipping suppressed addresses (emailevents).
+		// skipping suppressed addresses (emailevents). The sending domains' wiring, which
+		// builds the signers, also composes inbound routes' reactions (reactions, runtime).
 		"emailcampaigns": {"emailcampaigns", "emailcampaigns/wiring", "content", "content/wiring", "subscribers", "channels",
-			"emaildomains", "emaildomains/wiring", "emaildomains/internal/mimemail", "emailevents"},
-		// Opens, clicks, unsubscribes and provider events are about campaign recipients.
+			"emaildomains", "emaildomains/wiring", "emaildomains/internal/mimemail", "emailevents", "reactions", "runtime"},
+		// Opens, clicks, unsubscribes and provider events are about campaign recipients
+		// (reactions and runtime come with the sending domains' wiring, as for campaigns).
 		"emailevents": {"emailevents", "emailevents/wiring", "emailcampaigns", "emailcampaigns/wiring", "content", "content/wiring",
-			"subscribers", "channels", "emaildomains", "emaildomains/wiring", "emaildomains/internal/mimemail"},
+			"subscribers", "channels", "emaildomains", "emaildomains/wiring", "emaildomains/internal/mimemail", "reactions", "runtime"},
 		"authorizer": nil,
 		"auditsink":  nil,
 	}

@@ -18,12 +18,12 @@ import (
 	"github.com/botplatform/api/shared/text"
 )
 
-// An event (an inbound update, a label added by a run) is handled once: the first handler
-// decides what it does (its plan: end a run waiting for buttons, resume one, start one) and
-// writes that decision as the event's claim, conditioned on the claim not existing, in the
-// same transaction as the event's messages_in counter. Every later delivery of the event
-// reads the claim: done, nothing to do; not done (the first handler failed or crashed), it
-// carries the same plan out, each action idempotent, then marks the claim done.
+// An event (an inbound update, a label added by a run, a direct run) is handled once: the
+// first handler decides what it does (its plan: end a run waiting for buttons, resume one,
+// start one) and writes that decision as the event's claim, conditioned on the claim not
+// existing, in the same transaction as the event's messages_in counter. Every later delivery
+// of the event reads the claim: done, nothing to do; not done (the first handler failed or
+// crashed), it carries the same plan out, each action idempotent, then marks the claim done.
 
 // claim is the stored decision of an event.
 type claim struct {
@@ -79,19 +79,24 @@ type event struct {
 }
 
 // labelEvent is the body of a TriggerMessage: a label was added to a subscriber, by a run
-// or over the API (LabelAddedMessage).
+// or over the API (LabelAddedMessage); or, with ReactionID instead of LabelID, a reaction is
+// to run for a subscriber (RunReactionMessage).
 type labelEvent struct {
 	BotID        string       `json:"bot_id"`
 	SubscriberID string       `json:"subscriber_id"`
 	Kind         channel.Kind `json:"kind"`
 	LabelID      string       `json:"label_id"`
-	// Cause identifies the addition (run, entry, label; or subscriber, revision, label), so
-	// the event is handled once.
+	// Cause identifies the addition (run, entry, label; or subscriber, revision, label), or
+	// the direct run's occasion (trigger:cause), so the event is handled once.
 	Cause string `json:"cause"`
 	// FromExecutionID is the run that added the label ("" for the API); Hops its place in
 	// the chain (0 for the API: a new chain).
 	FromExecutionID string `json:"from_execution_id"`
 	Hops            int    `json:"hops"`
+	// ReactionID (a direct run) is the reaction whose published version starts, and Trigger
+	// the trigger type its run records (TriggerInboundEmail).
+	ReactionID string `json:"reaction_id,omitempty"`
+	Trigger    string `json:"trigger,omitempty"`
 }
 
 // LabelAddedMessage is the TriggerMessage of a label added to a subscriber outside a run:
@@ -133,8 +138,9 @@ func (r *Runtime) handleTrigger(ctx context.Context, m queue.Message) error {
 	if err := m.Decode(&le); err != nil {
 		return err
 	}
-	if le.BotID == "" || le.SubscriberID == "" || le.LabelID == "" || le.Cause == "" {
-		r.log.WarnContext(ctx, "runtime: incomplete label event ignored", "message_id", m.ID)
+	if le.BotID == "" || le.SubscriberID == "" || le.Cause == "" || (le.LabelID == "") == (le.ReactionID == "") ||
+		(le.ReactionID != "" && !directTrigger(le.Trigger)) {
+		r.log.WarnContext(ctx, "runtime: incomplete trigger event ignored", "message_id", m.ID)
 		return nil
 	}
 	ev := &event{key: triggerKey(le.BotID, le.Cause), bot: le.BotID, kind: le.Kind, label: &le}
@@ -226,11 +232,15 @@ func (r *Runtime) claim(ctx context.Context, ev *event) (*claim, error) {
 		extra = stats.Increments(d.BotID, string(d.Kind), stats.MessagesIn, 1, now)
 	case ev.label != nil:
 		cl.SubscriberID = ev.label.SubscriberID
-		plan, err := r.planLabel(ctx, ev)
+		plan := r.planLabel
+		if ev.label.ReactionID != "" {
+			plan = r.planReaction
+		}
+		p, err := plan(ctx, ev)
 		if err != nil {
 			return nil, err
 		}
-		cl.Plan = plan
+		cl.Plan = p
 	}
 	data, err := store.Encode(cl)
 	if err != nil {

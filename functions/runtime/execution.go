@@ -75,8 +75,9 @@ type Detail struct {
 
 // TriggerInfo is why a run started.
 type TriggerInfo struct {
-	// Type is the trigger type (start, keyword, button, label_added), or goto when another
-	// run's goto started it.
+	// Type is the trigger type (start, keyword, button, label_added), goto when another
+	// run's goto started it, or inbound_email when an inbound email route's reaction action
+	// started it for the mail's sender (RunReactionMessage).
 	Type string `json:"type"`
 	// Reason refines it: command or first_contact (start), keyword or pattern (keyword),
 	// quick_reply (button: a text equal to a button's title), api (label_added: the label
@@ -93,6 +94,9 @@ type TriggerInfo struct {
 	Message *Redacted `json:"message,omitempty"`
 	// FromExecutionID is the run whose goto or added label started this one.
 	FromExecutionID string `json:"from_execution_id,omitempty"`
+	// InboundMessageID (inbound_email) is the stored inbound email that started the run
+	// (eim_..., GET .../email/inbound-messages/{id}): its id only, nothing of its content.
+	InboundMessageID string `json:"inbound_message_id,omitempty"`
 }
 
 // Redacted stands for something the subscriber sent: its kind and length, never its content.
@@ -211,7 +215,7 @@ type startSpec struct {
 //	BOT#<bot>#EXE#<exe>   S#<000001>        entry n
 //	BOT#<bot>#EXES        <exe>             the run index (written when a run starts, suspends, ends)
 //	BOT#<bot>#INBOUND     <ch>/<update id>  the claim of an inbound update (claim)
-//	BOT#<bot>#TRIGGER     <cause>           the claim of a label_added event (claim)
+//	BOT#<bot>#TRIGGER     <cause>           the claim of a label_added event or a direct run (claim)
 //	BOT#<bot>#BUTTONS     <sub>             the subscriber's run waiting for a button (pointer)
 func exePK(bot, exe string) string { return "BOT#" + bot + "#EXE#" + exe }
 

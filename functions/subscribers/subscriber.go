@@ -51,10 +51,18 @@ const (
 	// the popup script keeps in the browser (docs/popups.md). The platform cannot message
 	// it: no channel of this type is ever connected.
 	ChannelWeb = "web"
+	// ChannelEmail is a person known only by their email address: the sender of a message an
+	// inbound email route's reaction action ran for, when no subscriber of the bot had that
+	// address in its email field (docs/email.md). Its external id is the address, lower
+	// case. The platform cannot message it as a channel either: no channel of this type is
+	// ever connected (email goes out through campaigns, to the email field).
+	ChannelEmail = "email"
 )
 
 // Channels lists the channel types.
-func Channels() []string { return []string{ChannelTelegram, ChannelWhatsApp, ChannelVK, ChannelWeb} }
+func Channels() []string {
+	return []string{ChannelTelegram, ChannelWhatsApp, ChannelVK, ChannelWeb, ChannelEmail}
+}
 
 // Subscriber limits.
 const (
@@ -83,6 +91,9 @@ type Changes struct {
 	// AddLabels and RemoveLabels are label ids.
 	AddLabels    []string
 	RemoveLabels []string
+
+	// emailField is the id of the field named email when Fields sets or clears it (prepare).
+	emailField string
 }
 
 // localeRe accepts the BCP 47 tags messengers report in practice once case is normalized:
@@ -110,7 +121,7 @@ func checkIdentity(p *httpapi.Problems, channel, externalID string) {
 	if channel == "" {
 		p.Add("channel", "is required")
 	} else if !slices.Contains(Channels(), channel) {
-		p.Add("channel", "must be one of telegram, whatsapp, vk, web")
+		p.Add("channel", "must be one of telegram, whatsapp, vk, web, email")
 	}
 	switch {
 	case externalID == "":
@@ -188,6 +199,9 @@ type record struct {
 	CreatedAt  time.Time      `json:"created_at"`
 	UpdatedAt  time.Time      `json:"updated_at"`
 	LastSeenAt *time.Time     `json:"last_seen_at,omitempty"`
+	// EmailField is the id of the field named email when a change last wrote its value:
+	// the value of that field is the record's email index entry (email.go).
+	EmailField string `json:"email_field,omitempty"`
 	// revision is the item's, not the document's.
 	revision int64
 }
@@ -227,7 +241,7 @@ func (r record) sameAs(o record) bool {
 	}
 	return r.FirstName == o.FirstName && r.LastName == o.LastName && r.Locale == o.Locale &&
 		r.Timezone == o.Timezone && slices.Equal(r.Labels, o.Labels) && maps.Equal(r.Values, o.Values) &&
-		sameTime(r.LastSeenAt, o.LastSeenAt)
+		sameTime(r.LastSeenAt, o.LastSeenAt) && r.EmailField == o.EmailField
 }
 
 func sameTime(a, b *time.Time) bool {
@@ -255,6 +269,9 @@ func (c Changes) apply(r *record, values map[string]any) {
 		t := stamp(*c.LastSeenAt)
 		r.LastSeenAt = &t
 	}
+	if c.emailField != "" {
+		r.EmailField = c.emailField
+	}
 	for id, v := range values {
 		if v == nil {
 			delete(r.Values, id)
@@ -280,7 +297,11 @@ func (r record) item(bot string, rev int64) (store.Item, error) {
 	if err != nil {
 		return store.Item{}, err
 	}
-	return store.Item{Key: subscriberKey(bot, r.ID), GSI1: channelIndex(bot, r.Channel, r.ID), Data: data, Revision: rev}, nil
+	it := store.Item{Key: subscriberKey(bot, r.ID), GSI1: channelIndex(bot, r.Channel, r.ID), Data: data, Revision: rev}
+	if a := r.indexedEmail(); a != "" {
+		it.GSI2 = emailIndex(bot, a, r.ID)
+	}
+	return it, nil
 }
 
 // view is what rendering needs besides the records: the field catalog (values of deleted

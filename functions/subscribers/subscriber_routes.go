@@ -56,7 +56,7 @@ func parseFilter(r *http.Request) (Filter, error) {
 		return f, err
 	}
 	if f.Channel != "" && !slices.Contains(Channels(), f.Channel) {
-		return f, httpapi.InvalidParam("channel", "channel must be one of telegram, whatsapp, vk, web")
+		return f, httpapi.InvalidParam("channel", "channel must be one of telegram, whatsapp, vk, web, email")
 	}
 	if f.ExternalID, err = one("external_id"); err != nil {
 		return f, err

@@ -24,7 +24,7 @@ func (s *Service) Upsert(ctx context.Context, bot, channel, externalID string, c
 func (s *Service) upsert(ctx context.Context, bot, channel, externalID string, c Changes, hooked bool) (sub Subscriber, created bool, err error) {
 	var p httpapi.Problems
 	checkIdentity(&p, channel, externalID)
-	values, err := s.prepare(ctx, bot, c, &p, labelsPath)
+	values, err := s.prepare(ctx, bot, &c, &p, labelsPath)
 	if err != nil {
 		return Subscriber{}, false, err
 	}
@@ -178,7 +178,7 @@ func (s *Service) modify(ctx context.Context, bot, id string, expected *int64, c
 		return Subscriber{}, err
 	}
 	var p httpapi.Problems
-	values, err := s.prepare(ctx, bot, c, &p, labelPath)
+	values, err := s.prepare(ctx, bot, &c, &p, labelPath)
 	if err != nil {
 		return Subscriber{}, err
 	}
@@ -210,7 +210,8 @@ func labelsPath(i int) string { return fmt.Sprintf("labels[%d]", i) }
 
 // prepare checks c and resolves its field values against the bot's fields (by id, in stored
 // form), adding every problem to p. Labels to add must exist; the transaction checks again.
-func (s *Service) prepare(ctx context.Context, bot string, c Changes, p *httpapi.Problems, labelPath func(int) string) (map[string]any, error) {
+// When the values set or clear the field named email, c remembers its id (the email index).
+func (s *Service) prepare(ctx context.Context, bot string, c *Changes, p *httpapi.Problems, labelPath func(int) string) (map[string]any, error) {
 	c.check(p, s.now())
 	if len(*p) > 0 {
 		return nil, nil
@@ -222,6 +223,11 @@ func (s *Service) prepare(ctx context.Context, bot string, c Changes, p *httpapi
 			return nil, err
 		}
 		values = cat.resolve(p, c.Fields)
+		if f, ok := cat.byName[EmailFieldName]; ok {
+			if _, set := values[f.ID]; set {
+				c.emailField = f.ID
+			}
+		}
 	}
 	for i, l := range c.AddLabels {
 		_, err := s.store.Get(ctx, labelKey(bot, l))

@@ -1,19 +1,31 @@
 // Package wiring composes the sending-domains family (domains, inbound routes, inbound mail)
-// with the process: its credentials sealer, DNS resolver, email sender and SES identities.
+// with the process: its credentials sealer, DNS resolver, email sender and SES identities,
+// and, for inbound routes whose action is a reaction, the subscribers (the sender's
+// subscriber), the reactions (is it published?) and the conversation runtime (its message,
+// staged in the outbox).
 package wiring
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/mail"
 	"net/url"
+	"slices"
+	"time"
 
 	"github.com/botplatform/api/functions/emaildomains"
+	"github.com/botplatform/api/functions/reactions"
+	"github.com/botplatform/api/functions/runtime"
+	"github.com/botplatform/api/functions/subscribers"
+	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/email"
 	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/sns"
+	"github.com/botplatform/api/shared/store"
 )
 
 // Family is the emaildomains family.
@@ -40,7 +52,7 @@ func New(env *family.Env) *emaildomains.Service {
 		Store:         env.Store,
 		Sealer:        sealer,
 		Resolver:      emaildomains.NewResolver(env.EmailSettings.DNSServer),
-		Actions:       actions{env.Email},
+		Actions:       newActions(env),
 		InboundSecret: env.EmailSettings.InboundSecret,
 		Log:           env.Log,
 		Now:           env.Now,
@@ -73,8 +85,31 @@ func (noSealer) Seal(context.Context, []byte, []byte) ([]byte, error) { return n
 func (noSealer) Open(context.Context, []byte, []byte) ([]byte, error) { return nil, errNoSealer }
 
 // actions runs inbound routes' actions: forwards go out through the deployment's email
-// sender; reactions for an email sender's subscriber are not built yet (docs/email.md).
-type actions struct{ mail email.Sender }
+// sender; a reaction runs for the sender's subscriber through the runtime's queue message,
+// staged in the outbox (docs/email.md, "Inbound routes").
+type actions struct {
+	mail      email.Sender
+	store     store.Store
+	outbox    *outbox.Outbox
+	subs      *subscribers.Service
+	published publishedReactions
+	now       func() time.Time
+}
+
+// publishedReactions is what a reaction action asks the reactions family: which reactions
+// have a published version (one small read per call; see reactions.Service.Published).
+type publishedReactions interface {
+	Published(ctx context.Context, bot string) ([]reactions.Published, error)
+}
+
+func newActions(env *family.Env) actions {
+	return actions{
+		mail: env.Email, store: env.Store, outbox: env.Outbox, now: env.Now,
+		subs: subscribers.NewService(env.Store, env.Now, env.Jobs),
+		// Published reads only: no vocabulary (that is for publishing and imports).
+		published: reactions.NewService(env.Store, nil, env.Now, env.Log),
+	}
+}
 
 func (a actions) Forward(ctx context.Context, bot, to string, msg emaildomains.InboundMessage) error {
 	if a.mail == nil {
@@ -108,6 +143,71 @@ func addressOf(msg emaildomains.InboundMessage) string {
 	return "noreply@localhost"
 }
 
-func (actions) RunReaction(context.Context, string, string, mail.Address, emaildomains.InboundMessage) error {
-	return errors.New("running a reaction for an email sender is not supported yet")
+// RunReaction queues the run of reactionID's published version for the sender's subscriber:
+// the bot's oldest subscriber whose email field holds the sender's address, else the
+// subscriber of the email channel type whose external id is the address (created, with the
+// address in its email field when the bot has a string field of that name). The runtime's
+// message is staged in the outbox and caused by the inbound message's id, so the run starts
+// once however often the message is sent; a reaction with no published version now is
+// skipped (one the runtime then finds unpublished starts nothing, and is logged).
+func (a actions) RunReaction(ctx context.Context, bot, reactionID string, from mail.Address, msg emaildomains.InboundMessage) (string, error) {
+	list, err := a.published.Published(ctx, bot)
+	if err != nil {
+		return "", fmt.Errorf("published reactions: %w", err)
+	}
+	if !slices.ContainsFunc(list, func(p reactions.Published) bool { return p.ReactionID == reactionID }) {
+		return "", &emaildomains.SkipError{Reason: "reaction " + reactionID + " has no published version (never published, or deleted): nothing ran"}
+	}
+	sub, err := a.sender(ctx, bot, from.Address)
+	if err != nil {
+		return "", err
+	}
+	m, err := runtime.RunReactionMessage(bot, sub.ID, channel.Kind(sub.Channel), reactionID, runtime.TriggerInboundEmail, msg.ID)
+	if err != nil {
+		return "", err
+	}
+	writes, deliver, err := a.outbox.Stage(m)
+	if err != nil {
+		return "", err
+	}
+	if err := a.store.Transact(ctx, writes); err != nil {
+		return "", fmt.Errorf("stage the reaction's run: %w", err)
+	}
+	deliver(ctx)
+	return sub.ID, nil
+}
+
+// sender finds or creates the subscriber of an email sender.
+func (a actions) sender(ctx context.Context, bot, address string) (subscribers.Subscriber, error) {
+	addr := subscribers.EmailAddress(address)
+	if addr == "" {
+		return subscribers.Subscriber{}, &emaildomains.SkipError{Reason: "the sender's address is not one a subscriber can be known by (a bare ASCII address): no reaction ran"}
+	}
+	sub, err := a.subs.FindByEmail(ctx, bot, addr)
+	if httpapi.KindOf(err) != httpapi.KindNotFound {
+		return sub, err
+	}
+	sub, err = a.subs.GetByIdentity(ctx, bot, subscribers.ChannelEmail, addr)
+	if httpapi.KindOf(err) != httpapi.KindNotFound {
+		return sub, err
+	}
+	if len(addr) > subscribers.MaxExternalIDLen {
+		return subscribers.Subscriber{}, &emaildomains.SkipError{Reason: fmt.Sprintf(
+			"no subscriber has the sender's address in its email field, and an address over %d characters cannot identify a new one: no reaction ran",
+			subscribers.MaxExternalIDLen)}
+	}
+	fields, err := a.subs.Fields(ctx, bot)
+	if err != nil {
+		return subscribers.Subscriber{}, err
+	}
+	seen := a.now()
+	c := subscribers.Changes{LastSeenAt: &seen}
+	if slices.ContainsFunc(fields, func(f subscribers.Field) bool {
+		return f.Name == subscribers.EmailFieldName && f.Type == subscribers.TypeString
+	}) {
+		c.Fields = map[string]any{subscribers.EmailFieldName: addr}
+	}
+	// Created concurrently by another message of the sender: the upsert finds theirs.
+	sub, _, err = a.subs.Upsert(ctx, bot, subscribers.ChannelEmail, addr, c)
+	return sub, err
 }

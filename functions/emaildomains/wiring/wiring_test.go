@@ -1,0 +1,176 @@
+package wiring
+
+import (
+	"context"
+	"encoding/json"
+	"net/mail"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/botplatform/api/functions/emaildomains"
+	"github.com/botplatform/api/functions/reactions"
+	reactionswiring "github.com/botplatform/api/functions/reactions/wiring"
+	"github.com/botplatform/api/functions/runtime"
+	"github.com/botplatform/api/functions/subscribers"
+	"github.com/botplatform/api/shared/family"
+	"github.com/botplatform/api/shared/family/familytest"
+	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
+)
+
+// sentMessages is a queue.Sender that keeps what it is given.
+type sentMessages struct {
+	mu   sync.Mutex
+	msgs []queue.Message
+}
+
+func (s *sentMessages) Send(_ context.Context, msgs ...queue.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.msgs = append(s.msgs, msgs...)
+	return nil
+}
+
+func (s *sentMessages) take() []queue.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.msgs
+	s.msgs = nil
+	return out
+}
+
+type reactionSetup struct {
+	env  *family.Env
+	q    *sentMessages
+	acts actions
+	subs *subscribers.Service
+	bot  string
+	rct  string
+}
+
+func newReactionSetup(t *testing.T) *reactionSetup {
+	t.Helper()
+	q := &sentMessages{}
+	env := familytest.Env(t, family.Deps{Queue: q})
+	rx := reactions.NewService(env.Store, reactionswiring.Vocabulary(env), env.Now, env.Log)
+	bot := ids.New("bot")
+	var c reactions.Content
+	require.NoError(t, json.Unmarshal([]byte(`{"name":"Mail","trigger":{"type":"keyword","keywords":["mail"]},"steps":[{"id":"e","type":"end"}]}`), &c))
+	setup := sqlitetest.Unrecorded(t.Context()) // the reactions Lambda's work
+	r, err := rx.Create(setup, bot, c)
+	require.NoError(t, err)
+	_, err = rx.Publish(setup, bot, r.ID, 1)
+	require.NoError(t, err)
+	return &reactionSetup{env: env, q: q, acts: newActions(env), subs: subscribers.NewService(env.Store, env.Now, nil), bot: bot, rct: r.ID}
+}
+
+// run runs the reaction action for a message from addr and returns the runtime message it
+// sent (the outbox delivers at once with a queue).
+func (s *reactionSetup) run(t *testing.T, addr, messageID string) (string, queue.Message) {
+	t.Helper()
+	sub, err := s.acts.RunReaction(t.Context(), s.bot, s.rct, mail.Address{Name: "Ann", Address: addr},
+		emaildomains.InboundMessage{MessageSummary: emaildomains.MessageSummary{ID: messageID}})
+	require.NoError(t, err)
+	sent := s.q.take()
+	require.Len(t, sent, 1)
+	return sub, sent[0]
+}
+
+func body(t *testing.T, m queue.Message) map[string]any {
+	t.Helper()
+	var b map[string]any
+	require.NoError(t, json.Unmarshal(m.Body, &b))
+	return b
+}
+
+// The reaction runs for the bot's subscriber with the sender's address in its email field,
+// whatever the address's letter case: the runtime's message names it, the reaction and the
+// inbound message as cause, with the subscriber's own channel type.
+func TestReactionForAKnownSender(t *testing.T) {
+	t.Parallel()
+	s := newReactionSetup(t)
+	ctx := sqlitetest.Unrecorded(t.Context()) // the subscribers Lambda's work
+	_, err := s.subs.CreateField(ctx, s.bot, subscribers.FieldSpec{Name: "email", Type: subscribers.TypeString})
+	require.NoError(t, err)
+	ann, _, err := s.subs.Upsert(ctx, s.bot, subscribers.ChannelTelegram, "42", subscribers.Changes{Fields: map[string]any{"email": "ann@example.org"}})
+	require.NoError(t, err)
+
+	sub, m := s.run(t, "Ann@Example.ORG", "eim_1")
+	assert.Equal(t, ann.ID, sub)
+	assert.Equal(t, runtime.TriggerMessage, m.Type)
+	want, err := runtime.RunReactionMessage(s.bot, ann.ID, "telegram", s.rct, runtime.TriggerInboundEmail, "eim_1")
+	require.NoError(t, err)
+	assert.JSONEq(t, string(want.Body), string(m.Body))
+	b := body(t, m)
+	assert.Equal(t, "inbound_email:eim_1", b["cause"])
+	assert.NotContains(t, string(m.Body), "ann@example.org", "the message names the subscriber, not the address")
+
+	list, _, err := s.subs.List(ctx, s.bot, subscribers.Filter{}, 10, "")
+	require.NoError(t, err)
+	assert.Len(t, list, 1, "no subscriber created")
+}
+
+// An unknown sender becomes a subscriber of the email channel type, known by the address
+// (lower case), with it in the email field when the bot has one; the next message of the
+// same sender finds that subscriber, by the field or, without it, by the identity.
+func TestReactionCreatesTheSender(t *testing.T) {
+	t.Parallel()
+	ctx := sqlitetest.Unrecorded(t.Context()) // reads for the checks, and the setup
+	for _, withField := range []bool{true, false} {
+		s := newReactionSetup(t)
+		if withField {
+			_, err := s.subs.CreateField(ctx, s.bot, subscribers.FieldSpec{Name: "email", Type: subscribers.TypeString})
+			require.NoError(t, err)
+		}
+		sub, m := s.run(t, "Bo@Example.org", "eim_1")
+		got, err := s.subs.Get(ctx, s.bot, sub)
+		require.NoError(t, err)
+		assert.Equal(t, "email", got.Channel)
+		assert.Equal(t, "bo@example.org", got.ExternalID)
+		assert.NotNil(t, got.LastSeenAt)
+		assert.Nil(t, got.FirstName, "the display name is not taken")
+		if withField {
+			assert.Equal(t, map[string]any{"email": "bo@example.org"}, got.Fields)
+		} else {
+			assert.Empty(t, got.Fields)
+		}
+		assert.Equal(t, "email", body(t, m)["kind"])
+
+		again, m2 := s.run(t, "bo@example.org", "eim_2")
+		assert.Equal(t, sub, again, "withField=%v", withField)
+		assert.Equal(t, "inbound_email:eim_2", body(t, m2)["cause"])
+		list, _, err := s.subs.List(ctx, s.bot, subscribers.Filter{}, 10, "")
+		require.NoError(t, err)
+		assert.Len(t, list, 1)
+	}
+}
+
+// Nothing is created or sent for a reaction that is not published, nor for an address that
+// cannot identify a subscriber: the action is skipped, saying why.
+func TestReactionSkipped(t *testing.T) {
+	t.Parallel()
+	s := newReactionSetup(t)
+	ctx := t.Context()
+	msg := emaildomains.InboundMessage{MessageSummary: emaildomains.MessageSummary{ID: "eim_1"}}
+	var skip *emaildomains.SkipError
+	_, err := s.acts.RunReaction(ctx, s.bot, ids.New("rct"), mail.Address{Address: "ann@example.org"}, msg)
+	require.ErrorAs(t, err, &skip)
+	assert.Contains(t, skip.Reason, "has no published version")
+
+	long := strings.Repeat("a", 130) + "@example.org"
+	_, err = s.acts.RunReaction(ctx, s.bot, s.rct, mail.Address{Address: long}, msg)
+	require.ErrorAs(t, err, &skip)
+	assert.Contains(t, skip.Reason, "cannot identify a new one")
+	_, err = s.acts.RunReaction(ctx, s.bot, s.rct, mail.Address{Address: "ann@exämple.org"}, msg)
+	require.ErrorAs(t, err, &skip)
+
+	assert.Empty(t, s.q.take())
+	list, _, err := s.subs.List(ctx, s.bot, subscribers.Filter{}, 10, "")
+	require.NoError(t, err)
+	assert.Empty(t, list)
+}
