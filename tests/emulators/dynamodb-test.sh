@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the tests that need AWS's DynamoDB Local: the DynamoDB store's (shared/store/dynamo:
-# the storetest conformance suite and the store's own tests) and the boot tests of the real
-# Lambda binaries on it (tests/awsshape).
+# the storetest conformance suite and the store's own tests), the event log's conformance
+# suite over it (shared/eventlog/storelog) and the boot tests of the real Lambda binaries on
+# it (tests/awsshape).
 #
 # DynamoDB Local has no bind-address option and listens on every interface, so it runs in a
 # private network namespace (unshare -n) that holds only a loopback interface, together
@@ -17,7 +18,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cache="$root/.cache"
 # Test binaries and the package directory each runs in (where `go test` would run it).
-suites=("shared/store/dynamo" "tests/awsshape")
+suites=("shared/store/dynamo" "shared/eventlog/storelog" "tests/awsshape")
 lambdas="$cache/lambda-host"
 log="$cache/dynamodb-local.log"
 port=${DYNAMODB_PORT:-8000}
