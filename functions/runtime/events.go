@@ -198,6 +198,7 @@ func (r *Runtime) claim(ctx context.Context, ev *event) (*claim, error) {
 	now := r.now()
 	cl := &claim{ClaimedAt: now.UTC(), Plan: []action{}}
 	var extra []store.Write
+	var inbound func() // records the update's events once its claim is stored
 	switch {
 	case ev.delivery != nil:
 		d := ev.delivery
@@ -226,6 +227,7 @@ func (r *Runtime) claim(ctx context.Context, ev *event) (*claim, error) {
 			if cl.Plan, err = r.planInbound(ctx, ev, sub, first); err != nil {
 				return nil, err
 			}
+			inbound = func() { r.recordInbound(ctx, d.BotID, sub.ID, string(d.Kind), ev.key.PK+"/"+ev.key.SK, first) }
 		} else {
 			cl.Done = true // a sender the subscribers family refuses: counted, nothing to run
 		}
@@ -253,6 +255,9 @@ func (r *Runtime) claim(ctx context.Context, ev *event) (*claim, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("runtime: claim event: %w", err)
+	}
+	if inbound != nil {
+		inbound()
 	}
 	cl.rev = 1
 	return cl, nil

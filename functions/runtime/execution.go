@@ -325,6 +325,7 @@ var errConflict = errors.New("runtime: the execution changed concurrently")
 // condition is what makes a handler that lost its lease stop.
 func (r *Runtime) save(ctx context.Context, rec *record, e *Entry, extra ...store.Write) error {
 	now := r.now()
+	fresh := rec.rev == 0
 	var writes []store.Write
 	if e != nil {
 		w, err := rec.entryWrite(e, now)
@@ -358,6 +359,7 @@ func (r *Runtime) save(ctx context.Context, rec *record, e *Entry, extra ...stor
 		return fmt.Errorf("runtime: save execution %s: %w", rec.ID, err)
 	}
 	rec.rev++
+	r.recordSaved(ctx, rec, fresh, e)
 	return nil
 }
 

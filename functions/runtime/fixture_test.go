@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/eventlog/eventlogtest"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/store"
@@ -381,6 +382,7 @@ type fixture struct {
 	subs    *memSubs
 	rx      *memReactions
 	rt      *Runtime
+	events  *eventlogtest.Memory
 	mux     *queue.Mux
 	bot     string
 	updates int
@@ -391,10 +393,10 @@ func newFixture(t *testing.T) *fixture {
 	c := &clock{}
 	st := sqlitetest.Open(t, sqlite.WithClock(c.Now))
 	f := &fixture{t: t, st: st, clock: c, q: &memQueue{}, adapter: &fakeAdapter{}, subs: newMemSubs(c.Now),
-		rx: &memReactions{flows: map[string]Flow{}}, bot: ids.New("bot")}
+		rx: &memReactions{flows: map[string]Flow{}}, bot: ids.New("bot"), events: eventlogtest.NewMemory()}
 	f.chans = &memChannels{a: f.adapter}
-	rt, err := New(Deps{Store: st, Queue: f.q, Channels: f.chans, Subscribers: f.subs, Reactions: f.rx, Now: c.Now,
-		Log: slog.New(slog.DiscardHandler)})
+	rt, err := New(Deps{Store: st, Queue: f.q, Channels: f.chans, Subscribers: f.subs, Reactions: f.rx, Events: f.events,
+		Now: c.Now, Log: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	f.rt = rt
 	f.mux = queue.NewMux()

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/store"
 )
@@ -41,8 +42,10 @@ type Deps struct {
 	Channels    Channels
 	Subscribers Subscribers
 	Reactions   Reactions
-	Now         func() time.Time
-	Log         *slog.Logger
+	// Events receives the runs' events (optional: nil records none).
+	Events eventlog.Log
+	Now    func() time.Time
+	Log    *slog.Logger
 }
 
 // Runtime executes reactions.
@@ -52,6 +55,7 @@ type Runtime struct {
 	channels  Channels
 	subs      Subscribers
 	reactions Reactions
+	events    eventlog.Log
 	now       func() time.Time
 	log       *slog.Logger
 	patterns  patternCache
@@ -72,7 +76,7 @@ func New(d Deps) (*Runtime, error) {
 		return nil, fmt.Errorf("runtime: missing %v", missing)
 	}
 	return &Runtime{store: d.Store, queue: d.Queue, channels: d.Channels, subs: d.Subscribers,
-		reactions: d.Reactions, now: d.Now, log: d.Log}, nil
+		reactions: d.Reactions, events: d.Events, now: d.Now, log: d.Log}, nil
 }
 
 // Register adds the runtime's message handlers to mux.
