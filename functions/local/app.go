@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/botplatform/api/functions/platform"
 	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/email"
+	"github.com/botplatform/api/shared/eventlog/sqlitelog"
 	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/httpapi"
 	localqueue "github.com/botplatform/api/shared/queue/local"
@@ -26,6 +28,8 @@ type app struct {
 	*family.Env
 	dataDir string
 	sqlite  *sqlite.Store
+	// events is the event log, in a file of its own beside the store (sqlitelog).
+	events *sqlitelog.Log
 	// jobs is the in-process work queue, persisted in the store; serve runs its workers.
 	jobs *localqueue.Queue
 	// families are every family, built once on the environment.
@@ -76,8 +80,14 @@ func openAppWith(dataDir string, log *slog.Logger, cfg appConfig) (*app, error) 
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	events, err := sqlitelog.Open(filepath.Join(dataDir, "events.db"), sqlitelog.WithDurability(cfg.Durability))
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("open event log: %w", err)
+	}
 	q, err := localqueue.New(st, localqueue.Config{Name: "jobs", Log: log})
 	if err != nil {
+		events.Close()
 		st.Close()
 		return nil, err
 	}
@@ -94,16 +104,18 @@ func openAppWith(dataDir string, log *slog.Logger, cfg appConfig) (*app, error) 
 		PublicURL: cfg.PublicURL,
 		Email:     cfg.mailer(dataDir),
 		LinkKey:   keys.Derive("email-links-v1"),
+		Events:    events,
 
 		EmailSettings: cfg.Email,
 
 		WhatsAppVerifyToken: cfg.Providers.WhatsAppVerifyToken,
 	})
 	if err != nil {
+		events.Close()
 		st.Close()
 		return nil, err
 	}
-	return &app{Env: env, dataDir: dataDir, sqlite: st, jobs: q, families: family.Compose(env, families.All()...),
+	return &app{Env: env, dataDir: dataDir, sqlite: st, events: events, jobs: q, families: family.Compose(env, families.All()...),
 		Bots: bots.NewService(env.Store, env.Auth, env.Now)}, nil
 }
 
@@ -120,7 +132,7 @@ func (a *app) runJobs() (stop func(ctx context.Context) error, err error) {
 	return a.jobs.Stop, nil
 }
 
-func (a *app) Close() error { return a.Store.Close() }
+func (a *app) Close() error { return errors.Join(a.events.Close(), a.Store.Close()) }
 
 // handler builds the router with every family's routes, authenticating bearer tokens itself.
 func (a *app) handler() (*httpapi.Mux, error) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/botplatform/api/functions/bots"
+	"github.com/botplatform/api/shared/eventlog/storelog"
 	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/reqlog"
 	"github.com/botplatform/api/shared/secrets"
@@ -219,7 +220,9 @@ func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now 
 		return family.Deps{}, err
 	}
 	d := family.Deps{Store: st, Log: log, Now: now, Tenancy: bots.Tenancy, Secrets: sealer, Adapters: providers.Adapters(),
-		PublicURL: a.cfg.PublicURL, WhatsAppVerifyToken: providers.WhatsAppVerifyToken}
+		PublicURL: a.cfg.PublicURL, WhatsAppVerifyToken: providers.WhatsAppVerifyToken,
+		// The event log is items of the same table (shared/eventlog/storelog).
+		Events: storelog.New(st)}
 	if a.cfg.SESConfigurationSet != "" {
 		client := sesv2.NewFromConfig(a.aws)
 		d.Email = &email.SES{Client: client, ConfigurationSet: a.cfg.SESConfigurationSet}

@@ -19,6 +19,7 @@ import (
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/email"
 	"github.com/botplatform/api/shared/emaillinks"
+	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/outbox"
@@ -70,6 +71,9 @@ type Env struct {
 	Links *emaillinks.Signer
 	// EmailSettings configure the email families.
 	EmailSettings EmailSettings
+	// Events is the bots' event log (shared/eventlog), which the platform's emitters append
+	// to and reports read: sqlitelog locally, storelog over the table on AWS.
+	Events eventlog.Log
 
 	runner   *jobs.QueueRunner // Jobs, to register its step handler on a queue mux
 	registry *jobs.Registry    // the job kinds Compose adds
@@ -110,6 +114,8 @@ type Deps struct {
 	LinkKey []byte
 	// EmailSettings is Env.EmailSettings.
 	EmailSettings EmailSettings
+	// Events is Env.Events (required).
+	Events eventlog.Log
 }
 
 // EmailSettings configure the email families (sending domains, campaigns, provider
@@ -157,6 +163,9 @@ func NewEnv(d Deps) (*Env, error) {
 	if d.Tenancy == nil {
 		missing = append(missing, "Tenancy")
 	}
+	if d.Events == nil {
+		missing = append(missing, "Events")
+	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("family: missing %s", strings.Join(missing, ", "))
 	}
@@ -186,6 +195,7 @@ func NewEnv(d Deps) (*Env, error) {
 		WhatsAppVerifyToken: d.WhatsAppVerifyToken,
 		Email:               d.Email,
 		EmailSettings:       d.EmailSettings,
+		Events:              d.Events,
 		registry:            jobs.NewRegistry(),
 	}
 	if d.Queue != nil {

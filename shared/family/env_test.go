@@ -20,7 +20,7 @@ func TestNewEnvRefusesMissingDependencies(t *testing.T) {
 	t.Parallel()
 	_, err := family.NewEnv(family.Deps{CursorKey: make([]byte, 8)})
 	require.Error(t, err)
-	for _, want := range []string{"Store", "Audit", "CursorKey", "Log", "Now", "Tenancy"} {
+	for _, want := range []string{"Store", "Audit", "CursorKey", "Log", "Now", "Tenancy", "Events"} {
 		assert.Contains(t, err.Error(), want)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/botplatform/api/shared/audit"
+	"github.com/botplatform/api/shared/eventlog/eventlogtest"
 	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/store/sqlite"
@@ -18,7 +19,8 @@ import (
 )
 
 // Env returns family.NewEnv(d) with d's zero members filled in: a new store, its audit log,
-// a 32-byte cursor key, a log that discards, time.Now, and a tenancy check that knows no bot.
+// a 32-byte cursor key, a log that discards, time.Now, a tenancy check that knows no bot,
+// and an event log in memory (eventlogtest.Memory).
 func Env(t testing.TB, d family.Deps) *family.Env {
 	t.Helper()
 	if d.Now == nil {
@@ -38,6 +40,9 @@ func Env(t testing.TB, d family.Deps) *family.Env {
 	}
 	if d.Tenancy == nil {
 		d.Tenancy = func(*family.Env) httpapi.BotLoader { return noBots{} }
+	}
+	if d.Events == nil {
+		d.Events = eventlogtest.NewMemory()
 	}
 	env, err := family.NewEnv(d)
 	if err != nil {
