@@ -10,6 +10,7 @@ package eventlog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -107,4 +108,48 @@ type DayCount struct {
 	Name    string `json:"name"`
 	Channel string `json:"channel"`
 	Count   int64  `json:"count"`
+}
+
+// Reporter is a Log that tells which events of an append were new. Every Log of this
+// module is one; AppendNew works with any Log.
+type Reporter interface {
+	// AppendNew is Append that reports, for each event, whether it was new: false when its
+	// id was stored already or an earlier event of the same call had it.
+	AppendNew(ctx context.Context, events ...Event) ([]bool, error)
+}
+
+// AppendNew appends events to l and reports which were new (Reporter.AppendNew). A Log
+// that is no Reporter appends them one at a time.
+func AppendNew(ctx context.Context, l Log, events ...Event) ([]bool, error) {
+	if r, ok := l.(Reporter); ok {
+		return r.AppendNew(ctx, events...)
+	}
+	if len(events) > MaxEventsPerAppend {
+		return nil, fmt.Errorf("%w: %d events in one append, more than %d", ErrInvalid, len(events), MaxEventsPerAppend)
+	}
+	for _, e := range events {
+		if err := Validate(e); err != nil {
+			return nil, err
+		}
+	}
+	added := make([]bool, len(events))
+	for i, e := range events {
+		n, err := l.Append(ctx, e)
+		if err != nil {
+			return nil, err
+		}
+		added[i] = n == 1
+	}
+	return added, nil
+}
+
+// Count is how many events AppendNew reported new: what Append returns.
+func Count(added []bool) int {
+	n := 0
+	for _, a := range added {
+		if a {
+			n++
+		}
+	}
+	return n
 }

@@ -27,21 +27,27 @@ func NewMemory() *Memory { return &Memory{events: map[string]map[string]eventlog
 
 // Append implements eventlog.Log.
 func (m *Memory) Append(ctx context.Context, events ...eventlog.Event) (int, error) {
+	added, err := m.AppendNew(ctx, events...)
+	return eventlog.Count(added), err
+}
+
+// AppendNew implements eventlog.Reporter.
+func (m *Memory) AppendNew(ctx context.Context, events ...eventlog.Event) ([]bool, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if len(events) > eventlog.MaxEventsPerAppend {
-		return 0, fmt.Errorf("%w: %d events in one append, more than %d", eventlog.ErrInvalid, len(events), eventlog.MaxEventsPerAppend)
+		return nil, fmt.Errorf("%w: %d events in one append, more than %d", eventlog.ErrInvalid, len(events), eventlog.MaxEventsPerAppend)
 	}
 	for _, e := range events {
 		if err := eventlog.Validate(e); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := 0
-	for _, e := range events {
+	added := make([]bool, len(events))
+	for i, e := range events {
 		bot := m.events[e.BotID]
 		if bot == nil {
 			bot = map[string]eventlog.Event{}
@@ -57,9 +63,9 @@ func (m *Memory) Append(ctx context.Context, events ...eventlog.Event) (int, err
 			e.Revenue = &r
 		}
 		bot[e.ID] = e
-		n++
+		added[i] = true
 	}
-	return n, nil
+	return added, nil
 }
 
 // selected returns the events q selects, in order. For Counts (days), the range is widened
@@ -146,4 +152,7 @@ func (m *Memory) DeleteBot(ctx context.Context, bot string) (bool, error) {
 	return true, nil
 }
 
-var _ eventlog.Log = (*Memory)(nil)
+var (
+	_ eventlog.Log      = (*Memory)(nil)
+	_ eventlog.Reporter = (*Memory)(nil)
+)

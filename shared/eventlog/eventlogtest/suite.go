@@ -108,9 +108,9 @@ func testIdempotent(t *testing.T, l eventlog.Log) {
 	changed := ev(bot, "a", "purchase", "sub_9", 5*time.Hour)
 	fresh := ev(bot, "d", "signup", "sub_3", 4*time.Hour)
 	twice := ev(bot, "e", "signup", "sub_3", 6*time.Hour)
-	n, err = l.Append(ctx, changed, fresh, twice, twice)
+	added, err := eventlog.AppendNew(ctx, l, changed, fresh, twice, twice)
 	require.NoError(t, err)
-	assert.Equal(t, 2, n, "only d and e are new, e once")
+	assert.Equal(t, []bool{false, true, true, false}, added, "only d and e are new, e once")
 
 	got := scan(t, l, all(bot))
 	assert.Equal(t, []string{"a", "b", "c", "d", "e"}, ids(got))

@@ -52,7 +52,10 @@ type Log struct {
 	insert, count, botID, newBot *sql.Stmt
 }
 
-var _ eventlog.Log = (*Log)(nil)
+var (
+	_ eventlog.Log      = (*Log)(nil)
+	_ eventlog.Reporter = (*Log)(nil)
+)
 
 // Option configures Open.
 type Option func(*options)
@@ -231,68 +234,82 @@ type countKey struct {
 	name, channel string
 }
 
-// Append implements eventlog.Log: one write transaction for the batch, the aggregates of
-// the new events included.
+// Append implements eventlog.Log.
 func (l *Log) Append(ctx context.Context, events ...eventlog.Event) (int, error) {
+	added, err := l.AppendNew(ctx, events...)
+	return eventlog.Count(added), err
+}
+
+// AppendNew implements eventlog.Reporter: one write transaction for the batch, the
+// aggregates of the new events included.
+func (l *Log) AppendNew(ctx context.Context, events ...eventlog.Event) ([]bool, error) {
+	added, err := l.appendNew(ctx, events)
+	if err != nil {
+		return nil, err
+	}
+	return added, nil
+}
+
+func (l *Log) appendNew(ctx context.Context, events []eventlog.Event) ([]bool, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if len(events) > eventlog.MaxEventsPerAppend {
-		return 0, fmt.Errorf("%w: %d events in one append, more than %d", eventlog.ErrInvalid, len(events), eventlog.MaxEventsPerAppend)
+		return nil, fmt.Errorf("%w: %d events in one append, more than %d", eventlog.ErrInvalid, len(events), eventlog.MaxEventsPerAppend)
 	}
+	added := make([]bool, len(events))
 	if len(events) == 0 {
-		return 0, nil
+		return added, nil
 	}
 	rows := make([][]any, len(events))
 	for i, e := range events {
 		if err := eventlog.Validate(e); err != nil {
-			return 0, err
+			return nil, err
 		}
 		r, err := eventArgs(e)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		rows[i] = r
 	}
 	tx, err := l.write.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, fmt.Errorf("sqlitelog: append: %w", sqlite.MapErr(err))
+		return nil, fmt.Errorf("sqlitelog: append: %w", sqlite.MapErr(err))
 	}
 	defer tx.Rollback()
 	bots := map[string]int64{}
 	counts := map[countKey]int64{}
 	insert := tx.StmtContext(ctx, l.insert)
-	n := 0
 	for i, e := range events {
 		bot, ok := bots[e.BotID]
 		if !ok {
 			if err := tx.StmtContext(ctx, l.newBot).QueryRowContext(ctx, e.BotID).Scan(&bot); err != nil {
-				return 0, fmt.Errorf("sqlitelog: append: %w", sqlite.MapErr(err))
+				return nil, fmt.Errorf("sqlitelog: append: %w", sqlite.MapErr(err))
 			}
 			bots[e.BotID] = bot
 		}
 		rows[i][0] = bot
 		res, err := insert.ExecContext(ctx, rows[i]...)
 		if err != nil {
-			return 0, fmt.Errorf("sqlitelog: append: %w", sqlite.MapErr(err))
+			return nil, fmt.Errorf("sqlitelog: append: %w", sqlite.MapErr(err))
 		}
 		if k, err := res.RowsAffected(); err != nil {
-			return 0, fmt.Errorf("sqlitelog: append: %w", sqlite.MapErr(err))
+			return nil, fmt.Errorf("sqlitelog: append: %w", sqlite.MapErr(err))
 		} else if k == 1 {
-			n++
+			added[i] = true
 			counts[countKey{bot, rows[i][2].(int64) / msPerDay, e.Name, e.Channel}]++
 		}
 	}
 	count := tx.StmtContext(ctx, l.count)
 	for k, c := range counts {
 		if _, err := count.ExecContext(ctx, k.bot, k.day, k.name, k.channel, c); err != nil {
-			return 0, fmt.Errorf("sqlitelog: append: %w", sqlite.MapErr(err))
+			return nil, fmt.Errorf("sqlitelog: append: %w", sqlite.MapErr(err))
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("sqlitelog: append: %w", sqlite.MapErr(err))
+		return nil, fmt.Errorf("sqlitelog: append: %w", sqlite.MapErr(err))
 	}
-	return n, nil
+	return added, nil
 }
 
 // eventArgs are the insert's arguments; the first, the bot's id, is set in the transaction.

@@ -23,7 +23,10 @@ type Log struct {
 	st store.Store
 }
 
-var _ eventlog.Log = (*Log)(nil)
+var (
+	_ eventlog.Log      = (*Log)(nil)
+	_ eventlog.Reporter = (*Log)(nil)
+)
 
 // New returns the log over st.
 func New(st store.Store) *Log { return &Log{st: st} }
@@ -33,24 +36,30 @@ func New(st store.Store) *Log { return &Log{st: st} }
 // trips.
 const appendConcurrency = 8
 
-// Append implements eventlog.Log. Each event is one transaction: its id item (MustNotExist:
+// Append implements eventlog.Log.
+func (l *Log) Append(ctx context.Context, events ...eventlog.Event) (int, error) {
+	added, err := l.AppendNew(ctx, events...)
+	return eventlog.Count(added), err
+}
+
+// AppendNew implements eventlog.Reporter. Each event is one transaction: its id item (MustNotExist:
 // a stored id fails it, and the event is a duplicate), the event, and an increment of its
 // day's counter, so a counter never counts an event that is not there, nor misses one.
-func (l *Log) Append(ctx context.Context, events ...eventlog.Event) (int, error) {
+func (l *Log) AppendNew(ctx context.Context, events ...eventlog.Event) ([]bool, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if len(events) > eventlog.MaxEventsPerAppend {
-		return 0, fmt.Errorf("%w: %d events in one append, more than %d", eventlog.ErrInvalid, len(events), eventlog.MaxEventsPerAppend)
+		return nil, fmt.Errorf("%w: %d events in one append, more than %d", eventlog.ErrInvalid, len(events), eventlog.MaxEventsPerAppend)
 	}
 	writes := make([][]store.Write, len(events))
 	for i, e := range events {
 		if err := eventlog.Validate(e); err != nil {
-			return 0, err
+			return nil, err
 		}
 		w, err := eventWrites(e)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		writes[i] = w
 	}
@@ -78,17 +87,14 @@ func (l *Log) Append(ctx context.Context, events ...eventlog.Event) (int, error)
 			return nil
 		})
 	}
-	err := g.Wait()
-	n := 0
-	for _, a := range added {
-		if a {
-			n++
+	if err := g.Wait(); err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
 		}
+		// Those that were added stay (a retry skips them): report them.
+		return added, err
 	}
-	if err != nil && ctx.Err() != nil {
-		err = ctx.Err()
-	}
-	return n, err
+	return added, nil
 }
 
 // eventWrites are the transaction of e, after a Check of its id key (not part of it: the
