@@ -6,6 +6,7 @@
 //	go run ./tests/bench -lambda [-starts 5]   (Lambda cold starts and sizes)
 //	go run ./tests/bench -conversation [-updates 1000] [-concurrency 16]   (inbound messages end to end)
 //	go run ./tests/bench -email [-recipients 10000] [-durability full]   (an email campaign against a bare SMTP client)
+//	go run ./tests/bench -funnel [-events 1000000] [-subscribers 100000]   (a funnel report against a hand-written SQL query)
 package main
 
 import (
@@ -45,7 +46,17 @@ func main() {
 	emails := flag.Bool("email", false, "measure an email campaign against a bare SMTP client instead")
 	recipients := flag.Int("recipients", 10000, "with -email: recipients of the campaign")
 	durability := flag.String("durability", "full", "with -email: the local process's --durability (full or normal)")
+	funnels := flag.Bool("funnel", false, "measure a funnel report against a hand-written SQL query instead")
+	events := flag.Int("events", 1_000_000, "with -funnel: events in the bot's event log")
+	subscribers := flag.Int("subscribers", 100_000, "with -funnel: subscribers the events are of")
 	flag.Parse()
+	if *funnels {
+		if err := funnelBench(*events, *subscribers); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *emails {
 		if err := emailBench(*recipients, *durability); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
