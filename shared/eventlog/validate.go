@@ -65,8 +65,8 @@ func Validate(e Event) error {
 		return invalid("channel", "must be at most %d lower-case letters, digits or _", MaxChannelBytes)
 	case !knownSource(e.Source):
 		return invalid("source", "unknown source %q", e.Source)
-	case e.ClientEventID != "" && !printable(e.ClientEventID, MaxIDBytes):
-		return invalid("event_id", "must be 1 to %d bytes of printable UTF-8", MaxIDBytes)
+	case e.ClientEventID != "" && CheckClientEventID(e.ClientEventID) != nil:
+		return invalid("event_id", "%s", CheckClientEventID(e.ClientEventID).Error())
 	}
 	if err := checkProperties(e.Properties); err != nil {
 		return err
@@ -84,6 +84,15 @@ func CheckName(name string) error {
 		return fmt.Errorf("must be at most %d characters", MaxNameBytes)
 	case !alnumLower(name[0]) || !all(name, nameSafe):
 		return fmt.Errorf("must be lower-case letters, digits, _ . or -, starting with a letter or digit")
+	}
+	return nil
+}
+
+// CheckClientEventID reports why id is not a client's event id: 1 to MaxIDBytes bytes of
+// printable UTF-8.
+func CheckClientEventID(id string) error {
+	if !printable(id, MaxIDBytes) {
+		return fmt.Errorf("must be 1 to %d bytes of printable text", MaxIDBytes)
 	}
 	return nil
 }
