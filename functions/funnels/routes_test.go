@@ -405,3 +405,45 @@ func TestRoutesCohort(t *testing.T) {
 	res = s.DoAs(t, tok, "POST", base+"/"+id+"/report", `{`+rng+`}`)
 	assert.Equal(t, 200, res.Code, "analytics:read reads reports: %s", res.Body)
 }
+
+// The statuses left: the funnel limit, a malformed expected_revision, a body that is not
+// JSON, a query over too many subscribers.
+func TestRoutesLimitsAndMalformed(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	base := "/api/bots/" + s.bot + "/funnels"
+	var first string
+	for i := range MaxFunnels {
+		f, err := s.svc.Create(t.Context(), s.bot, Definition{Name: ptr(fmt.Sprint("F", i)), Steps: &[]Step{{Event: "a"}, {Event: "b"}}})
+		require.NoError(t, err)
+		if i == 0 {
+			first = f.ID
+		}
+	}
+	res := s.Do(t, "POST", base, `{"name":"One more","steps":[{"event":"a"},{"event":"b"}]}`)
+	assert.Equal(t, 409, res.Code, res.Body)
+	assert.Equal(t, "limit_reached", res.Problem())
+	assert.Equal(t, float64(MaxFunnels), res.JSON["limit"])
+	res = s.Do(t, "DELETE", base+"/"+first+"?expected_revision=0", nil)
+	assert.Equal(t, 400, res.Code, res.Body)
+	assert.Equal(t, "invalid_parameter", res.Problem())
+	res = s.Do(t, "DELETE", base+"/"+first, nil)
+	assert.Equal(t, 204, res.Code, res.Body)
+	res = s.Do(t, "POST", base, `{"name":"Now it fits","steps":[{"event":"a"},{"event":"b"}]}`)
+	assert.Equal(t, 201, res.Code, res.Body)
+
+	res = s.Do(t, "POST", base+"/query", []byte(`steps=a`), "Content-Type", "application/x-www-form-urlencoded")
+	assert.Equal(t, 415, res.Code, res.Body)
+	res = s.Do(t, "POST", base+"/query", `{"steps":[{"event":"a"},{"event":"b"}],"from":"2026-03-01T00:00:00Z","to":"2026-03-02T00:00:00Z"}}`)
+	assert.Equal(t, 400, res.Code, res.Body)
+	assert.Equal(t, "invalid_body", res.Problem())
+
+	s.append(t, ev("u1", "a", 0, ""), ev("u2", "a", time.Minute, ""))
+	s.svc.maxSubscribers = 1
+	res = s.Do(t, "POST", base+"/query", `{"steps":[{"event":"a"},{"event":"b"}],"from":"2026-03-01T00:00:00Z","to":"2026-03-02T00:00:00Z"}`)
+	assert.Equal(t, 422, res.Code, res.Body)
+	assert.Equal(t, "report_too_large", res.Problem())
+	assert.Equal(t, float64(1), res.JSON["max_subscribers"])
+}
+
+func ptr[T any](v T) *T { return &v }
