@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/email"
+	"github.com/botplatform/api/shared/eventlog/eventlogtest"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
@@ -80,6 +82,8 @@ type fixture struct {
 	msgs  *fakeMessenger
 	mail  *email.Sink
 	recs  fakeRecipients
+	// events is the event log the service publishes into.
+	events *eventlogtest.Memory
 }
 
 // telegramCaps and whatsappCaps are the two channels' limits as their adapters declare them
@@ -109,7 +113,8 @@ func newFixture(t *testing.T) *fixture {
 	}
 	sends := &TestSender{Recipients: f.recs, Messenger: f.msgs, Mail: f.mail, Limiter: ratelimit.New(st, c.Now), Now: c.Now}
 	cat := fakeCatalog{Catalog{Fields: []string{"plan", "email"}, Channels: []channel.Capabilities{telegramCaps, whatsappCaps}}}
-	f.svc = NewService(st, cat, sends, c.Now)
+	f.events = eventlogtest.NewMemory()
+	f.svc = NewService(st, cat, sends, c.Now).WithEvents(f.events, slog.New(slog.DiscardHandler))
 	return f
 }
 

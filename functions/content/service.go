@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
+	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/store"
@@ -26,6 +28,16 @@ type Service struct {
 	catalog CatalogSource
 	now     func() time.Time
 	sends   *TestSender
+	// events receives content_published (WithEvents); nil records none.
+	events eventlog.Log
+	log    *slog.Logger
+}
+
+// WithEvents makes the service append a content_published event to the bot's event log
+// for each version it publishes; log is where a failure to append is reported.
+func (s *Service) WithEvents(l eventlog.Log, log *slog.Logger) *Service {
+	s.events, s.log = l, log
+	return s
 }
 
 // NewService returns the service. sends may be nil: test sends then answer 503.
@@ -373,6 +385,9 @@ func (s *Service) Publish(ctx context.Context, bot, id string, expected int64) (
 	if err != nil {
 		return Document{}, err
 	}
+	eventlog.Emit(ctx, s.events, s.log, fmt.Sprintf("content_published:%s:%s:%d", bot, id, v.Number), eventlog.Event{
+		BotID: bot, Name: eventlog.ContentPublished, At: v.PublishedAt, Source: eventlog.SourceBuilder,
+		Properties: map[string]any{"document_id": id, "type": string(rec.Type), "version": float64(v.Number)}})
 	d := rec.Document
 	d.Published = &v
 	return d, nil

@@ -5,11 +5,13 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 )
@@ -41,6 +43,14 @@ func TestLifecycle(t *testing.T) {
 	require.NotNil(t, d.Published)
 	assert.Equal(t, 1, d.Published.Number)
 	assert.Equal(t, int64(3), d.Revision)
+	var logged []eventlog.Event
+	require.NoError(t, f.events.Scan(ctx, eventlog.Query{BotID: f.bot, To: f.clock.Now().Add(time.Hour)}, func(e eventlog.Event) error {
+		logged = append(logged, e)
+		return nil
+	}))
+	require.Len(t, logged, 1, "the publish is in the event log, the refused one is not")
+	assert.Equal(t, eventlog.ContentPublished, logged[0].Name)
+	assert.Equal(t, map[string]any{"document_id": d.ID, "type": "message", "version": float64(1)}, logged[0].Properties)
 
 	// Editing the draft leaves the published version as it was.
 	_, err = f.svc.UpdateDraft(ctx, f.bot, d.ID, 3, nil, raw(t, map[string]any{"text": "changed"}))

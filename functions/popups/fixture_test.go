@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/botplatform/api/shared/eventlog/eventlogtest"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
@@ -51,14 +52,26 @@ type written struct {
 	values       map[string]string
 }
 
-func (w *fakeWriter) WriteFields(_ context.Context, bot, visitor string, values map[string]string) error {
+func (w *fakeWriter) WriteFields(_ context.Context, bot, visitor string, values map[string]string) (string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
-		return w.err
+		return "", w.err
 	}
 	w.writes = append(w.writes, written{bot: bot, visitor: visitor, values: maps.Clone(values)})
-	return nil
+	return "sub_" + visitor, nil
+}
+
+// Subscriber answers for a visitor who has submitted a form.
+func (w *fakeWriter) Subscriber(_ context.Context, _, visitor string) (string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, x := range w.writes {
+		if x.visitor == visitor {
+			return "sub_" + visitor, nil
+		}
+	}
+	return "", nil
 }
 
 func (w *fakeWriter) all() []written {
@@ -89,6 +102,7 @@ type fixture struct {
 	bot    string
 	fields *fakeFields
 	writer *fakeWriter
+	events *eventlogtest.Memory
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -96,8 +110,8 @@ func newFixture(t *testing.T) *fixture {
 	c := httpapitest.NewClock(t0, 0)
 	raw := sqlitetest.Open(t, sqlite.WithClock(c.Now))
 	f := &fixture{raw: raw, clock: c, bot: ids.At("bot", t0),
-		fields: &fakeFields{names: []string{"email", "phone", "age", "consent"}}, writer: &fakeWriter{}}
-	f.svc = NewService(raw, f.fields, f.writer, ratelimit.New(raw, c.Now), c.Now, slog.New(slog.DiscardHandler))
+		fields: &fakeFields{names: []string{"email", "phone", "age", "consent"}}, writer: &fakeWriter{}, events: eventlogtest.NewMemory()}
+	f.svc = NewService(raw, f.fields, f.writer, ratelimit.New(raw, c.Now), c.Now, slog.New(slog.DiscardHandler)).WithEvents(f.events)
 	return f
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/store"
@@ -167,8 +168,9 @@ func (s *Service) Ingest(ctx context.Context, bot, origin string, e Event) error
 	if err := p.Err(); err != nil {
 		return err
 	}
+	sub := ""
 	if len(e.Fields) > 0 && s.writer != nil {
-		if err := s.writer.WriteFields(ctx, bot, e.VisitorID, e.Fields); err != nil {
+		if sub, err = s.writer.WriteFields(ctx, bot, e.VisitorID, e.Fields); err != nil {
 			s.log.ErrorContext(ctx, "popup conversion fields not written", "bot_id", bot, "popup_id", pop.ID, "error", err)
 			return fmt.Errorf("write the conversion's fields: %w", err)
 		}
@@ -179,7 +181,35 @@ func (s *Service) Ingest(ctx context.Context, bot, origin string, e Event) error
 	if err != nil {
 		return fmt.Errorf("count popup event: %w", err)
 	}
+	s.record(ctx, bot, pop.ID, variant, sub, e, now)
 	return nil
+}
+
+// eventNames are the event log's names of the public events.
+var eventNames = map[EventType]string{
+	EventImpression: eventlog.PopupShown, EventClose: eventlog.PopupClosed, EventConversion: eventlog.PopupSubmitted,
+}
+
+// record appends a public event to the bot's event log, as the visitor's web subscriber's
+// when the visitor is one (a visitor who never submitted a form is not, and their events
+// count in the log's daily counts but belong to no subscriber's funnel). Each request is
+// one occurrence: a page that posts twice counts twice here as in the popup's stats.
+func (s *Service) record(ctx context.Context, bot, popup, variant, sub string, e Event, at time.Time) {
+	if s.events == nil {
+		return
+	}
+	if sub == "" && s.writer != nil {
+		var err error
+		if sub, err = s.writer.Subscriber(ctx, bot, e.VisitorID); err != nil {
+			s.log.WarnContext(ctx, "popup event: the visitor's subscriber could not be read", "bot_id", bot, "error", err)
+		}
+	}
+	props := map[string]any{"popup_id": popup}
+	if variant != noVariant {
+		props["variant"] = variant
+	}
+	eventlog.Emit(ctx, s.events, s.log, ids.New("pev"), eventlog.Event{BotID: bot, SubscriberID: sub, Name: eventNames[e.Type],
+		At: at, Channel: "web", Source: eventlog.SourcePopup, Properties: props})
 }
 
 // checkValues checks a conversion's form values: every one a field of the form, of the

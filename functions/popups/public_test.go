@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/purge"
@@ -120,6 +121,21 @@ func TestConversionFields(t *testing.T) {
 	res := conv(`{"email":"ann@shop.example","consent":"true"}`)
 	require.Equal(t, 202, res.Code, res.Body)
 	assert.Equal(t, []written{{bot: s.bot, visitor: "v-1", values: map[string]string{"email": "ann@shop.example", "consent": "true"}}}, s.writer.all())
+
+	// The event log has the conversion as the visitor's subscriber's; an impression by the
+	// same visitor afterwards is theirs too, one by a stranger belongs to no subscriber.
+	res = s.post(t, shop, `{"popup_id":"`+p.ID+`","type":"impression","visitor_id":"v-1"}`)
+	require.Equal(t, 202, res.Code, res.Body)
+	res = s.post(t, shop, `{"popup_id":"`+p.ID+`","type":"impression","visitor_id":"v-2"}`)
+	require.Equal(t, 202, res.Code, res.Body)
+	var logged []string
+	require.NoError(t, s.events.Scan(t.Context(), eventlog.Query{BotID: s.bot, To: t0.Add(time.Hour)}, func(e eventlog.Event) error {
+		assert.Equal(t, p.ID, e.Properties["popup_id"])
+		assert.Equal(t, eventlog.SourcePopup, e.Source)
+		logged = append(logged, e.Name+"/"+e.SubscriberID)
+		return nil
+	}))
+	assert.ElementsMatch(t, []string{"popup_submitted/sub_v-1", "popup_shown/sub_v-1", "popup_shown/"}, logged)
 
 	res = conv(`{"email":"not an address","consent":"yes","shoe_size":"42"}`)
 	require.Equal(t, 400, res.Code, res.Body)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/ratelimit"
@@ -21,9 +22,13 @@ type Fields interface {
 }
 
 // FieldWriter writes the values a visitor entered in a popup's form to the subscriber the
-// visitor is (or becomes).
+// visitor is (or becomes), and finds the subscriber a visitor is.
 type FieldWriter interface {
-	WriteFields(ctx context.Context, bot, visitorID string, values map[string]string) error
+	// WriteFields writes values to the visitor's web subscriber, creating it, and returns
+	// its id.
+	WriteFields(ctx context.Context, bot, visitorID string, values map[string]string) (string, error)
+	// Subscriber returns the id of the visitor's web subscriber, "" when there is none yet.
+	Subscriber(ctx context.Context, bot, visitorID string) (string, error)
 }
 
 // EventLimit is how many events one website (origin) may post to one bot: a page that
@@ -37,9 +42,13 @@ type Service struct {
 	writer  FieldWriter
 	limiter *ratelimit.Limiter
 	limit   ratelimit.Limit
+	events  eventlog.Log
 	now     func() time.Time
 	log     *slog.Logger
 }
+
+// WithEvents makes the service append its public events (shown, closed, submitted) to l.
+func (s *Service) WithEvents(l eventlog.Log) *Service { s.events = l; return s }
 
 // NewService returns the service. writer may be nil: the fields of conversions are then
 // checked but written nowhere. limiter may be nil only where events are not served (nil

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/store"
@@ -28,7 +29,13 @@ type Service struct {
 	// cache keeps what the conversation runtime reads on every message (Published,
 	// PublishedVersion) in this process.
 	cache *publishedCache
+	// events receives reaction_published (WithEvents); nil records none.
+	events eventlog.Log
 }
+
+// WithEvents makes the service append a reaction_published event to the bot's event log
+// for each version it publishes.
+func (s *Service) WithEvents(l eventlog.Log) *Service { s.events = l; return s }
 
 // NewService returns a Service. vocab resolves the labels and custom fields that steps name.
 func NewService(st store.Store, vocab Vocabulary, now func() time.Time, log *slog.Logger) *Service {
@@ -413,6 +420,12 @@ func (s *Service) PublishWithWarnings(ctx context.Context, bot, id string, expec
 	rx, templateWarnings, err := s.publish(ctx, bot, id, expected)
 	if err != nil {
 		return rx, nil, err
+	}
+	if rx.PublishedVersion != nil {
+		n := *rx.PublishedVersion
+		eventlog.Emit(ctx, s.events, s.log, fmt.Sprintf("reaction_published:%s:%s:%d", bot, id, n), eventlog.Event{
+			BotID: bot, Name: eventlog.ReactionPublished, At: s.now(), Source: eventlog.SourceBuilder,
+			Properties: map[string]any{"reaction_id": id, "version": float64(n)}})
 	}
 	warnings := make([]Warning, 0, len(templateWarnings))
 	for _, w := range templateWarnings {

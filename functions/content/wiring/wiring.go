@@ -41,7 +41,8 @@ func New(env *family.Env) *content.Service {
 	if chans != nil {
 		sends.Messenger = messenger{chans}
 	}
-	return content.NewService(env.Store, catalog{subs: subs, chans: chans, adapters: env.Adapters}, sends, env.Now)
+	return content.NewService(env.Store, catalog{subs: subs, chans: chans, adapters: env.Adapters}, sends, env.Now).
+		WithEvents(env.Events, env.Log)
 }
 
 // catalog reads a bot's custom fields and connected channels.

@@ -20,7 +20,8 @@ import (
 func Family() family.Family {
 	return family.Family{Name: "popups", Build: func(env *family.Env) family.Parts {
 		subs := subscribers.NewService(env.Store, env.Now, env.Jobs)
-		svc := popups.NewService(env.Store, Fields{subs}, Writer{Subs: subs, Now: env.Now}, ratelimit.New(env.Store, env.Now), env.Now, env.Log)
+		svc := popups.NewService(env.Store, Fields{subs}, Writer{Subs: subs, Now: env.Now}, ratelimit.New(env.Store, env.Now), env.Now, env.Log).
+			WithEvents(env.Events)
 		return family.Parts{
 			Routes: func(mux *httpapi.Mux) {
 				popups.Routes(mux, svc, env.Cursors)
@@ -56,10 +57,10 @@ type Writer struct {
 }
 
 // WriteFields implements popups.FieldWriter.
-func (w Writer) WriteFields(ctx context.Context, bot, visitorID string, values map[string]string) error {
+func (w Writer) WriteFields(ctx context.Context, bot, visitorID string, values map[string]string) (string, error) {
 	fields, err := w.Subs.Fields(ctx, bot)
 	if err != nil {
-		return err
+		return "", err
 	}
 	types := map[string]subscribers.FieldType{}
 	for _, f := range fields {
@@ -73,14 +74,23 @@ func (w Writer) WriteFields(ctx context.Context, bot, visitorID string, values m
 		}
 		tv, err := convert(t, v)
 		if err != nil {
-			return httpapi.Errorf(httpapi.KindInvalid, "validation_failed", "fields.%s: %v", name, err).
+			return "", httpapi.Errorf(httpapi.KindInvalid, "validation_failed", "fields.%s: %v", name, err).
 				With("errors", []httpapi.FieldError{{Field: "fields." + name, Message: err.Error()}})
 		}
 		typed[name] = tv
 	}
 	seen := w.Now()
-	_, _, err = w.Subs.Upsert(ctx, bot, subscribers.ChannelWeb, visitorID, subscribers.Changes{Fields: typed, LastSeenAt: &seen})
-	return err
+	sub, _, err := w.Subs.Upsert(ctx, bot, subscribers.ChannelWeb, visitorID, subscribers.Changes{Fields: typed, LastSeenAt: &seen})
+	return sub.ID, err
+}
+
+// Subscriber implements popups.FieldWriter.
+func (w Writer) Subscriber(ctx context.Context, bot, visitorID string) (string, error) {
+	sub, err := w.Subs.GetByIdentity(ctx, bot, subscribers.ChannelWeb, visitorID)
+	if httpapi.KindOf(err) == httpapi.KindNotFound {
+		return "", nil
+	}
+	return sub.ID, err
 }
 
 // convert turns a form answer into a value of the field's type.

@@ -38,18 +38,28 @@ func TestWriteFields(t *testing.T) {
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"email", "age", "consent"}, names)
 
-	require.NoError(t, w.WriteFields(ctx, bot, "v_abc123", map[string]string{"email": "ann@example.com", "age": "41", "consent": "true", "gone": "x"}))
+	none, err := w.Subscriber(ctx, bot, "v_abc123")
+	require.NoError(t, err)
+	assert.Empty(t, none, "no subscriber before the first answer")
+	id, err := w.WriteFields(ctx, bot, "v_abc123", map[string]string{"email": "ann@example.com", "age": "41", "consent": "true", "gone": "x"})
+	require.NoError(t, err)
 	s, err := subs.GetByIdentity(ctx, bot, subscribers.ChannelWeb, "v_abc123")
 	require.NoError(t, err)
+	assert.Equal(t, s.ID, id)
+	found, err := w.Subscriber(ctx, bot, "v_abc123")
+	require.NoError(t, err)
+	assert.Equal(t, s.ID, found)
 	assert.Equal(t, map[string]any{"email": "ann@example.com", "age": float64(41), "consent": true}, s.Fields, "typed; a deleted field is skipped")
 
 	// A second answer updates the same subscriber.
-	require.NoError(t, w.WriteFields(ctx, bot, "v_abc123", map[string]string{"age": "42"}))
+	again, err := w.WriteFields(ctx, bot, "v_abc123", map[string]string{"age": "42"})
+	require.NoError(t, err)
+	assert.Equal(t, id, again)
 	s, err = subs.GetByIdentity(ctx, bot, subscribers.ChannelWeb, "v_abc123")
 	require.NoError(t, err)
 	assert.Equal(t, float64(42), s.Fields["age"])
 	assert.Equal(t, "ann@example.com", s.Fields["email"])
 
-	err = w.WriteFields(ctx, bot, "v_abc123", map[string]string{"age": "old"})
+	_, err = w.WriteFields(ctx, bot, "v_abc123", map[string]string{"age": "old"})
 	assert.Equal(t, httpapi.KindInvalid, httpapi.KindOf(err))
 }

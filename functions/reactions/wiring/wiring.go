@@ -37,7 +37,8 @@ func Family() family.Family {
 func Service(env *family.Env) *reactions.Service {
 	return reactions.NewService(env.Store, Vocabulary(env), env.Now, env.Log).
 		WithTemplates(templateCatalogReader{channels.NewCatalog(env.Store)}).
-		WithChannels(connectedChannels{store: env.Store, adapters: env.Adapters})
+		WithChannels(connectedChannels{store: env.Store, adapters: env.Adapters}).
+		WithEvents(env.Events)
 }
 
 // Vocabulary gives the reactions family the bot's labels and custom fields, which the

@@ -47,6 +47,7 @@ func registerRuntime(mux *queue.Mux, env *family.Env, subs runtimeSubscribers) {
 		Channels:    runtimeChannels{chans},
 		Subscribers: subs,
 		Reactions:   runtimeReactions{reactions.NewService(env.Store, reactionswiring.Vocabulary(env), env.Now, env.Log)},
+		Events:      env.Events,
 		Now:         env.Now,
 		Log:         env.Log,
 	})
