@@ -63,8 +63,8 @@ func TestRoutesAccessTable(t *testing.T) {
 	read := httpapi.Need("analytics:read", auth.RightAnalytics).InPlan(auth.FeatureAnalytics)
 	write := httpapi.Need("analytics:write", auth.RightAnalytics).InPlan(auth.FeatureAnalytics)
 	want := map[string]httpapi.Access{
-		"POST /api/bots/{botID}/events":      write,
-		"GET /api/bots/{botID}/events":       read,
+		"POST /api/bots/{botID}/events":       write,
+		"GET /api/bots/{botID}/events":        read,
 		"GET /api/bots/{botID}/events/counts": read,
 	}
 	got := map[string]httpapi.Access{}
