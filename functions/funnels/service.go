@@ -86,8 +86,11 @@ func (s *Service) item(bot string, f Funnel) (store.Item, error) {
 
 // Create saves a new funnel.
 func (s *Service) Create(ctx context.Context, bot string, d Definition) (Funnel, error) {
-	now := stamp(s.now())
-	f := Funnel{ID: ids.At(idPrefix, now), Revision: 1, DefinitionRevision: 1, CreatedAt: now, UpdatedAt: now}
+	at := s.now()
+	now := stamp(at)
+	// The id from the clock's full reading: funnels created within one second still list
+	// in the order they were created.
+	f := Funnel{ID: ids.At(idPrefix, at), Revision: 1, DefinitionRevision: 1, CreatedAt: now, UpdatedAt: now}
 	p := apply(&f, d, true)
 	if err := p.Err(); err != nil {
 		return Funnel{}, err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/botplatform/api/shared/httpapi"
@@ -88,10 +89,13 @@ func (s *Service) save(ctx context.Context, bot string, n New) (Segment, error) 
 	if len(members) > MaxMembers {
 		return Segment{}, errTooLarge(len(members))
 	}
-	now := s.now().UTC().Truncate(1e9)
+	at := s.now()
+	now := at.UTC().Truncate(time.Second)
 	src := n.Source
 	src.Definition = json.RawMessage(bytes.TrimSpace(src.Definition))
-	seg := Segment{ID: ids.At(idPrefix, now), Name: n.Name, Source: src, MemberCount: int64(len(members)), ComputedAt: now}
+	// The id from the clock's full reading: segments saved within one second still list in
+	// the order they were saved.
+	seg := Segment{ID: ids.At(idPrefix, at), Name: n.Name, Source: src, MemberCount: int64(len(members)), ComputedAt: now}
 	b, err := store.Encode(seg)
 	if err != nil {
 		return Segment{}, err
