@@ -808,6 +808,11 @@ func (b *builder) defineAPI(routes []Route) {
 			in = awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(constructID(r.Family)+"Integration"),
 				b.fns[r.Family].fn, &awsapigatewayv2integrations.HttpLambdaIntegrationProps{
 					PayloadFormatVersion: awsapigatewayv2.PayloadFormatVersion_VERSION_2_0(),
+					// One invoke permission per function for the whole API, not one per
+					// route: 160 per-route permissions took the stack past CloudFormation's
+					// 500 resources. The routes stay the access boundary (each names its
+					// Lambda); the permission only lets this API invoke the function.
+					ScopePermissionToRoute: jsii.Bool(false),
 				})
 			integrations[r.Family] = in
 		}

@@ -437,6 +437,10 @@ func TestEnvironmentContract(t *testing.T) {
 		"emaildomains":   append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, base...),
 		"emailcampaigns": append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, base...),
 		"emailevents":    append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "PUBLIC_URL", "TABLE_NAME"}, base...),
+		"events":         append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
+		"funnels":        append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
+		"segments":       append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
+		"experiments":    append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		stack.Jobs:       append([]string{"CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, base...),
 	}
 	checkEnvironment(t, dev, want)
@@ -1220,5 +1224,30 @@ func TestNewReportsMissingAssets(t *testing.T) {
 		if !strings.Contains(err.Error(), n) {
 			t.Errorf("error %q does not name %s", err, n)
 		}
+	}
+}
+
+// CloudFormation refuses a stack of more than 500 resources. Routes grow with every family,
+// so each function gets one API-wide invoke permission rather than one per route, and the
+// stack keeps headroom: past 450 it is time to split it (nested stacks per family group).
+func TestStackSize(t *testing.T) {
+	if n := len(dev.res); n > 450 {
+		t.Errorf("the stack has %d resources: CloudFormation allows 500; split it before it fails to deploy", n)
+	}
+	perms := map[string]int{}
+	for _, p := range dev.ofType("AWS::Lambda::Permission") {
+		if p.Properties["Principal"] == "apigateway.amazonaws.com" {
+			for _, fn := range refs(p.Properties["FunctionName"]) {
+				perms[fn]++
+			}
+		}
+	}
+	for fn, n := range perms {
+		if n != 1 {
+			t.Errorf("function %s has %d API Gateway invoke permissions, want one for the API", fn, n)
+		}
+	}
+	if len(perms) < 10 {
+		t.Errorf("only %d functions may be invoked by API Gateway", len(perms))
 	}
 }
