@@ -15,10 +15,9 @@ import (
 // count a subscriber from their exposure on.
 const ExposureEvent = eventlog.ExperimentExposure
 
-// ExposureSource is the source of exposure events. The assignment route is the
-// customer's call, as the custom events route is; the event's name, reserved to the
-// platform, is what tells an exposure from a customer's event.
-const ExposureSource = eventlog.SourceCustom
+// ExposureSource is the source of exposure events: the platform's, as docs/events.md
+// lists experiment_exposure among the runtime's events (a customer cannot post the name).
+const ExposureSource = eventlog.SourceRuntime
 
 // Buckets is how finely assignment divides subscribers: a variant of weight w out of a
 // total t gets about w/t of the buckets.
