@@ -140,9 +140,19 @@ func (s *Service) message(ref emaillinks.Ref, to mail.Address, out Rendered, lin
 
 // SigningMailer makes a Mailer of one of the platform's senders (*email.SES, *email.SMTP,
 // *email.Sink): each message goes through a copy of it that signs with the message's
-// bot's DKIM key. Another Sender can only send unsigned messages; asked to sign, it fails
-// with a configuration error (temporary: nothing was sent).
-func SigningMailer(s email.Sender) Mailer { return signing{s} }
+// bot's DKIM key. An *email.SMTP without a Pool gets one of its own, so that a campaign's
+// messages share a few connections instead of opening one each (email.SMTPPool: a
+// connection is checked with RSET before each reuse and a message never sent twice).
+// Another Sender can only send unsigned messages; asked to sign, it fails with a
+// configuration error (temporary: nothing was sent).
+func SigningMailer(s email.Sender) Mailer {
+	if x, ok := s.(*email.SMTP); ok && x.Pool == nil {
+		c := *x
+		c.Pool = &email.SMTPPool{MaxIdle: MaxWorkers}
+		s = &c
+	}
+	return signing{s}
+}
 
 type signing struct{ s email.Sender }
 

@@ -220,6 +220,94 @@ func (s *Service) mutateRow(ctx context.Context, bot, campaign, id string, cur *
 	return row{}, fmt.Errorf("recipient %s keeps changing: %w", id, store.ErrUnavailable)
 }
 
+// mutateRows is mutateRow for many rows at once: change(i, ...) for rows[i], each row
+// written under its revision with its counter moves and extra writes, as few
+// transactions as store.MaxTransactWrites allows (their counter moves summed). When a
+// row of a transaction changed since it was read (its condition failed, so nothing was
+// written), that transaction's rows go through mutateRow one by one, which reads a row
+// again when it lost: a row lost to another writer never costs the others their change.
+// change must decide anew on each call (it may be called again for a row). rows are
+// updated to what was written (or, for a row left, to what was last read).
+func (s *Service) mutateRows(ctx context.Context, bot, campaign string, rows []row, change func(i int, r *row, d deltas) ([]store.Write, error)) error {
+	type pending struct {
+		i      int
+		next   row
+		writes []store.Write
+	}
+	var (
+		batch  []pending
+		total  = deltas{}
+		writes = 0
+	)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		all := make([]store.Write, 0, writes+len(total))
+		for _, p := range batch {
+			all = append(all, p.writes...)
+		}
+		err := s.d.Store.Transact(ctx, append(all, total.writes()...))
+		switch {
+		case errors.Is(err, store.ErrConditionFailed):
+			for _, p := range batch {
+				n, err := s.mutateRow(ctx, bot, campaign, rows[p.i].ID, &rows[p.i], func(r *row, d deltas) ([]store.Write, error) {
+					return change(p.i, r, d)
+				})
+				if err != nil {
+					return err
+				}
+				rows[p.i] = n
+			}
+		case err != nil:
+			return fmt.Errorf("update %d recipients: %w", len(batch), err)
+		default:
+			for _, p := range batch {
+				rows[p.i] = p.next
+			}
+		}
+		batch, total, writes = nil, deltas{}, 0
+		return nil
+	}
+	for i := range rows {
+		cur := rows[i]
+		next := cur
+		next.Clicks = slices.Clone(cur.Clicks)
+		d := deltas{}
+		extra, err := change(i, &next, d)
+		if errors.Is(err, errNoChange) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		d.move(bot, campaign, cur.State, next.State)
+		next.rev = cur.rev + 1
+		it, err := next.item(bot, campaign)
+		if err != nil {
+			return err
+		}
+		w := append([]store.Write{store.PutOp(it, store.RevisionIs(cur.rev))}, extra...)
+		counters := len(total)
+		for k := range d {
+			if _, ok := total[k]; !ok {
+				counters++
+			}
+		}
+		if writes+len(w)+counters > store.MaxTransactWrites {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		batch = append(batch, pending{i: i, next: next, writes: w})
+		writes += len(w)
+		for k, n := range d {
+			total[k] += n
+		}
+	}
+	return flush()
+}
+
 // Recipients returns a page of a campaign's rows, all or in one state.
 func (s *Service) Recipients(ctx context.Context, bot, id string, state RowState, limit int, cursor string) ([]Recipient, string, error) {
 	if _, err := s.load(ctx, bot, id); err != nil {

@@ -7,8 +7,12 @@ import (
 	"fmt"
 	"net"
 	"net/mail"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/botplatform/api/shared/email"
@@ -40,27 +44,39 @@ import (
 // transactions. RUN keeps the cursor of the next page, so a pause in the middle of the plan
 // resumes there.
 //
-// Phase send. Planned rows, by batches of at most sendBatch: each subscriber is read again
-// (deleted, no address, address changed, consent withdrawn, suppressed meanwhile: skipped),
-// the message rendered and built, then the row claimed (planned → sending, under its
-// revision: a claim lost to another run is that run's row), sent, and marked sent (message
-// id, the message-id pointer) or failed. A row is claimed before its message leaves and
-// never claimed twice, so no row is ever sent twice. A row left sending (a crash between
-// claim and mark) becomes interrupted once its claim is older than ClaimGrace, and is never
-// sent again. The campaign is re-read before each batch: paused, canceled or a newer run,
-// and the step stops without a next step.
+// Phase send. Planned rows, by batches of at most sendBatch rows and claimWindow's worth
+// of slots. The rows whose address was suppressed meanwhile are skipped; the others are
+// claimed together (planned → sending, each under its revision, in one transaction; when
+// one of them changed since it was read, row by row, so a claim lost to another run is
+// that run's row and costs the others nothing). Then up to Workers at a time, each
+// claimed row's subscriber is read again (deleted, no address, address changed, consent
+// withdrawn: skipped), its message rendered, built and sent. Once the batch's sends are
+// over (the next batch is claimed and handed out meanwhile), its rows are settled
+// together, in as few transactions as the store takes (row by row when one changed
+// meanwhile, say an event for a message already out): sent (message id, the message-id
+// pointer), skipped, failed, or planned again. A row is claimed before its message leaves
+// and never claimed twice, so no row is ever sent twice. A row left sending (a crash
+// between claim and settle: every row of the batches claimed and not yet settled, at most
+// two, whether its message left or not) becomes interrupted once its claim is older than
+// ClaimGrace, and is never sent again. A send that panics is a crash for its row alone:
+// the others are settled before the step panics on. The campaign is re-read before each
+// batch: paused, canceled or a newer run, and the step stops without a next step (the
+// batch already out finishes).
 //
-// Pacing. A step sends at most Rate × StepDuration messages, one every 1/Rate seconds,
-// and when it sent any it returns only at the end of its StepDuration, so that the next
-// step, which the runner starts at once, keeps the rate. Sends are one at a time, so the
-// rate is also bounded by the provider's latency.
+// Pacing. A step sends at most Rate × StepDuration messages, and hands message k to a
+// worker no sooner than k/Rate seconds after the step began; when it sent any it returns
+// only at the end of its StepDuration, so that the next step, which the runner starts at
+// once, keeps the rate. With Workers messages in flight at once, the provider's latency
+// bounds the rate at Workers messages per round trip rather than one.
 //
 // Failures. A permanent refusal fails the row (the campaign goes on). A temporary one
-// stops the step with an error, for the queue to retry after its backoff: when the
-// provider answered (it refused, for now) or the connection never opened, the row is
-// planned again; when the answer never came, the message may have gone out, and the row
-// becomes interrupted. A From domain no longer verified, or content no longer renderable,
-// pauses the campaign with its pause_reason.
+// stops the step with an error, for the queue to retry after its backoff: no further row
+// is handed out (the rows claimed and never handed out are planned again), the sends in
+// flight finish and are settled, and when the provider answered (it refused, for now) or
+// the connection never opened, the row is planned again; when the answer never came, the
+// message may have gone out, and the row becomes interrupted. A From domain no longer
+// verified, or content no longer renderable, pauses the campaign with its pause_reason
+// (the batch stops as for a temporary failure, and its unsent rows are planned again).
 
 // ClaimGrace is how old a claim must be before its row counts as interrupted: longer than
 // a step can live (the jobs Lambda's timeout, 5 minutes), so the run that claimed it is
@@ -68,8 +84,14 @@ import (
 const ClaimGrace = 10 * time.Minute
 
 const (
-	// sendBatch is the most planned rows read at once.
-	sendBatch = 50
+	// sendBatch is the most planned rows read, claimed and settled at once: 48, so that
+	// settling a batch sent (each row and its message-id pointer, and the counters) takes
+	// one transaction of store.MaxTransactWrites.
+	sendBatch = 48
+	// claimWindow bounds a batch by time as well: at most this long's worth of slots at
+	// the configured rate (a second of messages at 14 a second: 14 rows). A claimed row
+	// waits for its slot, and a crash leaves the batch's unsent rows interrupted.
+	claimWindow = time.Second
 	// planPage is the audience page the plan reads: one suppression call per page.
 	planPage = MaxSuppressionBatch
 	// planChunk is the most rows one plan transaction writes (two writes each, with room for
@@ -153,11 +175,19 @@ type step struct {
 	deadline time.Time
 	c        record
 	r        run
-	// links and signers are read once per step.
+	// links are read once per step; doc and version are the content the run sends.
 	links   []string
+	doc     string
+	version int
+	// signers are looked up once per step and From address; mu guards them.
+	mu      sync.Mutex
 	signers map[string]*email.Signer
-	// sent counts the messages this step sent, for pacing.
+	// sent counts the rows this step handed out to send (a slot each), for pacing.
 	sent int
+	// workers holds a token for each send in flight (at most Config.Workers); stop is set
+	// by a send that stops the step, so that no further row is handed out.
+	workers chan struct{}
+	stop    atomic.Bool
 }
 
 func (st *step) run(ctx context.Context) (string, bool, error) {
@@ -312,136 +342,341 @@ func (st *step) sending(ctx context.Context) (bool, error) {
 	return st.finish(ctx)
 }
 
-// send sends planned rows until the step's budget or time is up or none is left. It
-// reports whether the run may go on.
+// send sends planned rows, a batch at a time, until the step's budget or time is up or
+// none is left. It reports whether the run may go on. The batches overlap: the next one
+// is read and claimed, and handed out, while the last sends of the one before are in
+// flight, and that one is settled only then; so at most two batches are claimed and not
+// yet settled at any time.
 func (st *step) send(ctx context.Context) (bool, error) {
 	s := st.s
-	budget := max(1, int(s.cfg.Rate*st.s.cfg.StepDuration.Seconds()))
+	budget := max(1, int(s.cfg.Rate*s.cfg.StepDuration.Seconds()))
+	// A batch is claimed at once: at most claimWindow's worth of slots, so that its rows
+	// wait little for their slots and a crash leaves few of them interrupted.
+	window := max(1, int(s.cfg.Rate*claimWindow.Seconds()))
+	if st.links == nil {
+		var err error
+		if st.links, err = s.linkTable(ctx, st.p.Bot, st.p.Campaign); err != nil {
+			return false, err
+		}
+	}
+	// The workers read what they need of the campaign here, not in st.c, which live()
+	// replaces meanwhile; a run sends one version of one document.
+	st.doc, st.version = st.c.ContentID, *st.c.ContentVersion
+	st.workers = make(chan struct{}, s.cfg.Workers)
+	var out []*batch // handed out and not yet settled: at most two
+	// end ends the send: the batches out are landed first, and a send of theirs that
+	// stopped the step decides.
+	end := func(live bool, err error) (bool, error) {
+		if e := st.land(ctx, out...); e != nil {
+			return false, e
+		}
+		if ok, e := st.verdict(ctx, out...); e != nil || !ok {
+			return ok, e
+		}
+		return live, err
+	}
 	examined := 0
 	for st.sent < budget && examined < 4*budget+sendBatch && s.d.Now().Before(st.deadline) {
 		if live, err := st.live(ctx); err != nil || !live {
-			return false, err
+			return end(false, err)
 		}
-		page, err := s.d.Store.Query(ctx, store.Query{Index: store.GSI1, PK: rowStatePK(st.p.Bot, st.p.Campaign, RowPlanned), Limit: min(sendBatch, budget-st.sent)})
+		page, err := s.d.Store.Query(ctx, store.Query{Index: store.GSI1, PK: rowStatePK(st.p.Bot, st.p.Campaign, RowPlanned),
+			Limit: min(sendBatch, window, budget-st.sent)})
 		if err != nil {
-			return false, err
+			return end(false, err)
 		}
 		if len(page.Items) == 0 {
-			return true, nil
+			break
 		}
+		examined += len(page.Items)
 		rows := make([]row, len(page.Items))
 		addrs := make([]string, 0, len(rows))
 		for i, it := range page.Items {
 			if rows[i], err = decodeRow(it); err != nil {
-				return false, err
+				return end(false, err)
 			}
 			addrs = append(addrs, strings.ToLower(rows[i].Address))
 		}
 		suppressed, err := s.suppressed(ctx, st.p.Bot, addrs)
 		if err != nil {
-			return false, err
+			return end(false, err)
 		}
-		for i := range rows {
-			examined++
-			live, err := st.sendRow(ctx, &rows[i], suppressed)
-			if err != nil || !live {
-				return live, err
+		if rows, err = st.skipSuppressed(ctx, rows, suppressed); err != nil {
+			return end(false, err)
+		}
+		if rows, err = st.claim(ctx, rows); err != nil {
+			return end(false, err)
+		}
+		b := &batch{rows: rows, outs: make([]outcome, len(rows))}
+		slotErr := st.dispatch(ctx, b)
+		out = append(out, b)
+		if len(out) == 2 { // the batch before is done by now, or nearly: settle it
+			if err := st.land(ctx, out[0]); err != nil {
+				return end(false, err)
 			}
-			if st.sent >= budget || !s.d.Now().Before(st.deadline) {
-				break
+			if out[0].stopped() {
+				return end(true, nil)
+			}
+			out = out[1:]
+		}
+		if slotErr != nil {
+			return end(false, slotErr)
+		}
+		if st.stop.Load() {
+			break
+		}
+	}
+	return end(true, nil)
+}
+
+// skipSuppressed moves the rows whose address was suppressed meanwhile to skipped (a row
+// another run moved first is left) and returns the others.
+func (st *step) skipSuppressed(ctx context.Context, rows []row, suppressed map[string]string) ([]row, error) {
+	bot, id := st.p.Bot, st.p.Campaign
+	var skip, keep []row
+	for _, r := range rows {
+		if _, ok := suppressed[strings.ToLower(r.Address)]; ok {
+			skip = append(skip, r)
+		} else {
+			keep = append(keep, r)
+		}
+	}
+	if len(skip) == 0 {
+		return keep, nil
+	}
+	err := st.s.mutateRows(ctx, bot, id, skip, func(_ int, n *row, d deltas) ([]store.Write, error) {
+		if n.State != RowPlanned {
+			return nil, errNoChange
+		}
+		reason := suppressionReason(suppressed[strings.ToLower(n.Address)])
+		n.State, n.SkipReason = RowSkipped, reason
+		d.add(bot, id, "skip#"+reason, 1)
+		return nil, nil
+	})
+	return keep, err
+}
+
+// claim moves planned rows to sending, in one transaction when none of them changed since
+// it was read, and returns those this run claimed: a row another run moved first is left
+// out, and does not cost the others their claim (mutateRows).
+func (st *step) claim(ctx context.Context, rows []row) ([]row, error) {
+	now := stamp(st.s.d.Now())
+	claimed := make([]bool, len(rows))
+	err := st.s.mutateRows(ctx, st.p.Bot, st.p.Campaign, rows, func(i int, n *row, _ deltas) ([]store.Write, error) {
+		claimed[i] = false // the last attempt decides
+		if n.State != RowPlanned {
+			return nil, errNoChange
+		}
+		n.State, n.ClaimedAt = RowSending, &now
+		claimed[i] = true
+		return nil, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]row, 0, len(rows))
+	for i, r := range rows {
+		if claimed[i] {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// outcome is how the send of one claimed row ended.
+type outcome struct {
+	// state is where the row goes from sending: sent, skipped, failed, planned (nothing
+	// went out) or interrupted (nothing known); "" leaves it sending (a panic: as a crash).
+	state   RowState
+	reason  string        // skipped: why
+	receipt email.Receipt // sent
+	failure *SendFailure  // failed
+	// err stops the step with this error, or, with pause, pauses the campaign for that
+	// reason.
+	err   error
+	pause string
+	// panicked is what the send panicked with: the step panics with it once the other
+	// rows out are settled.
+	panicked any
+}
+
+func (o outcome) stops() bool { return o.err != nil || o.pause != "" || o.panicked != nil }
+
+// batch is a claimed batch of rows on its way out, with the outcome of each row's send
+// (planned again until the row is handed out).
+type batch struct {
+	rows   []row
+	outs   []outcome
+	wg     sync.WaitGroup // the sends in flight
+	landed bool           // settled
+}
+
+// stopped reports whether a send of the landed batch stopped the step.
+func (b *batch) stopped() bool {
+	return slices.ContainsFunc(b.outs, outcome.stops)
+}
+
+// dispatch hands the batch's rows to workers, each no sooner than its slot and only when
+// one of the step's Workers is free, and returns once every row is handed out, or when a
+// send stopped the step (stop), the step's time is up or the wait for a slot ended (its
+// error). The rows not handed out stay planned in b.outs.
+func (st *step) dispatch(ctx context.Context, b *batch) error {
+	for i := range b.outs {
+		b.outs[i].state = RowPlanned
+	}
+	for i := range b.rows {
+		if st.stop.Load() || !st.s.d.Now().Before(st.deadline) {
+			return nil
+		}
+		st.workers <- struct{}{} // a worker first, then the slot: a message leaves at its slot
+		if st.stop.Load() {
+			<-st.workers
+			return nil
+		}
+		if err := st.slot(ctx); err != nil {
+			<-st.workers
+			return err
+		}
+		st.sent++
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			defer func() { <-st.workers }()
+			defer func() {
+				if p := recover(); p != nil {
+					b.outs[i] = outcome{panicked: fmt.Sprintf("%v [sending to recipient %s]\n%s", p, b.rows[i].ID, debug.Stack())}
+				}
+				if b.outs[i].stops() {
+					st.stop.Store(true)
+				}
+			}()
+			b.outs[i] = st.sendOne(ctx, &b.rows[i])
+		}()
+	}
+	return nil
+}
+
+// land waits for the sends of each batch and settles its rows (settleBatch), once.
+func (st *step) land(ctx context.Context, bs ...*batch) error {
+	var errs []error
+	for _, b := range bs {
+		if !b.landed {
+			b.wg.Wait()
+			b.landed = true
+			errs = append(errs, st.settleBatch(ctx, b.rows, b.outs))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// verdict says whether the run may go on after the landed batches' sends: a send that
+// stopped the step decides, a panic first, then in batch and row order.
+func (st *step) verdict(ctx context.Context, bs ...*batch) (bool, error) {
+	for _, b := range bs {
+		for _, o := range b.outs {
+			if o.panicked != nil {
+				panic(o.panicked)
+			}
+		}
+	}
+	for _, b := range bs {
+		for _, o := range b.outs {
+			switch {
+			case o.pause != "":
+				return false, st.pause(ctx, o.pause, o.err)
+			case o.err != nil:
+				return false, o.err
 			}
 		}
 	}
 	return true, nil
 }
 
-// skip moves a planned row to skipped for reason (a row another run moved first is left).
-func (st *step) skip(ctx context.Context, r *row, reason string) error {
-	_, err := st.s.mutateRow(ctx, st.p.Bot, st.p.Campaign, r.ID, r, func(n *row, d deltas) ([]store.Write, error) {
-		if n.State != RowPlanned {
-			return nil, errNoChange
-		}
-		n.State, n.SkipReason = RowSkipped, reason
-		d.add(st.p.Bot, st.p.Campaign, "skip#"+reason, 1)
-		return nil, nil
-	})
-	return err
+// slot waits for the slot of the step's next message: one every 1/Rate seconds from the
+// step's start.
+func (st *step) slot(ctx context.Context) error {
+	at := st.start.Add(time.Duration(float64(st.sent) * float64(time.Second) / st.s.cfg.Rate))
+	if wait := at.Sub(st.s.d.Now()); wait > 0 {
+		return st.s.d.Sleep(ctx, wait)
+	}
+	return nil
 }
 
-// sendRow sends one planned row. It reports whether the run may go on.
-func (st *step) sendRow(ctx context.Context, r *row, suppressed map[string]string) (bool, error) {
+// sendOne reads a claimed row's subscriber again, renders its message and sends it.
+func (st *step) sendOne(ctx context.Context, r *row) outcome {
 	s, bot, id := st.s, st.p.Bot, st.p.Campaign
-	if reason, ok := suppressed[strings.ToLower(r.Address)]; ok {
-		return true, st.skip(ctx, r, suppressionReason(reason))
-	}
 	p, err := s.d.Audience.Person(ctx, bot, r.SubscriberID)
 	if httpapi.KindOf(err) == httpapi.KindNotFound {
-		return true, st.skip(ctx, r, SkipDeleted)
+		return outcome{state: RowSkipped, reason: SkipDeleted}
 	}
 	if err != nil {
-		return false, err
+		return outcome{state: RowPlanned, err: err}
 	}
 	a, lower := address(p)
 	switch {
 	case a == "":
-		return true, st.skip(ctx, r, SkipNoEmail)
+		return outcome{state: RowSkipped, reason: SkipNoEmail}
 	case lower != strings.ToLower(r.Address):
-		return true, st.skip(ctx, r, SkipAddressChanged)
+		return outcome{state: RowSkipped, reason: SkipAddressChanged}
 	case !p.Consent:
-		return true, st.skip(ctx, r, SkipNoConsent)
+		return outcome{state: RowSkipped, reason: SkipNoConsent}
 	}
-	p.UnsubscribeURL = s.d.Links.UnsubscribeURL(s.cfg.PublicURL, emaillinks.Ref{Bot: bot, Campaign: st.c.ID, Recipient: r.ID})
-	out, err := s.d.Content.Render(ctx, bot, st.c.ContentID, *st.c.ContentVersion, p)
+	ref := emaillinks.Ref{Bot: bot, Campaign: id, Recipient: r.ID}
+	p.UnsubscribeURL = s.d.Links.UnsubscribeURL(s.cfg.PublicURL, ref)
+	out, err := s.d.Content.Render(ctx, bot, st.doc, st.version, p)
 	if clientError(err) {
-		return false, st.pause(ctx, "content_unavailable", err)
+		return outcome{state: RowPlanned, pause: "content_unavailable", err: err}
 	}
 	if err != nil {
-		return false, err
+		return outcome{state: RowPlanned, err: err}
 	}
 	signer, err := st.signer(ctx, out.From.Address)
 	if errors.Is(err, ErrNotVerified) || clientError(err) {
-		return false, st.pause(ctx, "domain_not_verified", err)
+		return outcome{state: RowPlanned, pause: "domain_not_verified", err: err}
 	}
 	if err != nil {
-		return false, err
+		return outcome{state: RowPlanned, err: err}
 	}
-	if st.links == nil {
-		if st.links, err = s.linkTable(ctx, bot, id); err != nil {
-			return false, err
-		}
-	}
-	ref := emaillinks.Ref{Bot: bot, Campaign: id, Recipient: r.ID}
 	msg := s.message(ref, mail.Address{Name: p.Name, Address: r.Address}, out, st.links)
-	// The slot before the claim: a claimed row goes out at once.
-	if wait := st.start.Add(time.Duration(float64(st.sent) * float64(time.Second) / s.cfg.Rate)).Sub(s.d.Now()); wait > 0 {
-		if err := s.d.Sleep(ctx, wait); err != nil {
-			return false, err
-		}
-	}
-	claimed, err := st.claim(ctx, r)
-	if err != nil || !claimed {
-		return true, err
-	}
-	st.sent++
 	sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
 	rc, err := s.d.Mail.Send(sendCtx, msg, signer)
 	cancel()
 	switch {
 	case err == nil:
-		return true, st.markSent(ctx, r, rc)
+		return outcome{state: RowSent, receipt: rc}
 	case email.IsPermanent(err):
-		return true, st.settleRow(ctx, r, RowFailed, failure(err))
+		return outcome{state: RowFailed, failure: failure(err)}
 	case notSent(err):
-		if e := st.settleRow(ctx, r, RowPlanned, nil); e != nil {
-			return false, e
-		}
-		return false, queue.RetryAfter(fmt.Errorf("emailcampaigns: send to recipient %s of %s: %w", r.ID, id, err), retryAfter)
+		return outcome{state: RowPlanned, err: queue.RetryAfter(fmt.Errorf("emailcampaigns: send to recipient %s of %s: %w", r.ID, id, err), retryAfter)}
 	default:
-		if e := st.settleRow(ctx, r, RowInterrupted, nil); e != nil {
-			return false, e
-		}
-		return false, queue.RetryAfter(fmt.Errorf("emailcampaigns: send to recipient %s of %s ended without an answer; it is counted interrupted: %w", r.ID, id, err), retryAfter)
+		return outcome{state: RowInterrupted, err: queue.RetryAfter(fmt.Errorf("emailcampaigns: send to recipient %s of %s ended without an answer; it is counted interrupted: %w", r.ID, id, err), retryAfter)}
 	}
+}
+
+// settleBatch moves the claimed rows where their outcomes say, in as few transactions as
+// the store takes (mutateRows): sent with the message-id pointer, skipped, failed, planned
+// again or interrupted. A row no longer sending is left as it is (but a message that
+// went out is recorded sent whatever happened to its row: markSent).
+func (st *step) settleBatch(ctx context.Context, rows []row, outs []outcome) error {
+	bot, id := st.p.Bot, st.p.Campaign
+	now := stamp(st.s.d.Now())
+	return st.s.mutateRows(ctx, bot, id, rows, func(i int, n *row, d deltas) ([]store.Write, error) {
+		o := outs[i]
+		switch {
+		case o.state == "":
+			return nil, errNoChange
+		case o.state == RowSent:
+			return st.markSent(n, o.receipt, now)
+		case n.State != RowSending:
+			return nil, errNoChange
+		}
+		n.State, n.Error, n.ClaimedAt = o.state, o.failure, nil
+		if o.state == RowSkipped {
+			n.SkipReason = o.reason
+			d.add(bot, id, "skip#"+o.reason, 1)
+		}
+		return nil, nil
+	})
 }
 
 // notSent reports whether a temporary failure certainly sent nothing: the provider
@@ -469,7 +704,11 @@ func failure(err error) *SendFailure {
 	return f
 }
 
+// signer returns the DKIM signer of a From address, looked up once per step (the workers
+// share it).
 func (st *step) signer(ctx context.Context, from string) (*email.Signer, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	if k, ok := st.signers[from]; ok {
 		return k, nil
 	}
@@ -504,54 +743,31 @@ func (st *step) pause(ctx context.Context, reason string, cause error) error {
 	return err
 }
 
-// claim moves a planned row to sending; false when another run moved it first.
-func (st *step) claim(ctx context.Context, r *row) (bool, error) {
-	claimed := false
-	n, err := st.s.mutateRow(ctx, st.p.Bot, st.p.Campaign, r.ID, r, func(n *row, _ deltas) ([]store.Write, error) {
-		claimed = false // the last attempt decides
-		if n.State != RowPlanned {
-			return nil, errNoChange
-		}
-		now := stamp(st.s.d.Now())
-		n.State, n.ClaimedAt = RowSending, &now
-		claimed = true
-		return nil, nil
-	})
-	if err != nil {
-		return false, err
-	}
-	*r = n
-	return claimed && n.State == RowSending, nil
-}
-
-// markSent records a sent message: the row sent with its message id and the pointer from
-// the message id to the row. A row another run meanwhile counted interrupted is sent after
-// all (the message did go out).
-func (st *step) markSent(ctx context.Context, r *row, rc email.Receipt) error {
+// markSent is the change that records a sent message on its row: sent, with its message
+// id, and the pointer from the message id to the row. A row another run meanwhile counted
+// interrupted is sent after all (the message did go out); one an event already moved to
+// sent gets its message id.
+func (st *step) markSent(n *row, rc email.Receipt, now time.Time) ([]store.Write, error) {
 	bot, id := st.p.Bot, st.p.Campaign
-	_, err := st.s.mutateRow(ctx, bot, id, r.ID, r, func(n *row, _ deltas) ([]store.Write, error) {
-		switch n.State {
-		case RowSending, RowInterrupted:
-			now := stamp(st.s.d.Now())
-			n.State, n.SentAt, n.ClaimedAt = RowSent, &now, nil
-		case RowSent:
-			if n.MessageID != "" {
-				return nil, errNoChange
-			}
-		default:
+	switch n.State {
+	case RowSending, RowInterrupted:
+		n.State, n.SentAt, n.ClaimedAt = RowSent, &now, nil
+	case RowSent:
+		if n.MessageID != "" {
 			return nil, errNoChange
 		}
-		n.MessageID = rc.MessageID
-		if n.MessageID == "" {
-			return nil, nil
-		}
-		b, err := store.Encode(pointer{Bot: bot, Campaign: id, Recipient: r.ID})
-		if err != nil {
-			return nil, err
-		}
-		return []store.Write{store.PutOp(store.Item{Key: pointerKey(n.MessageID), Revision: 1, Data: b}, store.Always)}, nil
-	})
-	return err
+	default:
+		return nil, errNoChange
+	}
+	n.MessageID = rc.MessageID
+	if n.MessageID == "" {
+		return nil, nil
+	}
+	b, err := store.Encode(pointer{Bot: bot, Campaign: id, Recipient: n.ID})
+	if err != nil {
+		return nil, err
+	}
+	return []store.Write{store.PutOp(store.Item{Key: pointerKey(n.MessageID), Revision: 1, Data: b}, store.Always)}, nil
 }
 
 // settleRow moves a row this run claimed (sending) to state: failed (with f), planned

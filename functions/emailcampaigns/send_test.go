@@ -127,7 +127,7 @@ func TestSendExactlyOnceThroughRedeliveryPauseAndResume(t *testing.T) {
 // and the send as a whole keeps the rate.
 func TestSendIsPaced(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, 250)
+	f := newFixture(t, 250, sequential) // the mailer reads the clock: see TestSendIsPacedWithWorkers
 	var at []time.Time
 	f.mail.before = func(int, email.Message) error { at = append(at, f.clock.Now()); return nil }
 	f.schedule(t, f.create(t))
@@ -145,7 +145,7 @@ func TestSendIsPaced(t *testing.T) {
 // the message had left or not. An event for it later proves it had.
 func TestCrashAfterClaimLeavesTheRowInterrupted(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, 20)
+	f := newFixture(t, 20, sequential) // the mailer numbers its calls: see TestPanicInOneSendOfManyInFlight
 	f.mail.before = func(n int, _ email.Message) error {
 		if n == 5 {
 			panic("crash before the message leaves")
@@ -200,7 +200,7 @@ func TestCrashAfterClaimLeavesTheRowInterrupted(t *testing.T) {
 // without an answer counts the row interrupted.
 func TestSendFailures(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, 10)
+	f := newFixture(t, 10, sequential) // the mailer numbers its calls: see TestTemporaryFailureWithSendsInFlight
 	f.mail.before = func(n int, _ email.Message) error {
 		switch n {
 		case 2:
@@ -286,7 +286,7 @@ func TestScheduledForLater(t *testing.T) {
 // consent withdrawn, address changed or suppressed meanwhile, they get nothing.
 func TestSendReadsSubscribersAgain(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, 8)
+	f := newFixture(t, 8, sequential) // changes people at the first send, before the second one's read
 	c := f.schedule(t, f.create(t))
 	// The first step plans and sends; change people between the plan and their send.
 	f.mail.before = func(n int, _ email.Message) error {

@@ -135,6 +135,12 @@ const (
 	// DefaultStepDuration is how long one step of the send job sends: far inside a Lambda's
 	// timeout, short enough that a pause takes effect within seconds.
 	DefaultStepDuration = 5 * time.Second
+	// DefaultWorkers is how many messages a send step has in flight at once: enough to
+	// render and sign the next messages while others are on the wire, few enough to be
+	// gentle with the provider's connections.
+	DefaultWorkers = 8
+	// MaxWorkers bounds Config.Workers.
+	MaxWorkers = 64
 	// DefaultMaxAudience bounds the subscribers a campaign (and its consent preview) walks:
 	// a preview reads them all within one request, at about 200 pages of 500.
 	DefaultMaxAudience = 100_000
@@ -152,6 +158,10 @@ type Config struct {
 	StepDuration time.Duration
 	// MaxAudience is the most subscribers a campaign goes to (default DefaultMaxAudience).
 	MaxAudience int
+	// Workers is how many messages a send step has in flight at once, 1 to MaxWorkers
+	// (default DefaultWorkers). The pacing holds whatever it is: a message leaves no
+	// sooner than its slot.
+	Workers int
 	// UnsubscribeMailto, when set, is the address of a mailbox that unsubscribes whoever
 	// writes to it; List-Unsubscribe then names it beside the one-click URL.
 	UnsubscribeMailto string
@@ -166,6 +176,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxAudience == 0 {
 		c.MaxAudience = DefaultMaxAudience
+	}
+	if c.Workers == 0 {
+		c.Workers = DefaultWorkers
 	}
 }
 
@@ -183,6 +196,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxAudience < 1 || c.MaxAudience > 1_000_000 {
 		errs = append(errs, errors.New("max audience must be 1 to 1000000"))
+	}
+	if c.Workers < 1 || c.Workers > MaxWorkers {
+		errs = append(errs, fmt.Errorf("workers must be 1 to %d", MaxWorkers))
 	}
 	if c.UnsubscribeMailto != "" {
 		if a, err := mail.ParseAddress(c.UnsubscribeMailto); err != nil || a.Address != c.UnsubscribeMailto {

@@ -73,6 +73,9 @@ type SMTP struct {
 	DKIM *Signer
 	// Timeout bounds one delivery; zero means DefaultSMTPTimeout.
 	Timeout time.Duration
+	// Pool, when not nil, keeps connections open between messages (see SMTPPool); nil
+	// means a new connection for every message, closed with QUIT once it is sent.
+	Pool *SMTPPool
 }
 
 var _ Sender = (*SMTP)(nil)
@@ -141,46 +144,69 @@ func (s *SMTP) Send(ctx context.Context, m Message) (Receipt, error) {
 	defer cancel()
 
 	host, _, _ := net.SplitHostPort(s.Addr)
-	conn, err := s.dial(ctx, host)
+	sc, err := s.open(ctx, host)
 	if err != nil {
-		return Receipt{}, smtpFailure(ctx, "connect", err, false)
-	}
-	defer conn.Close()
-	// The deadline makes every read and write give up with the context; cancelling the
-	// context moves it to the past, which interrupts a blocked call at once.
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
-	}
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-
-	c, err := smtp.NewClient(conn, host)
-	if err != nil {
-		return Receipt{}, smtpFailure(ctx, "greeting", err, false)
-	}
-	defer c.Close()
-	if err := s.setup(ctx, c, host); err != nil {
 		return Receipt{}, err
 	}
+	err = transaction(ctx, sc.c, m, raw)
+	sc.done(s.Pool, s.poolKey(), err == nil)
+	if err != nil {
+		return Receipt{}, err
+	}
+	return Receipt{MessageID: id, Provider: "smtp"}, nil
+}
+
+// open returns a connection ready for a mail transaction: an idle one of the Pool that
+// answers RSET, else a new one (connected, greeted, EHLO, STARTTLS and AUTH as
+// configured). Either is bound to ctx.
+func (s *SMTP) open(ctx context.Context, host string) (*smtpConn, error) {
+	if s.Pool != nil {
+		if sc := s.Pool.reuse(ctx, s.poolKey()); sc != nil {
+			return sc, nil
+		}
+	}
+	conn, err := s.dial(ctx, host)
+	if err != nil {
+		return nil, smtpFailure(ctx, "connect", err, false)
+	}
+	sc := &smtpConn{conn: conn}
+	sc.bind(ctx)
+	c, err := smtp.NewClient(conn, host)
+	if err != nil {
+		sc.stop()
+		_ = conn.Close()
+		return nil, smtpFailure(ctx, "greeting", err, false)
+	}
+	sc.c = c
+	if err := s.setup(ctx, c, host); err != nil {
+		sc.stop()
+		_ = c.Close()
+		return nil, err
+	}
+	return sc, nil
+}
+
+// transaction sends one message on a ready connection: MAIL FROM, RCPT TO, DATA. The
+// message is accepted when the reply to the end of DATA is; nothing before that can have
+// delivered it.
+func transaction(ctx context.Context, c *smtp.Client, m Message, raw []byte) error {
 	if err := c.Mail(m.From.Address); err != nil {
-		return Receipt{}, smtpFailure(ctx, "MAIL FROM", err, true)
+		return smtpFailure(ctx, "MAIL FROM", err, true)
 	}
 	if err := c.Rcpt(m.To.Address); err != nil {
-		return Receipt{}, smtpFailure(ctx, "RCPT TO", err, true)
+		return smtpFailure(ctx, "RCPT TO", err, true)
 	}
 	w, err := c.Data()
 	if err != nil {
-		return Receipt{}, smtpFailure(ctx, "DATA", err, true)
+		return smtpFailure(ctx, "DATA", err, true)
 	}
 	if _, err := w.Write(raw); err != nil {
-		return Receipt{}, smtpFailure(ctx, "DATA", err, true)
+		return smtpFailure(ctx, "DATA", err, true)
 	}
 	if err := w.Close(); err != nil {
-		return Receipt{}, smtpFailure(ctx, "DATA", err, true)
+		return smtpFailure(ctx, "DATA", err, true)
 	}
-	// The message is accepted; a failed QUIT changes nothing about that.
-	_ = c.Quit()
-	return Receipt{MessageID: id, Provider: "smtp"}, nil
+	return nil
 }
 
 // dial opens the TCP (or, for ImplicitTLS, TLS) connection.

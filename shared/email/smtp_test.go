@@ -42,10 +42,26 @@ type backend struct {
 	authTries int
 	reject    map[string]*smtp.SMTPError
 	block     chan struct{}
+	conns     []*smtp.Conn // one per session, in order
 }
 
 func (b *backend) NewSession(c *smtp.Conn) (smtp.Session, error) {
+	b.mu.Lock()
+	b.conns = append(b.conns, c)
+	b.mu.Unlock()
 	return &session{b: b, conn: c}, nil
+}
+
+// connections counts the connections opened to the server (a STARTTLS starts a new
+// session on the same connection).
+func (b *backend) connections() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	peers := map[string]bool{}
+	for _, c := range b.conns {
+		peers[c.Conn().RemoteAddr().String()] = true
+	}
+	return len(peers)
 }
 
 func (b *backend) deliveries() []delivery {
