@@ -5,6 +5,7 @@ package wiring
 import (
 	"context"
 
+	"github.com/botplatform/api/functions/experiments"
 	"github.com/botplatform/api/functions/funnels"
 	"github.com/botplatform/api/functions/segments"
 	"github.com/botplatform/api/shared/family"
@@ -31,7 +32,8 @@ func Service(env *family.Env) *segments.Service {
 		Store: env.Store,
 		Now:   env.Now,
 		Sources: map[string]func(ctx context.Context, bot, id string) (int64, error){
-			segments.KindFunnelCohort: fnl.DefinitionRevision,
+			segments.KindFunnelCohort:     fnl.DefinitionRevision,
+			segments.KindExperimentCohort: experiments.CohortRevision(env.Store),
 		},
 	})
 }
