@@ -16,12 +16,16 @@ import (
 	emailcampaignswiring "github.com/botplatform/api/functions/emailcampaigns/wiring"
 	emaildomainswiring "github.com/botplatform/api/functions/emaildomains/wiring"
 	emaileventswiring "github.com/botplatform/api/functions/emailevents/wiring"
+	eventswiring "github.com/botplatform/api/functions/events/wiring"
+	experimentswiring "github.com/botplatform/api/functions/experiments/wiring"
+	funnelswiring "github.com/botplatform/api/functions/funnels/wiring"
 	"github.com/botplatform/api/functions/pats"
 	popupswiring "github.com/botplatform/api/functions/popups/wiring"
 	"github.com/botplatform/api/functions/public"
 	reactionswiring "github.com/botplatform/api/functions/reactions/wiring"
 	"github.com/botplatform/api/functions/requestlogs"
 	runtimewiring "github.com/botplatform/api/functions/runtime/wiring"
+	segmentswiring "github.com/botplatform/api/functions/segments/wiring"
 	"github.com/botplatform/api/functions/stats"
 	subscriberswiring "github.com/botplatform/api/functions/subscribers/wiring"
 	webhookswiring "github.com/botplatform/api/functions/webhooks/wiring"
@@ -50,6 +54,10 @@ func All() []family.Family {
 		emaildomainswiring.Family(),
 		emailcampaignswiring.Family(),
 		emaileventswiring.Family(),
+		eventswiring.Family(),
+		funnelswiring.Family(),
+		segmentswiring.Family(),
+		experimentswiring.Family(),
 	}
 }
 

@@ -68,8 +68,20 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 		// (reactions and runtime come with the sending domains' wiring, as for campaigns).
 		"emailevents": {"emailevents", "emailevents/wiring", "emailcampaigns", "emailcampaigns/wiring", "content", "content/wiring",
 			"subscribers", "channels", "emaildomains", "emaildomains/wiring", "emaildomains/internal/mimemail", "reactions", "runtime"},
-		"authorizer": nil,
-		"auditsink":  nil,
+		// A custom event's subscriber must be the bot's, and its channel is the subscriber's
+		// (subscribers: Get).
+		"events": {"events", "events/wiring", "subscribers"},
+		// A funnel's cohort is saved as a segment (segments: its Save).
+		"funnels": {"funnels", "funnels/wiring", "segments"},
+		// A segment is stale once the funnel or experiment it was computed from changed
+		// (funnels: the definition's revision; experiments: the version).
+		"segments": {"segments", "segments/wiring", "funnels", "experiments"},
+		// A variant's subject is a reaction version, a content document or a popup (their
+		// services, for reads); only subscribers are assigned (subscribers); a cohort is
+		// saved as a segment (segments: its Save).
+		"experiments": {"experiments", "experiments/wiring", "reactions", "content", "popups", "subscribers", "segments"},
+		"authorizer":  nil,
+		"auditsink":   nil,
 	}
 	for _, name := range append(namesOf(), Workers()...) {
 		if name == "jobs" {

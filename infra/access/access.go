@@ -205,6 +205,35 @@ func Access() map[string][]Grant {
 			{Bus, []string{"events:PutEvents"}},
 			{CursorKey, []string{"kms:GenerateMac"}},
 		},
+		// Events: custom events appended to the event log (items of the same table on AWS,
+		// shared/eventlog/storelog: TransactWriteItems per event), the list and the counts
+		// (Query), the subscriber each names (GetItem).
+		"events": {logs,
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+		},
+		// Experiments: definitions, versions, exposures appended to the event log (in the same
+		// table on AWS), reports scanning it, and cohorts saved as segments.
+		"experiments": {logs,
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+		},
+		// Funnels: definitions, reports scanning the event log (in the same table on AWS), and
+		// cohorts saved as segments (TransactWriteItems: the members' chunks and the segment).
+		"funnels": {logs,
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+		},
+		// Segments: reads, member pages, deletions (TransactWriteItems); staleness reads the
+		// funnels (and experiments) their members were computed from.
+		"segments": {logs,
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+		},
 		// Sending domains and inbound mail. GenerateDataKey/Decrypt: each domain's DKIM key is
 		// sealed; SES: the domain becomes an SES identity with that key and its MAIL FROM;
 		// SendEmail/SendRawEmail: inbound routes that forward.
