@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/botplatform/api/shared/emaillinks"
+	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/store"
@@ -70,7 +72,12 @@ func (s *Service) Record(ctx context.Context, ref emaillinks.Ref, ev Event) erro
 		at = stamp(s.d.Now())
 	}
 	bot, cmp := ref.Bot, ref.Campaign
+	var logged []eventlog.Event // what the stored change adds to the event log
 	_, err := s.mutateRow(ctx, bot, cmp, ref.Recipient, nil, func(r *row, d deltas) ([]store.Write, error) {
+		logged = logged[:0]
+		log := func(name string, nth int, props map[string]any) {
+			logged = append(logged, s.recipientEvent(bot, cmp, r.Recipient, name, nth, at, props))
+		}
 		changed := false
 		switch r.State {
 		case RowSent:
@@ -88,12 +95,14 @@ func (s *Service) Record(ctx context.Context, ref emaillinks.Ref, ev Event) erro
 			if r.DeliveredAt == nil {
 				r.DeliveredAt = &at
 				count(evDelivered)
+				log(eventlog.EmailDelivered, 0, nil)
 			}
 		case EventBounce:
 			switch {
 			case r.Bounce == nil:
 				r.Bounce = &Bounce{Permanent: ev.Permanent, At: at}
 				count(evBounced)
+				log(eventlog.EmailBounced, 0, map[string]any{"permanent": ev.Permanent})
 			case ev.Permanent && !r.Bounce.Permanent:
 				r.Bounce = &Bounce{Permanent: true, At: at}
 				changed = true
@@ -102,11 +111,13 @@ func (s *Service) Record(ctx context.Context, ref emaillinks.Ref, ev Event) erro
 			if r.ComplainedAt == nil {
 				r.ComplainedAt = &at
 				count(evComplained)
+				log(eventlog.EmailComplained, 0, nil)
 			}
 		case EventUnsubscribe:
 			if r.UnsubscribedAt == nil {
 				r.UnsubscribedAt = &at
 				count(evUnsubscribed)
+				log(eventlog.EmailUnsubscribed, 0, nil)
 			}
 		case EventOpen:
 			if ev.Machine {
@@ -117,11 +128,13 @@ func (s *Service) Record(ctx context.Context, ref emaillinks.Ref, ev Event) erro
 				changed = true
 			} else {
 				humanOpen(r, at, func() { count(evOpened) })
+				log(eventlog.EmailOpened, int(r.Opens.Count), nil)
 				changed = true
 			}
 		case EventClick:
 			if r.Opens.FirstAt == nil {
 				humanOpen(r, at, func() { count(evOpened) })
+				log(eventlog.EmailOpened, int(r.Opens.Count), nil)
 			}
 			if len(r.Clicks) == 0 {
 				count(evClicked)
@@ -138,6 +151,11 @@ func (s *Service) Record(ctx context.Context, ref emaillinks.Ref, ev Event) erro
 				d[linkCounterKey(bot, cmp, ev.Link, "clickers")]++
 			}
 			d[linkCounterKey(bot, cmp, ev.Link, "clicks")]++
+			clicks := 0
+			for _, c := range r.Clicks {
+				clicks += int(c.Count)
+			}
+			log(eventlog.EmailClicked, clicks, map[string]any{"link": float64(ev.Link)})
 			changed = true
 		}
 		if !changed {
@@ -148,7 +166,24 @@ func (s *Service) Record(ctx context.Context, ref emaillinks.Ref, ev Event) erro
 	if err != nil {
 		return fmt.Errorf("record %s: %w", ev.Type, err)
 	}
+	eventlog.EmitAll(ctx, s.d.Events, s.d.Log, logged)
 	return nil
+}
+
+// recipientEvent is an event of the event log about a campaign's recipient: its ID names
+// the campaign, the row, the kind and, for what may happen many times (opens, clicks), the
+// how-manieth it is, so a retried Record appends nothing twice.
+func (s *Service) recipientEvent(bot, campaign string, r Recipient, name string, nth int, at time.Time, props map[string]any) eventlog.Event {
+	p := map[string]any{"campaign_id": campaign}
+	for k, v := range props {
+		p[k] = v
+	}
+	cause := name + ":" + bot + ":" + campaign + ":" + r.ID
+	if nth > 0 {
+		cause += ":" + strconv.Itoa(nth)
+	}
+	return eventlog.Event{ID: eventlog.CauseID(cause), BotID: bot, SubscriberID: r.SubscriberID, Name: name, At: at,
+		Channel: "email", Source: eventlog.SourceEmail, Properties: p}
 }
 
 // humanOpen counts an open by a person; first is called for the first.

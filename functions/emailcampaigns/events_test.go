@@ -15,6 +15,7 @@ import (
 
 	"github.com/botplatform/api/shared/email"
 	"github.com/botplatform/api/shared/emaillinks"
+	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/httpapi"
 )
 
@@ -142,6 +143,21 @@ func TestRecord(t *testing.T) {
 
 	rows := f.rows(t, c.ID)
 	r := rows[0].Recipient
+
+	// The event log has the send and what happened to it as the subscriber's: each open and
+	// click a person made, the first delivery, bounce, complaint and unsubscribe once; a
+	// privacy proxy's opens are no one's.
+	logged := map[string]int{}
+	require.NoError(t, f.events.Scan(ctx, eventlog.Query{BotID: f.bot, To: t0.Add(48 * time.Hour)}, func(e eventlog.Event) error {
+		logged[e.Name]++
+		assert.Equal(t, r.SubscriberID, e.SubscriberID)
+		assert.Equal(t, c.ID, e.Properties["campaign_id"])
+		assert.Equal(t, eventlog.SourceEmail, e.Source)
+		return nil
+	}))
+	assert.Equal(t, map[string]int{"email_sent": 1, "email_delivered": 1, "email_opened": 3, "email_clicked": 3,
+		"email_bounced": 1, "email_complained": 1, "email_unsubscribed": 1}, logged)
+
 	assert.Equal(t, at, *r.DeliveredAt, "the first delivery stands")
 	assert.Equal(t, Opens{Count: 3, FirstAt: ptr(at.Add(2 * time.Minute)), Machine: 2}, r.Opens)
 	assert.Equal(t, []LinkClicks{{Link: 1, Count: 2}, {Link: 0, Count: 1}}, r.Clicks)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/botplatform/api/shared/email"
 	"github.com/botplatform/api/shared/emaillinks"
+	"github.com/botplatform/api/shared/eventlog/eventlogtest"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
@@ -274,6 +275,7 @@ type fixture struct {
 	q       *recQueue
 	jobs    *queue.Mux
 	links   *emaillinks.Signer
+	events  *eventlogtest.Memory
 	cfg     Config
 }
 
@@ -304,8 +306,9 @@ func newFixture(t *testing.T, people int, opts ...func(*Config)) *fixture {
 	for _, o := range opts {
 		o(&f.cfg)
 	}
+	f.events = eventlogtest.NewMemory()
 	f.svc, err = New(Deps{Store: st, Content: f.content, Audience: f.aud, Domains: f.domains, Suppressions: f.supp, Mail: f.mail,
-		Links: f.links, Outbox: ob, Limiter: ratelimit.New(st, c.Now), Now: c.Now,
+		Links: f.links, Outbox: ob, Limiter: ratelimit.New(st, c.Now), Now: c.Now, Events: f.events,
 		Sleep: func(_ context.Context, d time.Duration) error { c.Advance(d); return nil }}, f.cfg)
 	require.NoError(t, err)
 	reg := jobs.NewRegistry()

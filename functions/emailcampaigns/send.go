@@ -17,6 +17,7 @@ import (
 
 	"github.com/botplatform/api/shared/email"
 	"github.com/botplatform/api/shared/emaillinks"
+	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/queue"
@@ -660,7 +661,7 @@ func (st *step) sendOne(ctx context.Context, r *row) outcome {
 func (st *step) settleBatch(ctx context.Context, rows []row, outs []outcome) error {
 	bot, id := st.p.Bot, st.p.Campaign
 	now := stamp(st.s.d.Now())
-	return st.s.mutateRows(ctx, bot, id, rows, func(i int, n *row, d deltas) ([]store.Write, error) {
+	err := st.s.mutateRows(ctx, bot, id, rows, func(i int, n *row, d deltas) ([]store.Write, error) {
 		o := outs[i]
 		switch {
 		case o.state == "":
@@ -677,6 +678,17 @@ func (st *step) settleBatch(ctx context.Context, rows []row, outs []outcome) err
 		}
 		return nil, nil
 	})
+	if err != nil {
+		return err
+	}
+	var sent []eventlog.Event
+	for i, o := range outs {
+		if o.state == RowSent {
+			sent = append(sent, st.s.recipientEvent(bot, id, rows[i].Recipient, eventlog.EmailSent, 0, now, nil))
+		}
+	}
+	eventlog.EmitAll(ctx, st.s.d.Events, st.s.d.Log, sent)
+	return nil
 }
 
 // notSent reports whether a temporary failure certainly sent nothing: the provider

@@ -18,6 +18,7 @@ import (
 
 	"github.com/botplatform/api/shared/email"
 	"github.com/botplatform/api/shared/emaillinks"
+	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/queue"
@@ -123,6 +124,9 @@ type Deps struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Log receives what the send job does not return as an error (nil: discarded).
 	Log *slog.Logger
+	// Events receives email_sent and the recipients' events (opened, clicked, ...); nil
+	// records none.
+	Events eventlog.Log
 }
 
 // MaxRate is the highest sending rate a deployment may configure, in messages a second.

@@ -32,3 +32,20 @@ func Emit(ctx context.Context, l Log, log *slog.Logger, cause string, e Event) {
 		log.WarnContext(ctx, "event not recorded", "bot_id", e.BotID, "event", e.Name, "event_id", e.ID, "error", err)
 	}
 }
+
+// EmitAll appends platform events in batches of at most MaxEventsPerAppend, each ID set
+// by the caller (CauseID), so that an emitter of many events at once (a batch of sent
+// emails) pays one append per batch rather than per event. Failures are logged and
+// dropped, as in Emit.
+func EmitAll(ctx context.Context, l Log, log *slog.Logger, events []Event) {
+	if l == nil {
+		return
+	}
+	for len(events) > 0 {
+		n := min(len(events), MaxEventsPerAppend)
+		if _, err := l.Append(ctx, events[:n]...); err != nil && log != nil {
+			log.WarnContext(ctx, "events not recorded", "bot_id", events[0].BotID, "event", events[0].Name, "count", n, "error", err)
+		}
+		events = events[n:]
+	}
+}

@@ -67,6 +67,7 @@ func New(env *family.Env) (*emailcampaigns.Service, error) {
 		Limiter:      ratelimit.New(env.Store, env.Now),
 		Now:          env.Now,
 		Log:          env.Log,
+		Events:       env.Events,
 	}, emailcampaigns.Config{Rate: env.EmailSettings.Rate, PublicURL: LinkBase(env)})
 }
 
