@@ -38,45 +38,67 @@ const MaxReportSubscribers = 2_000_000
 // when a later instant comes, so that events at the same instant all see the state from
 // before it.
 
-// chain is one way through the first steps: when each step was reached (Unix nanoseconds;
-// times[0] is the entry) and the channel of the entry event.
+// chain is one way through the first steps, as a list from its last step back to its
+// entry: when the step was reached (Unix nanoseconds), the chain it went on from (nil at the
+// entry), the entry's time and the channel of the entry event. Chains are never changed, so
+// a chain that goes one step further is one new node pointing at the one before: one small
+// allocation, no copy.
 type chain struct {
-	times   []int64
+	at      int64
+	prev    *chain
+	start   int64
 	channel string
 }
 
-func (c *chain) entry() int64 { return c.times[0] }
+func (c *chain) entry() int64 { return c.start }
 
-// staged is an update of the instant being read: the chain that now reaches a step.
-type staged struct {
-	level int
-	c     *chain
-}
-
-// path is a subscriber's state: the best chain that reached each step (nil: none yet).
-type path struct {
-	levels   []*chain
-	stagedAt int64
-	staged   []staged
-}
-
-// commit applies the staged updates: a chain replaces the one at its step when its entry
-// is later (on a tie the one there reached the step no later, which is as good or better).
-func (p *path) commit() {
-	for _, s := range p.staged {
-		if cur := p.levels[s.level]; cur == nil || s.c.entry() > cur.entry() {
-			p.levels[s.level] = s.c
-		}
+// times are the times of the chain's steps, from the entry on.
+func (c *chain) times() []int64 {
+	n := 0
+	for x := c; x != nil; x = x.prev {
+		n++
 	}
-	clear(p.staged)
-	p.staged = p.staged[:0]
+	out := make([]int64, n)
+	for x := c; x != nil; x = x.prev {
+		n--
+		out[n] = x.at
+	}
+	return out
 }
 
-// depth is how many steps the path reached (0: it entered at no step-1 event in range;
-// such paths are never created).
-func (p *path) depth() int {
-	for i := len(p.levels) - 1; i >= 0; i-- {
-		if p.levels[i] != nil {
+// A subscriber's state is 2 × steps chain pointers in the engine's slab (slots): first the
+// best chain that reached each step (nil: none yet), then the chain each step is to take
+// when the instant being read is over (staged). Slabs indexed by a small integer, rather
+// than a struct and slices per subscriber, keep a report over millions of subscribers to a
+// few allocations and few cache misses per event.
+
+// stage records that c reaches its step at the instant being read; of two at one instant,
+// the later entry (on a tie the first, which reached the step no later).
+func stage(st []*chain, level int, c *chain) {
+	if cur := st[level]; cur == nil || c.entry() > cur.entry() {
+		st[level] = c
+	}
+}
+
+// commit applies the staged chains: one replaces the chain at its step when its entry is
+// later (on a tie the one there reached the step no later, which is as good or better).
+func commit(levels, st []*chain) {
+	for k, c := range st {
+		if c == nil {
+			continue
+		}
+		if cur := levels[k]; cur == nil || c.entry() > cur.entry() {
+			levels[k] = c
+		}
+		st[k] = nil
+	}
+}
+
+// depth is how many steps a subscriber reached (0: never entered; such subscribers have no
+// state).
+func depth(levels []*chain) int {
+	for i := len(levels) - 1; i >= 0; i-- {
+		if levels[i] != nil {
 			return i + 1
 		}
 	}
@@ -89,14 +111,27 @@ type stepMatch struct {
 	match matcher // nil: no filters
 }
 
+// named are the steps of one event name.
+type named struct {
+	name  string
+	steps []stepMatch
+}
+
 // engine computes one funnel over one range.
 type engine struct {
-	steps    int
-	byName   map[string][]stepMatch
+	steps int
+	// byName is a list, not a map: a funnel has at most 10 names, and comparing a few
+	// short strings is cheaper than hashing one for every event read.
+	byName   []named
 	window   int64
 	from, to int64
 	max      int
-	paths    map[string]*path
+
+	index map[string]int32 // subscriber id → its place in the slabs
+	subs  []string         // subscriber ids by place
+	at    []int64          // the instant each subscriber's staged chains are of
+	dirty []bool           // whether a subscriber has staged chains
+	slots []*chain         // 2 × steps per subscriber: reached, then staged
 }
 
 // errTooManySubscribers is the engine's stop when a report would follow more subscribers
@@ -106,51 +141,80 @@ var errTooManySubscribers = errors.New("funnels: too many subscribers for one re
 func newEngine(steps []Step, window time.Duration, from, to time.Time, maxSubscribers int) *engine {
 	e := &engine{
 		steps:  len(steps),
-		byName: map[string][]stepMatch{},
 		window: int64(window),
 		from:   from.UnixNano(),
 		to:     to.UnixNano(),
 		max:    maxSubscribers,
-		paths:  map[string]*path{},
+		index:  map[string]int32{},
 	}
 	for i, s := range steps {
-		e.byName[s.Event] = append(e.byName[s.Event], stepMatch{index: i, match: compile(s.Filters)})
+		j := slices.IndexFunc(e.byName, func(n named) bool { return n.name == s.Event })
+		if j < 0 {
+			e.byName = append(e.byName, named{name: s.Event})
+			j = len(e.byName) - 1
+		}
+		e.byName[j].steps = append(e.byName[j].steps, stepMatch{index: i, match: compile(s.Filters)})
 	}
 	return e
+}
+
+// candidates are the steps an event of this name may be.
+func (e *engine) candidates(name string) []stepMatch {
+	for _, n := range e.byName {
+		if n.name == name {
+			return n.steps
+		}
+	}
+	return nil
 }
 
 // names are the event names the engine reads, for the scan's query.
 func (e *engine) names() []string {
 	out := make([]string, 0, len(e.byName))
-	for n := range e.byName {
-		out = append(out, n)
+	for _, n := range e.byName {
+		out = append(out, n.name)
 	}
 	slices.Sort(out)
 	return out
 }
 
+// state returns a subscriber's reached and staged chains.
+func (e *engine) state(i int32) (levels, st []*chain) {
+	base := int(i) * 2 * e.steps
+	return e.slots[base : base+e.steps : base+e.steps], e.slots[base+e.steps : base+2*e.steps : base+2*e.steps]
+}
+
 // add reads one event. Events come in time order.
 func (e *engine) add(ev eventlog.Event) error {
-	cands := e.byName[ev.Name]
+	cands := e.candidates(ev.Name)
 	if len(cands) == 0 || ev.SubscriberID == "" { // an event of no subscriber (a publication) is no one's step
 		return nil
 	}
 	t := ev.At.UnixNano()
-	p := e.paths[ev.SubscriberID]
-	if p == nil {
-		// Only an entry starts a path: the first step, in range, passing its filters.
+	i, ok := e.index[ev.SubscriberID]
+	if !ok {
+		// Only an entry gives a subscriber state: the first step, in range, passing its
+		// filters.
 		if cands[0].index != 0 || t < e.from || t >= e.to || (cands[0].match != nil && !cands[0].match(ev.Properties)) {
 			return nil
 		}
-		if len(e.paths) >= e.max {
+		if len(e.subs) >= e.max {
 			return errTooManySubscribers
 		}
-		p = &path{levels: make([]*chain, e.steps), stagedAt: t}
-		e.paths[ev.SubscriberID] = p
+		i = int32(len(e.subs))
+		e.index[ev.SubscriberID] = i
+		e.subs = append(e.subs, ev.SubscriberID)
+		e.at = append(e.at, t)
+		e.dirty = append(e.dirty, false)
+		e.slots = append(e.slots, make([]*chain, 2*e.steps)...)
 	}
-	if p.stagedAt != t {
-		p.commit()
-		p.stagedAt = t
+	levels, st := e.state(i)
+	if e.at[i] != t {
+		if e.dirty[i] {
+			commit(levels, st)
+			e.dirty[i] = false
+		}
+		e.at[i] = t
 	}
 	for _, c := range cands {
 		if c.match != nil && !c.match(ev.Properties) {
@@ -158,26 +222,28 @@ func (e *engine) add(ev eventlog.Event) error {
 		}
 		if c.index == 0 {
 			if t >= e.from && t < e.to {
-				p.staged = append(p.staged, staged{level: 0, c: &chain{times: []int64{t}, channel: ev.Channel}})
+				stage(st, 0, &chain{at: t, start: t, channel: ev.Channel})
+				e.dirty[i] = true
 			}
 			continue
 		}
-		prev := p.levels[c.index-1] // committed: reached before this instant
+		prev := levels[c.index-1] // reached before this instant
 		if prev == nil || t-prev.entry() > e.window {
 			continue
 		}
-		times := make([]int64, c.index+1)
-		copy(times, prev.times)
-		times[c.index] = t
-		p.staged = append(p.staged, staged{level: c.index, c: &chain{times: times, channel: prev.channel}})
+		stage(st, c.index, &chain{at: t, prev: prev, start: prev.start, channel: prev.channel})
+		e.dirty[i] = true
 	}
 	return nil
 }
 
 // finish applies what the last instants staged.
 func (e *engine) finish() {
-	for _, p := range e.paths {
-		p.commit()
+	for i, d := range e.dirty {
+		if d {
+			commit(e.state(int32(i)))
+			e.dirty[i] = false
+		}
 	}
 }
 
@@ -204,10 +270,11 @@ type reached struct {
 	via        *chain
 }
 
-// each calls fn for every subscriber who entered, in no particular order.
+// each calls fn for every subscriber who entered, in the order they entered.
 func (e *engine) each(fn func(reached)) {
-	for id, p := range e.paths {
-		d := p.depth()
-		fn(reached{subscriber: id, depth: d, via: p.levels[d-1]})
+	for i, id := range e.subs {
+		levels, _ := e.state(int32(i))
+		d := depth(levels)
+		fn(reached{subscriber: id, depth: d, via: levels[d-1]})
 	}
 }

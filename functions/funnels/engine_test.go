@@ -156,11 +156,11 @@ func TestEngineReportedWay(t *testing.T) {
 	s := got["s"]
 	assert.Equal(t, 3, s.depth)
 	assert.Equal(t, "web", s.via.channel)
-	assert.Equal(t, []int64{int64(40 * m), int64(70 * m), int64(90 * m)}, offsets(s.via.times))
+	assert.Equal(t, []int64{int64(40 * m), int64(70 * m), int64(90 * m)}, offsets(s.via.times()))
 	tt := got["t"]
 	assert.Equal(t, 2, tt.depth)
 	assert.Equal(t, "whatsapp", tt.via.channel)
-	assert.Equal(t, []int64{int64(5 * m), int64(10 * m)}, offsets(tt.via.times))
+	assert.Equal(t, []int64{int64(5 * m), int64(10 * m)}, offsets(tt.via.times()))
 }
 
 func offsets(times []int64) []int64 {
@@ -258,12 +258,12 @@ func TestEngineStateIsPerSubscriber(t *testing.T) {
 		events = append(events, ev("s", "a", time.Duration(i)*time.Second, ""), ev("s", "b", time.Duration(i)*time.Second+time.Millisecond, ""))
 	}
 	e := runEngine(t, abc, h, t0, t0.Add(h), events...)
-	require.Len(t, e.paths, 1)
-	p := e.paths["s"]
-	assert.Len(t, p.levels, 3)
-	assert.Empty(t, p.staged)
-	assert.Equal(t, 2, p.depth())
-	assert.Equal(t, int64(999*time.Second), p.levels[1].entry()-t0.UnixNano(), "the latest entry is kept")
+	require.Equal(t, []string{"s"}, e.subs)
+	assert.Len(t, e.slots, 2*3, "one subscriber's chains: reached and staged, per step")
+	levels, st := e.state(0)
+	assert.Equal(t, []*chain{nil, nil, nil}, st, "nothing left staged")
+	assert.Equal(t, 2, depth(levels))
+	assert.Equal(t, int64(999*time.Second), levels[1].entry()-t0.UnixNano(), "the latest entry is kept")
 }
 
 // bruteForce is the funnel computed the slow, obvious way: for each entry of a subscriber,
@@ -304,8 +304,12 @@ func bruteForce(steps []Step, window time.Duration, from, to time.Time, events [
 					break
 				}
 			}
-			if len(times) > best.depth || len(times) == best.depth && times[0] > best.via.times[0] {
-				best = reached{subscriber: sub, depth: len(times), via: &chain{times: times, channel: e0.Channel}}
+			if len(times) > best.depth || len(times) == best.depth && times[0] > best.via.entry() {
+				var c *chain
+				for _, at := range times {
+					c = &chain{at: at, prev: c, start: times[0], channel: e0.Channel}
+				}
+				best = reached{subscriber: sub, depth: len(times), via: c}
 			}
 		}
 		if best.depth > 0 {
@@ -356,7 +360,7 @@ func TestEngineMatchesBruteForce(t *testing.T) {
 		for sub, w := range want {
 			g := got[sub]
 			require.Equal(t, w.depth, g.depth, "round %d, %s", round, sub)
-			require.Equal(t, w.via.times, g.via.times, "round %d, %s", round, sub)
+			require.Equal(t, w.via.times(), g.via.times(), "round %d, %s", round, sub)
 			require.Equal(t, w.via.channel, g.via.channel, "round %d, %s", round, sub)
 		}
 	}

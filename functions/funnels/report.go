@@ -106,10 +106,12 @@ func newTally(n int) *tally {
 }
 
 func (t *tally) add(r reached) {
-	for k := 0; k < r.depth; k++ {
+	// Walk the chain back from the deepest step: step k+1's time minus step k's.
+	k := r.depth - 1
+	for c := r.via; c != nil; c, k = c.prev, k-1 {
 		t.reached[k]++
-		if k > 0 {
-			t.deltas[k] = append(t.deltas[k], r.via.times[k]-r.via.times[k-1])
+		if c.prev != nil {
+			t.deltas[k] = append(t.deltas[k], c.at-c.prev.at)
 		}
 	}
 }
