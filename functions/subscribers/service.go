@@ -8,9 +8,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/botplatform/api/shared/backoff"
+	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/store"
@@ -27,6 +29,9 @@ type Service struct {
 	jobs jobs.Starter
 	// hook writes what follows a label the routes add (nil: nothing).
 	hook LabelHook
+	// events receives the changes stored (WithEvents; nil: none); log its failures.
+	events eventlog.Log
+	log    *slog.Logger
 }
 
 // NewService returns a Service. starter runs the background removal that follows a label or

@@ -97,6 +97,7 @@ func (s *Service) create(ctx context.Context, bot, channel, externalID string, c
 	}
 	committed(ctx)
 	rec.revision = 1
+	s.recordChange(ctx, bot, nil, rec, 1, now)
 	return s.renderOne(ctx, bot, rec)
 }
 
@@ -127,6 +128,7 @@ func (s *Service) change(ctx context.Context, bot string, rec record, c Changes,
 	}
 	committed(ctx)
 	after.revision = rec.revision + 1
+	s.recordChange(ctx, bot, &rec, after, after.revision, now)
 	return s.renderOne(ctx, bot, after)
 }
 

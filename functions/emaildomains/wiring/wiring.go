@@ -105,7 +105,7 @@ type publishedReactions interface {
 func newActions(env *family.Env) actions {
 	return actions{
 		mail: env.Email, store: env.Store, outbox: env.Outbox, now: env.Now,
-		subs: subscribers.NewService(env.Store, env.Now, env.Jobs),
+		subs: subscribers.NewService(env.Store, env.Now, env.Jobs).WithEvents(env.Events, env.Log),
 		// Published reads only: no vocabulary (that is for publishing and imports).
 		published: reactions.NewService(env.Store, nil, env.Now, env.Log),
 	}

@@ -19,7 +19,7 @@ import (
 // event routes websites call.
 func Family() family.Family {
 	return family.Family{Name: "popups", Build: func(env *family.Env) family.Parts {
-		subs := subscribers.NewService(env.Store, env.Now, env.Jobs)
+		subs := subscribers.NewService(env.Store, env.Now, env.Jobs).WithEvents(env.Events, env.Log)
 		svc := popups.NewService(env.Store, Fields{subs}, Writer{Subs: subs, Now: env.Now}, ratelimit.New(env.Store, env.Now), env.Now, env.Log).
 			WithEvents(env.Events)
 		return family.Parts{

@@ -26,7 +26,7 @@ import (
 // (retried, then dead-lettered: never lost).
 func Family() family.Family {
 	return family.Family{Name: "runtime", Build: func(env *family.Env) family.Parts {
-		subs := runtimeSubscribers{subscribers.NewService(env.Store, env.Now, env.Jobs)}
+		subs := runtimeSubscribers{subscribers.NewService(env.Store, env.Now, env.Jobs).WithEvents(env.Events, env.Log)}
 		return family.Parts{
 			Routes: func(mux *httpapi.Mux) { runtime.Routes(mux, runtime.NewTraces(env.Store, subs, env.Now), env.Cursors) },
 			Queue:  func(mux *queue.Mux) { registerRuntime(mux, env, subs) },

@@ -19,7 +19,7 @@ import (
 // and fields) share one service.
 func Family() family.Family {
 	return family.Family{Name: "subscribers", Build: func(env *family.Env) family.Parts {
-		svc := subscribers.NewService(env.Store, env.Now, env.Jobs).WithLabelHook(labelTrigger{env.Outbox})
+		svc := subscribers.NewService(env.Store, env.Now, env.Jobs).WithLabelHook(labelTrigger{env.Outbox}).WithEvents(env.Events, env.Log)
 		return family.Parts{
 			Routes: func(mux *httpapi.Mux) { subscribers.Routes(mux, svc, env.Cursors) },
 			Jobs:   svc.Jobs(),
