@@ -6,7 +6,7 @@
 //	go run ./tests/bench -lambda [-starts 5]   (Lambda cold starts and sizes)
 //	go run ./tests/bench -conversation [-updates 1000] [-concurrency 16]   (inbound messages end to end)
 //	go run ./tests/bench -email [-recipients 10000] [-durability full]   (an email campaign against a bare SMTP client)
-//	go run ./tests/bench -funnel [-events 1000000] [-subscribers 100000]   (a funnel report against a hand-written SQL query)
+//	go run ./tests/bench -funnel [-events 1000000] [-subscribers 100000] [-keep dir]   (a funnel report against a hand-written SQL query)
 package main
 
 import (
@@ -49,9 +49,10 @@ func main() {
 	funnels := flag.Bool("funnel", false, "measure a funnel report against a hand-written SQL query instead")
 	events := flag.Int("events", 1_000_000, "with -funnel: events in the bot's event log")
 	subscribers := flag.Int("subscribers", 100_000, "with -funnel: subscribers the events are of")
+	keep := flag.String("keep", "", "with -funnel: keep the generated events in this directory and reuse them in the next run")
 	flag.Parse()
 	if *funnels {
-		if err := funnelBench(*events, *subscribers); err != nil {
+		if err := funnelBench(*events, *subscribers, *keep); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
