@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // codeRe finds the problem codes handlers build: E(KindX, "code", ...) and Errorf(KindX, "code", ...).
@@ -43,6 +45,39 @@ func TestEveryErrorCodeIsDocumented(t *testing.T) {
 	for code, where := range codes {
 		if !strings.Contains(string(doc), "`"+code+"`") {
 			t.Errorf("code %q (%s) is not in docs/errors.md", code, where)
+		}
+	}
+}
+
+// Every tag an operation carries is declared (with its description) in 00-base.yaml, so the
+// rendered reference groups and explains every operation.
+func TestEveryTagIsDeclared(t *testing.T) {
+	var doc struct {
+		Tags  []struct{ Name, Description string } `yaml:"tags"`
+		Paths map[string]map[string]any            `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	declared := map[string]bool{}
+	for _, tag := range doc.Tags {
+		if tag.Description == "" {
+			t.Errorf("tag %q has no description", tag.Name)
+		}
+		declared[tag.Name] = true
+	}
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			o, ok := op.(map[string]any)
+			if !ok {
+				continue
+			}
+			tags, _ := o["tags"].([]any)
+			for _, tag := range tags {
+				if name, _ := tag.(string); !declared[name] {
+					t.Errorf("%s %s: tag %q is not declared in docs/openapi/00-base.yaml", method, path, name)
+				}
+			}
 		}
 	}
 }
