@@ -46,10 +46,11 @@ type SMTPPool struct {
 	// IdleTimeout is how long an idle connection is kept (0: DefaultSMTPIdleTimeout).
 	IdleTimeout time.Duration
 
-	mu     sync.Mutex
-	idle   map[smtpKey][]*smtpConn
-	closed bool
-	now    func() time.Time // tests
+	mu      sync.Mutex
+	idle    map[smtpKey][]*smtpConn
+	closed  bool
+	reaping bool             // a reap is scheduled
+	now     func() time.Time // tests
 }
 
 // smtpKey is what a connection is bound to: the settings of the SMTP that opened it.
@@ -171,7 +172,44 @@ func (p *SMTPPool) put(k smtpKey, sc *smtpConn) bool {
 	}
 	sc.since = p.clock()
 	p.idle[k] = append(p.idle[k], sc)
+	if !p.reaping {
+		p.reaping = true
+		time.AfterFunc(p.idleTimeout(), p.reap)
+	}
 	return true
+}
+
+// reap closes the connections idle for IdleTimeout, so that none lingers once the sends
+// are over, and looks again later while any is left.
+func (p *SMTPPool) reap() {
+	p.mu.Lock()
+	cutoff := p.clock().Add(-p.idleTimeout())
+	var old []*smtpConn
+	left := 0
+	for k, conns := range p.idle {
+		keep := conns[:0]
+		for _, sc := range conns {
+			if sc.since.After(cutoff) {
+				keep = append(keep, sc)
+			} else {
+				old = append(old, sc)
+			}
+		}
+		if len(keep) == 0 {
+			delete(p.idle, k)
+		} else {
+			p.idle[k] = keep
+		}
+		left += len(keep)
+	}
+	p.reaping = left > 0
+	if p.reaping {
+		time.AfterFunc(p.idleTimeout(), p.reap)
+	}
+	p.mu.Unlock()
+	for _, sc := range old {
+		sc.quit()
+	}
 }
 
 func (p *SMTPPool) idleTimeout() time.Duration {

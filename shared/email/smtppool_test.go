@@ -117,6 +117,16 @@ func TestSMTPPoolLimits(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 4, be.connections(), "the connection idle too long was closed")
 	assert.Len(t, be.deliveries(), 6)
+
+	// Once the sends are over, the reaper closes what stays idle too long.
+	mu.Lock()
+	now = now.Add(2 * time.Minute)
+	mu.Unlock()
+	pool.reap()
+	pool.mu.Lock()
+	assert.Empty(t, pool.idle)
+	assert.False(t, pool.reaping)
+	pool.mu.Unlock()
 }
 
 // Only a sender with the same server, TLS, hello name and credentials shares a connection.
