@@ -122,4 +122,3 @@ func (s *Service) Lookup(ctx context.Context, bot, id string) (any, error) {
 	}
 	return rec.Broadcast, nil
 }
-

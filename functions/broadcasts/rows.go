@@ -270,4 +270,3 @@ func (s *Service) Recipients(ctx context.Context, bot, id string, limit int, cur
 	}
 	return out, page.Next, nil
 }
-
