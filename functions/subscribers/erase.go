@@ -2,10 +2,14 @@ package subscribers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/purge"
+	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -23,6 +27,11 @@ type tombstone struct {
 // entries and the label memberships go in one transaction; a tombstone keeps the anonymous
 // facts. The activity counters keep counting them. A later upsert of the same identity
 // creates a new subscriber with a new id.
+//
+// The subscriber's events in the event log (WithEvents) are erased afterwards by the job
+// jobEraseEvents, whose start is staged in the same transaction when the Service has an
+// outbox (WithOutbox): an erasure that commits always erases the events, even when the
+// process ends right after the commit. Without a job runner it runs here, to the end.
 func (s *Service) Delete(ctx context.Context, bot, id string, expected *int64) error {
 	for try := range attempts {
 		if err := pause(ctx, try); err != nil {
@@ -52,14 +61,78 @@ func (s *Service) Delete(ctx context.Context, bot, id string, expected *int64) e
 		for _, l := range rec.Labels {
 			writes = append(writes, store.DeleteOp(memberKey(bot, l, id), store.Always))
 		}
-		err = s.store.Transact(ctx, writes)
+		staged, committed, err := s.eventErasure(bot, id)
+		if err != nil {
+			return fmt.Errorf("erase subscriber: %w", err)
+		}
+		err = s.store.Transact(ctx, append(writes, staged...))
 		if failedAt(err) == 0 {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("erase subscriber: %w", err)
 		}
-		return nil
+		return committed(ctx)
 	}
 	return busy("subscriber " + id)
+}
+
+// Outbox stages queue messages in the transaction of the change they follow and sends them
+// once it has committed: shared/outbox's Outbox.
+type Outbox interface {
+	Stage(msgs ...queue.Message) (writes []store.Write, deliver func(context.Context), err error)
+}
+
+// WithOutbox returns a copy of the Service that stages the start of an erased subscriber's
+// event erasure in the erasure's own transaction (see Delete).
+func (s *Service) WithOutbox(o Outbox) *Service {
+	c := *s
+	c.outbox = o
+	return &c
+}
+
+// eventErasure returns what the erasure of subscriber id must write in its transaction so
+// that the subscriber's events are erased too, and what to call once it has committed.
+//
+// With an outbox and a job runner, the transaction stages the job's start twice: at once,
+// and again purge.SweepDelay later (as a deleted bot's purge does), to erase what was
+// appended for the subscriber after the first pass went by: events of work already under
+// way when the erasure committed (a change that committed just before it recording its
+// events, a run's step), and, on DynamoDB, events its subscriber index listed late. The
+// outbox delivers them at least once; the job is idempotent. Without an outbox, the job
+// starts after the commit (a process that dies in between leaves the events); without a
+// runner, it runs to the end in the erasing call.
+func (s *Service) eventErasure(bot, id string) ([]store.Write, func(context.Context) error, error) {
+	if s.events == nil {
+		return nil, func(context.Context) error { return nil }, nil
+	}
+	if s.outbox == nil || s.jobs == nil {
+		return nil, func(ctx context.Context) error { return s.startPurge(ctx, jobEraseEvents, bot, id) }, nil
+	}
+	var msgs []queue.Message
+	for _, delay := range []time.Duration{0, purge.SweepDelay} {
+		m, err := jobs.StartMessage(delay, jobEraseEvents, purgeJob{Bot: bot, ID: id})
+		if err != nil {
+			return nil, nil, err
+		}
+		msgs = append(msgs, m)
+	}
+	writes, deliver, err := s.outbox.Stage(msgs...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return writes, func(ctx context.Context) error { deliver(ctx); return nil }, nil
+}
+
+// eraseEventsStep erases the next part of an erased subscriber's events (a bounded amount:
+// eventlog's DeleteSubscriber) and is done when none is left.
+func (s *Service) eraseEventsStep(ctx context.Context, job purgeJob, _ string) (string, bool, error) {
+	if s.events == nil {
+		return "", false, errors.New("subscribers: no event log to erase the events of " + job.ID + " from")
+	}
+	done, err := s.events.DeleteSubscriber(ctx, job.Bot, job.ID)
+	if err != nil {
+		return "", false, fmt.Errorf("erase the events of subscriber %s: %w", job.ID, err)
+	}
+	return "", done, nil
 }

@@ -21,6 +21,8 @@ import (
 const (
 	jobPurgeLabel = "subscribers.remove_deleted_label"
 	jobPurgeField = "subscribers.erase_deleted_field"
+	// jobEraseEvents erases an erased subscriber's events from the event log (erase.go).
+	jobEraseEvents = "subscribers.erase_events"
 )
 
 // purgeBatch is how many subscribers one step handles: well inside one Lambda invocation
@@ -57,7 +59,7 @@ func (s *Service) RegisterJobs(reg *jobs.Registry) {
 }
 
 func (s *Service) purgeSteps() map[string]purgeStep {
-	return map[string]purgeStep{jobPurgeLabel: s.removeLabelStep, jobPurgeField: s.eraseFieldStep}
+	return map[string]purgeStep{jobPurgeLabel: s.removeLabelStep, jobPurgeField: s.eraseFieldStep, jobEraseEvents: s.eraseEventsStep}
 }
 
 // startPurge starts the job that finishes a deletion, or runs it to the end here when the

@@ -32,6 +32,9 @@ type Service struct {
 	// events receives the changes stored (WithEvents; nil: none); log its failures.
 	events eventlog.Log
 	log    *slog.Logger
+	// outbox stages the start of an erased subscriber's event erasure in the erasure's
+	// transaction (WithOutbox; nil: the job is started after the commit).
+	outbox Outbox
 }
 
 // NewService returns a Service. starter runs the background removal that follows a label or

@@ -100,6 +100,28 @@ type Log interface {
 	// DeleteBot erases a bot's events (and aggregates), a bounded amount per call: done
 	// reports that none is left.
 	DeleteBot(ctx context.Context, bot string) (done bool, err error)
+	// DeleteSubscriber erases the events of one subscriber of a bot (the erasure of a
+	// person: their events carry their id, channel, properties and revenue), a bounded
+	// amount per call: done reports that none is left. Each event goes with its id, so an
+	// erased event's ID is free again: appending it stores it anew (it no longer exists; a
+	// client replaying it is not told "duplicate"). The aggregates are decremented by the
+	// events erased, in the same write, so Counts keeps agreeing with Scan (no aggregate
+	// ever names a subscriber; decrementing is exact, so it is done). An event appended
+	// while the erasure runs may be missed: the caller erases again later to catch those.
+	// An empty subscriber is refused (ErrInvalid): events without one belong to no one.
+	DeleteSubscriber(ctx context.Context, bot, subscriber string) (done bool, err error)
+}
+
+// CheckDeleteSubscriber is the check every DeleteSubscriber makes of its arguments first:
+// both are ids as an event's BotID and SubscriberID are (Validate), the subscriber not empty.
+func CheckDeleteSubscriber(bot, subscriber string) error {
+	switch {
+	case !isID(bot, keySafe):
+		return invalid("bot_id", "must be 1 to %d letters, digits, _ or -", MaxIDBytes)
+	case !isID(subscriber, keySafe):
+		return invalid("subscriber_id", "must be 1 to %d letters, digits, _ or -", MaxIDBytes)
+	}
+	return nil
 }
 
 // DayCount is how many events of one name and channel a UTC day holds.

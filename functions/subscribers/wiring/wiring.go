@@ -16,10 +16,12 @@ import (
 )
 
 // Family is the subscribers family. Its routes and its jobs (the removal of deleted labels
-// and fields) share one service.
+// and fields, the erasure of erased subscribers' events) share one service; an erasure
+// stages its events' erasure in the family's outbox.
 func Family() family.Family {
 	return family.Family{Name: "subscribers", Build: func(env *family.Env) family.Parts {
-		svc := subscribers.NewService(env.Store, env.Now, env.Jobs).WithLabelHook(labelTrigger{env.Outbox}).WithEvents(env.Events, env.Log)
+		svc := subscribers.NewService(env.Store, env.Now, env.Jobs).WithLabelHook(labelTrigger{env.Outbox}).
+			WithEvents(env.Events, env.Log).WithOutbox(env.Outbox)
 		return family.Parts{
 			Routes: func(mux *httpapi.Mux) { subscribers.Routes(mux, svc, env.Cursors) },
 			Jobs:   svc.Jobs(),

@@ -152,6 +152,36 @@ func (m *Memory) DeleteBot(ctx context.Context, bot string) (bool, error) {
 	return true, nil
 }
 
+// MemoryDeleteBatch is the most events one DeleteSubscriber call of a Memory erases: small,
+// so that the callers' tests drive it over several calls, as the stores need.
+const MemoryDeleteBatch = 50
+
+// DeleteSubscriber implements eventlog.Log: the subscriber's earliest events first, at most
+// MemoryDeleteBatch a call. Counts, computed from the events, count them no more.
+func (m *Memory) DeleteSubscriber(ctx context.Context, bot, subscriber string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if err := eventlog.CheckDeleteSubscriber(bot, subscriber); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var theirs []eventlog.Event
+	for _, e := range m.events[bot] {
+		if e.SubscriberID == subscriber {
+			theirs = append(theirs, e)
+		}
+	}
+	slices.SortFunc(theirs, func(a, b eventlog.Event) int {
+		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.ID, b.ID))
+	})
+	for _, e := range theirs[:min(len(theirs), MemoryDeleteBatch)] {
+		delete(m.events[bot], e.ID)
+	}
+	return len(theirs) <= MemoryDeleteBatch, nil
+}
+
 var (
 	_ eventlog.Log      = (*Memory)(nil)
 	_ eventlog.Reporter = (*Memory)(nil)

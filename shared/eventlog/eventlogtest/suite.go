@@ -1,10 +1,12 @@
 package eventlogtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +33,7 @@ func Run(t *testing.T, open func(t *testing.T) eventlog.Log) {
 		{"AfterID", testAfterID},
 		{"Counts", testCounts},
 		{"DeleteBot", testDeleteBot},
+		{"DeleteSubscriber", testDeleteSubscriber},
 		{"BoundsRefused", testBounds},
 		{"ContextAndCallbackErrors", testErrors},
 	}
@@ -332,6 +335,124 @@ func testDeleteBot(t *testing.T, l eventlog.Log) {
 	assert.Equal(t, 1, n)
 }
 
+// countsOf is what Counts reports for events: per UTC day, name and channel, sorted.
+func countsOf(events []eventlog.Event) []eventlog.DayCount {
+	type key struct{ day, name, channel string }
+	n := map[key]int64{}
+	for _, e := range events {
+		n[key{e.At.UTC().Format(time.DateOnly), e.Name, e.Channel}]++
+	}
+	out := []eventlog.DayCount{}
+	for k, c := range n {
+		out = append(out, eventlog.DayCount{Day: k.day, Name: k.name, Channel: k.channel, Count: c})
+	}
+	slices.SortFunc(out, func(a, b eventlog.DayCount) int {
+		return cmp.Or(cmp.Compare(a.Day, b.Day), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Channel, b.Channel))
+	})
+	return out
+}
+
+func testDeleteSubscriber(t *testing.T, l eventlog.Log) {
+	ctx := context.Background()
+	bot, other := newBot(), newBot()
+	wide := eventlog.Query{BotID: bot, From: day0.AddDate(0, 0, -1), To: day0.AddDate(0, 0, 60)}
+	counts := func(q eventlog.Query) []eventlog.DayCount {
+		t.Helper()
+		c, err := l.Counts(ctx, q)
+		require.NoError(t, err)
+		if c == nil {
+			c = []eventlog.DayCount{}
+		}
+		return c
+	}
+	// The erased subscriber's events share days, names and channels (so counters) with
+	// another subscriber's and with events of no one; more of them than a store's bound.
+	var gone, kept []eventlog.Event
+	for i := range 700 {
+		sub := []string{"sub_gone", "sub_keep", "sub_gone", ""}[i%4]
+		e := ev(bot, fmt.Sprintf("e%03d", i), fmt.Sprintf("n%d", i%5), sub, time.Duration(i)*time.Hour)
+		e.Channel = []string{"telegram", "web", "", "telegram", "web"}[i%5]
+		if sub == "sub_gone" && i%10 == 0 {
+			e.ClientEventID = fmt.Sprintf("order-%d", i)
+			e.Properties = map[string]any{"email": "ann@example.com"}
+			e.Revenue = &eventlog.Revenue{Minor: 1999, Currency: "EUR"}
+		}
+		if sub == "sub_gone" {
+			gone = append(gone, e)
+		} else {
+			kept = append(kept, e)
+		}
+	}
+	appendAll(t, l, append(append([]eventlog.Event{}, gone...), kept...)...)
+	// The same subscriber id in another bot is another person.
+	elsewhere := ev(other, "e000", "n0", "sub_gone", time.Hour)
+	appendAll(t, l, elsewhere)
+	require.Equal(t, countsOf(append(append([]eventlog.Event{}, gone...), kept...)), counts(wide))
+
+	keptIDs := ids(scan(t, l, wide))
+	keptIDs = slices.DeleteFunc(keptIDs, func(id string) bool {
+		return slices.ContainsFunc(gone, func(e eventlog.Event) bool { return e.ID == id })
+	})
+	onlyGone := wide
+	onlyGone.SubscriberID = "sub_gone"
+	left := len(gone)
+	calls := 0
+	for done := false; !done; calls++ {
+		require.Less(t, calls, 1000, "DeleteSubscriber never reports done")
+		var err error
+		done, err = l.DeleteSubscriber(ctx, bot, "sub_gone")
+		require.NoError(t, err)
+		// Between calls: what is left of the subscriber is still there and counted, and
+		// nobody else's event has gone.
+		now := scan(t, l, onlyGone)
+		assert.LessOrEqual(t, len(now), left, "call %d", calls)
+		left = len(now)
+		if done {
+			assert.Empty(t, now, "done, yet some are left")
+		}
+		rest := scan(t, l, wide)
+		assert.Equal(t, countsOf(rest), counts(wide), "call %d: the counts follow the events", calls)
+	}
+	assert.Empty(t, scan(t, l, onlyGone), "Scan of the subscriber returns none")
+	assert.Equal(t, keptIDs, ids(scan(t, l, wide)), "everyone else's events stay")
+	assert.Equal(t, countsOf(kept), counts(wide), "the aggregates no longer count them")
+	q := wide
+	q.Names = []string{"n0", "n2"}
+	for _, e := range scan(t, l, q) {
+		assert.NotEqual(t, "sub_gone", e.SubscriberID, "a scan by name returns none of them")
+	}
+	assert.Equal(t, []string{"e000"}, ids(scan(t, l, all(other))), "another bot's subscriber of the same id keeps theirs")
+
+	done, err := l.DeleteSubscriber(ctx, bot, "sub_gone")
+	require.NoError(t, err)
+	assert.True(t, done, "nothing left: done at once")
+	done, err = l.DeleteSubscriber(ctx, newBot(), "sub_gone")
+	require.NoError(t, err)
+	assert.True(t, done, "a bot without events")
+	done, err = l.DeleteSubscriber(ctx, bot, "sub_never")
+	require.NoError(t, err)
+	assert.True(t, done, "a subscriber without events")
+
+	// The erased events' ids are forgotten: an event appended again is new and stored.
+	again := gone[0]
+	require.NotEmpty(t, again.ClientEventID)
+	added, err := eventlog.AppendNew(ctx, l, again, kept[0])
+	require.NoError(t, err)
+	assert.Equal(t, []bool{true, false}, added, "the erased event is new again; a kept one is still a duplicate")
+	got := scan(t, l, onlyGone)
+	require.Len(t, got, 1)
+	assert.Equal(t, again.ID, got[0].ID)
+	assert.Equal(t, again.Revenue, got[0].Revenue)
+	assert.Equal(t, countsOf(append([]eventlog.Event{again}, kept...)), counts(wide), "and counted again")
+
+	// An empty or malformed subscriber or bot is refused, erasing nothing.
+	for _, args := range [][2]string{{bot, ""}, {"", "sub_gone"}, {bot, "sub#1"}, {"bot#1", "sub_gone"}} {
+		_, err := l.DeleteSubscriber(ctx, args[0], args[1])
+		assert.ErrorIs(t, err, eventlog.ErrInvalid, "%q", args)
+	}
+	assert.Len(t, scan(t, l, wide), len(kept)+1)
+}
+
 func testBounds(t *testing.T, l eventlog.Log) {
 	ctx := context.Background()
 	bot := newBot()
@@ -412,6 +533,8 @@ func testErrors(t *testing.T, l eventlog.Log) {
 	_, err = l.Counts(ctx, all(bot))
 	assert.ErrorIs(t, err, context.Canceled)
 	_, err = l.DeleteBot(ctx, bot)
+	assert.ErrorIs(t, err, context.Canceled)
+	_, err = l.DeleteSubscriber(ctx, bot, "sub_1")
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.Equal(t, []string{"a", "b"}, ids(scan(t, l, all(bot))), "nothing changed")
 }

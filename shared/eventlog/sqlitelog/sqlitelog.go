@@ -599,7 +599,8 @@ func (l *Log) Counts(ctx context.Context, q eventlog.Query) ([]eventlog.DayCount
 	return out, nil
 }
 
-// DeleteBatch is the most rows one DeleteBot call deletes: one short write transaction.
+// DeleteBatch is the most rows one DeleteBot call deletes, and the most events one
+// DeleteSubscriber call deletes: one short write transaction.
 const DeleteBatch = 2000
 
 // DeleteBot implements eventlog.Log: the events first, then the aggregates, then the bot's
@@ -642,6 +643,65 @@ func (l *Log) DeleteBot(ctx context.Context, botID string) (bool, error) {
 		return false, fmt.Errorf("sqlitelog: delete bot: %w", sqlite.MapErr(err))
 	}
 	return true, commit(tx)
+}
+
+// DeleteSubscriber implements eventlog.Log: at most DeleteBatch of the subscriber's events
+// a call (found through events_sub), each with its id (the row is the id: event_ids indexes
+// it), and their counts taken off event_counts in the same transaction; a count that
+// reaches zero goes.
+func (l *Log) DeleteSubscriber(ctx context.Context, botID, subscriber string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if err := eventlog.CheckDeleteSubscriber(botID, subscriber); err != nil {
+		return false, err
+	}
+	tx, err := l.write.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("sqlitelog: delete subscriber: %w", sqlite.MapErr(err))
+	}
+	defer tx.Rollback()
+	var bot int64
+	err = tx.QueryRowContext(ctx, `SELECT id FROM bots WHERE bot = ?1`, botID).Scan(&bot)
+	if errors.Is(err, sql.ErrNoRows) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("sqlitelog: delete subscriber: %w", sqlite.MapErr(err))
+	}
+	rows, err := tx.QueryContext(ctx, `DELETE FROM events WHERE (bot, name, at, id) IN (
+			SELECT bot, name, at, id FROM events INDEXED BY events_sub WHERE bot = ?1 AND subscriber = ?2 LIMIT ?3)
+		RETURNING name, at, channel`, bot, subscriber, DeleteBatch)
+	if err != nil {
+		return false, fmt.Errorf("sqlitelog: delete subscriber: %w", sqlite.MapErr(err))
+	}
+	counts := map[countKey]int64{}
+	n := 0
+	for rows.Next() {
+		var k countKey
+		var at int64
+		if err := rows.Scan(&k.name, &at, &k.channel); err != nil {
+			rows.Close()
+			return false, fmt.Errorf("sqlitelog: delete subscriber: %w", sqlite.MapErr(err))
+		}
+		k.bot, k.day = bot, at/msPerDay // as Append counts it
+		counts[k]++
+		n++
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return false, fmt.Errorf("sqlitelog: delete subscriber: %w", sqlite.MapErr(err))
+	}
+	for k, c := range counts {
+		if _, err := tx.ExecContext(ctx, `UPDATE event_counts SET count = count - ?5
+			WHERE bot = ?1 AND day = ?2 AND name = ?3 AND channel = ?4`, k.bot, k.day, k.name, k.channel, c); err != nil {
+			return false, fmt.Errorf("sqlitelog: delete subscriber: %w", sqlite.MapErr(err))
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM event_counts
+			WHERE bot = ?1 AND day = ?2 AND name = ?3 AND channel = ?4 AND count <= 0`, k.bot, k.day, k.name, k.channel); err != nil {
+			return false, fmt.Errorf("sqlitelog: delete subscriber: %w", sqlite.MapErr(err))
+		}
+	}
+	return n < DeleteBatch, commit(tx)
 }
 
 func commit(tx *sql.Tx) error {
