@@ -242,8 +242,9 @@ func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now 
 // FamilyHandler builds, once per container, the Lambda handler of one HTTP family: its
 // environment on DynamoDB, EventBridge and KMS (and the provider secrets from SSM where the
 // environment names their parameters), and a router that trusts only the authorizer's
-// context.
-func FamilyHandler(ctx context.Context, f family.Family, log *slog.Logger) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
+// context. tools are families composed beside it for their MCP tools alone
+// (family.ToolsOnly): the MCP Lambda's.
+func FamilyHandler(ctx context.Context, f family.Family, log *slog.Logger, tools ...family.Family) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
 	a, st, err := loadStore(ctx, log)
 	if err != nil {
 		return nil, err
@@ -266,10 +267,14 @@ func FamilyHandler(ctx context.Context, f family.Family, log *slog.Logger) (func
 	if err != nil {
 		return nil, err
 	}
-	mux, err := family.Compose(env, f).Mux(apigw.Authenticator(time.Now))
+	composed := []family.Family{f}
+	for _, t := range tools {
+		composed = append(composed, family.ToolsOnly(t))
+	}
+	mux, err := family.Compose(env, composed...).Mux(apigw.Authenticator(time.Now))
 	if err != nil {
 		return nil, err
 	}
-	log.Info("cold start", "family", f.Name, "routes", len(mux.Routes()))
+	log.Info("cold start", "family", f.Name, "routes", len(mux.Routes()), "tools", len(env.Tools()))
 	return apigw.Handler(mux), nil
 }

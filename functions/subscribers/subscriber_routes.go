@@ -2,6 +2,7 @@ package subscribers
 
 import (
 	"net/http"
+	"net/url"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -12,7 +13,7 @@ import (
 )
 
 func (h *Handlers) list(w http.ResponseWriter, r *http.Request) error {
-	f, err := parseFilter(r)
+	f, err := parseFilter(r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -28,10 +29,10 @@ var (
 	maxFilterTime = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 )
 
-// parseFilter reads the list's filters. Each may be given once; a malformed one is 400
+// parseFilter reads the list's filters from its query (the route's, or the list tool's
+// arguments put as the route takes them). Each may be given once; a malformed one is 400
 // invalid_parameter naming it.
-func parseFilter(r *http.Request) (Filter, error) {
-	q := r.URL.Query()
+func parseFilter(q url.Values) (Filter, error) {
 	one := func(name string) (string, error) {
 		switch vs := q[name]; {
 		case len(vs) == 0:

@@ -22,6 +22,7 @@ import (
 	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/mcptool"
 	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/reqlog"
@@ -31,7 +32,8 @@ import (
 
 // Env is every kernel dependency a family may use. NewEnv builds it and no field changes
 // afterwards: families build their services from it once, in Family.Build, and Compose only
-// adds the composed families' job kinds to what Jobs knows how to start.
+// adds the composed families' job kinds to what Jobs knows how to start and their MCP tools
+// to Tools.
 type Env struct {
 	Store   store.Store
 	Now     func() time.Time
@@ -77,6 +79,7 @@ type Env struct {
 
 	runner   *jobs.QueueRunner // Jobs, to register its step handler on a queue mux
 	registry *jobs.Registry    // the job kinds Compose adds
+	tools    []mcptool.Tool    // the MCP tools Compose adds (Tools)
 }
 
 // Deps are what the composition root supplies; the rest of Env is derived from them.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/mcptool"
 	"github.com/botplatform/api/shared/queue"
 )
 
@@ -31,6 +32,10 @@ type Parts struct {
 	// bot must declare it: the job purge.Job runs every composed family's step in turn
 	// (purge.go), and shared/purge builds one from the family's partitions.
 	Purge jobs.Step
+	// Tools are the family's MCP tools, declared beside its routes with the same access
+	// (shared/mcptool); the MCP endpoint (functions/mcp) serves the tools of every family
+	// composed on its Env (Env.Tools).
+	Tools []mcptool.Tool
 }
 
 // Composed is a set of families built on one Env, each once.
@@ -45,7 +50,8 @@ type built struct {
 }
 
 // Compose builds families on env, in order, and adds their job kinds to the kinds env.Jobs
-// starts (with purge.Job over every family that purges, where any does).
+// starts (with purge.Job over every family that purges, where any does) and their MCP tools
+// to env.Tools.
 func Compose(env *Env, families ...Family) *Composed {
 	c := &Composed{env: env}
 	for _, f := range families {
@@ -54,6 +60,7 @@ func Compose(env *Env, families ...Family) *Composed {
 		for kind, step := range p.Jobs {
 			env.registry.Register(kind, step)
 		}
+		env.addTools(f.Name, p.Tools)
 	}
 	if list := c.purgers(); len(list) > 0 {
 		env.registry.Register(purgeJob, purgeStep(list, env.Log))

@@ -182,6 +182,11 @@ func (p Problems) Unprocessable(code string) error {
 	return e
 }
 
+// AsError returns the client-safe *Error that err is answered with: its own when it is
+// one, a status for the store's known conditions, else an opaque 500 whose cause is only
+// for the log. Callers that answer outside an HTTP response (MCP tool errors) use it.
+func AsError(err error) *Error { return asError(err) }
+
 // problemTypeBase prefixes each problem type URI; docs/errors.md documents every code.
 const problemTypeBase = "https://docs.botplatform.dev/errors/"
 
@@ -207,8 +212,9 @@ func asError(err error) *Error {
 	}
 }
 
-// writeProblem sends e as RFC 9457 application/problem+json.
-func writeProblem(w http.ResponseWriter, requestID string, e *Error) {
+// Problem is e as the members of its RFC 9457 problem document: what a response carries,
+// and what an MCP tool error carries.
+func (e *Error) Problem(requestID string) map[string]any {
 	status := e.Status()
 	body := make(map[string]any, 6+len(e.Extensions))
 	for k, v := range e.Extensions {
@@ -220,7 +226,13 @@ func writeProblem(w http.ResponseWriter, requestID string, e *Error) {
 	body["detail"] = e.Detail
 	body["code"] = e.Code
 	body["request_id"] = requestID
-	b, err := json.Marshal(body)
+	return body
+}
+
+// writeProblem sends e as RFC 9457 application/problem+json.
+func writeProblem(w http.ResponseWriter, requestID string, e *Error) {
+	status := e.Status()
+	b, err := json.Marshal(e.Problem(requestID))
 	if err != nil {
 		b = []byte(`{"type":"` + problemTypeBase + `internal_error","status":500,"code":"internal_error"}`)
 		status = http.StatusInternalServerError

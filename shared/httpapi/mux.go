@@ -49,6 +49,12 @@ type Access struct {
 	// SecretPath routes carry a bearer capability in their path (an unsubscribe token): the
 	// request log shows the route's pattern, never the path.
 	SecretPath bool
+	// PerCall routes carry several operations in their body, each with access of its own
+	// (the MCP endpoint's tools): the kernel authenticates the caller and leaves the rest to
+	// the handler, which checks each call's declared access with Authorize and audits the
+	// mutating ones with PublishAudit (shared/mcptool). The route itself needs no scope and
+	// is not audited as a whole.
+	PerCall bool
 }
 
 // AndScope returns a requiring scope s as well as a.Scope.
@@ -80,6 +86,10 @@ func NeedPAT(scope auth.Scope, rights ...auth.Right) Access {
 // Public declares a route that needs no credentials.
 func Public() Access { return Access{Public: true} }
 
+// PerCall declares an authenticated route whose access is declared per operation in its
+// body (Access.PerCall): the MCP endpoint. It has no {botID}, so only PATs reach it.
+func PerCall() Access { return Access{PerCall: true} }
+
 // PublicSecretPath declares a public route whose path holds a capability token (a sent
 // email's unsubscribe or tracking link): whoever has the path can act on it, so it is
 // logged as the route's pattern only.
@@ -97,8 +107,12 @@ type Route struct {
 // Pattern is the ServeMux pattern, e.g. "GET /api/bots/{botID}".
 func (rt Route) Pattern() string { return rt.Method + " " + rt.Path }
 
-// Mutating reports whether the route's calls are audited.
+// Mutating reports whether the route's calls are audited. A PerCall route's are audited
+// per operation, by its handler.
 func (rt Route) Mutating() bool {
+	if rt.Access.PerCall {
+		return false
+	}
 	switch rt.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 		return true
@@ -195,7 +209,7 @@ func (m *Mux) Handle(pattern string, access Access, h HandlerFunc) {
 	if !ok || method == "" || !strings.HasPrefix(path, "/") {
 		panic("httpapi: pattern needs a method and a path: " + pattern)
 	}
-	if !access.Public && access.Scope == "" {
+	if !access.Public && !access.PerCall && access.Scope == "" {
 		panic("httpapi: non-public route without a scope: " + pattern)
 	}
 	rt := Route{Method: method, Path: path, Access: access, BotScoped: strings.Contains(path, "{botID}")}
@@ -405,40 +419,57 @@ func (m *Mux) serve(w http.ResponseWriter, r *http.Request, h HandlerFunc) {
 	}
 }
 
-// authorize applies the route's declared access to the principal. Order matters: a bot
-// token sees nothing outside its bot (404); the token kind and scope are properties of the
-// token and reveal nothing, so they come next (403); rights are checked only once the bot is
-// known to be the caller's (else 404), so a 403 never confirms that another account's bot
-// exists. Entitlements come last: they are the account's own, and a 402 or 403 about them is
-// only useful to a caller who could otherwise make the call (docs/access.md).
+// authorize applies the route's declared access to the principal (Authorize), keeping the
+// bot it loaded for the request log.
 func (m *Mux) authorize(r *http.Request, rt Route, p *auth.Principal) error {
-	bot := r.PathValue("botID")
+	loaded, err := Authorize(r.Context(), m.cfg.Bots, rt.Access, p, rt.BotScoped, r.PathValue("botID"))
+	if loaded != nil {
+		info(r).bot = loaded
+	}
+	return err
+}
+
+// Authorize applies access to the principal p for one call: a route's request (botScoped
+// when its pattern has {botID}, bot the path's value) or an MCP tool's call (botScoped when
+// the tool takes a bot, bot the argument). It returns the bot it loaded, once the bot is
+// known to be the caller's, even when a later check refuses the call.
+//
+// Order matters: a bot token sees nothing outside its bot (404); the token kind and scope
+// are properties of the token and reveal nothing, so they come next (403); rights are
+// checked only once the bot is known to be the caller's (else 404), so a 403 never confirms
+// that another account's bot exists. Entitlements come last: they are the account's own,
+// and a 402 or 403 about them is only useful to a caller who could otherwise make the call
+// (docs/access.md).
+func Authorize(ctx context.Context, bots BotLoader, access Access, p *auth.Principal, botScoped bool, bot string) (any, error) {
 	// Outside its own bot, nothing exists for a bot token: 404 before anything else.
-	if p.Kind == auth.KindBot && rt.BotScoped && bot != p.BotID {
-		return NotFound("bot")
+	if p.Kind == auth.KindBot && botScoped && bot != p.BotID {
+		return nil, NotFound("bot")
 	}
-	if p.Kind == auth.KindBot && (rt.Access.PATOnly || !rt.BotScoped) {
-		return E(KindForbidden, "insufficient_scope", "bot API tokens cannot call this route; use a personal access token").
-			With("required_scope", rt.Access.Scope)
+	if p.Kind == auth.KindBot && (access.PATOnly || !botScoped) {
+		e := E(KindForbidden, "insufficient_scope", "bot API tokens cannot call this route; use a personal access token")
+		if access.Scope != "" {
+			e = e.With("required_scope", access.Scope)
+		}
+		return nil, e
 	}
-	for _, s := range []auth.Scope{rt.Access.Scope, rt.Access.AlsoScope} {
+	for _, s := range []auth.Scope{access.Scope, access.AlsoScope} {
 		if s != "" && !p.Scopes.Allows(s) {
-			return Errorf(KindForbidden, "insufficient_scope", "this route needs the %q scope", s).
+			return nil, Errorf(KindForbidden, "insufficient_scope", "this route needs the %q scope", s).
 				With("required_scope", s)
 		}
 	}
-	if rt.BotScoped {
-		loaded, err := m.cfg.Bots.LoadBot(r.Context(), p.AccountID, bot)
-		if err != nil {
-			return err
+	var loaded any
+	if botScoped {
+		var err error
+		if loaded, err = bots.LoadBot(ctx, p.AccountID, bot); err != nil {
+			return nil, err
 		}
-		info(r).bot = loaded
-		if missing := p.RightsOn(bot).Missing(rt.Access.Rights); len(missing) > 0 {
-			return Errorf(KindForbidden, "missing_right", "your user lacks the %s right on this bot", auth.RightsOf(missing...)).
+		if missing := p.RightsOn(bot).Missing(access.Rights); len(missing) > 0 {
+			return loaded, Errorf(KindForbidden, "missing_right", "your user lacks the %s right on this bot", auth.RightsOf(missing...)).
 				With("missing_rights", missing)
 		}
 	}
-	return entitled(rt.Access, p.Entitlements, bot)
+	return loaded, entitled(access, p.Entitlements, bot)
 }
 
 // entitled checks the account's entitlements the route declares: plan, then rollout, then
@@ -580,27 +611,53 @@ func (w *auditWriter) Write(b []byte) (int, error) {
 func (w *auditWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w *auditWriter) publish(status int) {
-	ctx := w.r.Context()
+	bot := ""
+	if w.rt.BotScoped {
+		bot = w.r.PathValue("botID")
+	}
+	PublishAudit(w.r.Context(), w.m.cfg.Audit, w.m.cfg.Log, Audited{
+		Principal: w.p, Method: w.rt.Method, Route: w.rt.Pattern(), Bot: bot,
+		Status: status, Start: w.start, RequestID: RequestID(w.r.Context()),
+	})
+}
+
+// Audited is one audited operation: a mutating route's request, or a mutating MCP tool's
+// call (shared/mcptool), whatever its outcome.
+type Audited struct {
+	Principal *auth.Principal
+	Method    string
+	// Route is the route's pattern ("PATCH /api/bots/{botID}"), or what stands for one
+	// (an MCP tool's "POST /mcp/tools/start_broadcast").
+	Route string
+	// Bot is the bot the operation was made against ("" for none): the client's text, so
+	// only a well-formed bot id is recorded.
+	Bot       string
+	Status    int
+	Start     time.Time
+	RequestID string
+}
+
+// PublishAudit records op in the audit trail. It does not fail: the operation has happened
+// whatever the trail says, and a lost event is an operator alarm (logged), not a client
+// error (a 500 here would invite a retry of a done mutation).
+func PublishAudit(ctx context.Context, pub audit.Publisher, log *slog.Logger, op Audited) {
 	e := audit.Event{
-		ID:          ids.At("evt", w.start),
-		Time:        w.start.UTC().Truncate(time.Millisecond),
-		AccountID:   w.p.AccountID,
-		ActorUserID: w.p.UserID,
-		TokenID:     w.p.TokenID,
-		TokenKind:   string(w.p.Kind),
-		Method:      w.rt.Method,
-		Route:       w.rt.Pattern(),
-		Status:      status,
-		RequestID:   RequestID(ctx),
+		ID:          ids.At("evt", op.Start),
+		Time:        op.Start.UTC().Truncate(time.Millisecond),
+		AccountID:   op.Principal.AccountID,
+		ActorUserID: op.Principal.UserID,
+		TokenID:     op.Principal.TokenID,
+		TokenKind:   string(op.Principal.Kind),
+		Method:      op.Method,
+		Route:       op.Route,
+		Status:      op.Status,
+		RequestID:   op.RequestID,
 	}
-	// Only a well-formed bot id is recorded: the path segment is the client's text.
-	if bot := w.r.PathValue("botID"); w.rt.BotScoped && ids.Valid("bot", bot) {
-		e.BotID = bot
+	if ids.Valid("bot", op.Bot) {
+		e.BotID = op.Bot
 	}
-	// The mutation has happened whatever the trail says; a lost event is an operator
-	// alarm, not a client error (a 500 here would invite a retry of a done mutation).
-	if err := w.m.cfg.Audit.Publish(context.WithoutCancel(ctx), e); err != nil {
-		w.m.cfg.Log.ErrorContext(ctx, "audit publish failed", "request_id", e.RequestID, "event_id", e.ID, "route", e.Route, "status", status, "error", err)
+	if err := pub.Publish(context.WithoutCancel(ctx), e); err != nil {
+		log.ErrorContext(ctx, "audit publish failed", "request_id", e.RequestID, "event_id", e.ID, "route", e.Route, "status", op.Status, "error", err)
 	}
 }
 

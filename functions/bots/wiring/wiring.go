@@ -15,6 +15,9 @@ func Family() family.Family {
 		svc := bots.NewService(env.Store, env.Auth, env.Now).
 			WithDependents(channels.BotDeletes(env.Store, channels.FromEnv(env))).
 			WithPurge(env.Outbox, env.Log)
-		return family.Parts{Routes: func(mux *httpapi.Mux) { bots.Routes(mux, svc, env.Auth, env.Cursors) }}
+		return family.Parts{
+			Routes: func(mux *httpapi.Mux) { bots.Routes(mux, svc, env.Auth, env.Cursors) },
+			Tools:  bots.Tools(svc, env.Cursors),
+		}
 	}}
 }

@@ -25,6 +25,7 @@ func Family() family.Family {
 		return family.Parts{
 			Routes: func(mux *httpapi.Mux) { reactions.Routes(mux, svc, env.Cursors) },
 			Purge:  reactions.PurgeStep(env.Store),
+			Tools:  reactions.Tools(svc, env.Cursors),
 		}
 	}}
 }

@@ -24,6 +24,7 @@ func Family() family.Family {
 			WithEvents(env.Events, env.Log).WithOutbox(env.Outbox)
 		return family.Parts{
 			Routes: func(mux *httpapi.Mux) { subscribers.Routes(mux, svc, env.Cursors) },
+			Tools:  subscribers.Tools(svc, env.Cursors),
 			Jobs:   svc.Jobs(),
 			Purge:  subscribers.PurgeStep(env.Store),
 		}
