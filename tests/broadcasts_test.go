@@ -100,3 +100,51 @@ func TestBroadcastsSendOnce(t *testing.T) {
 	require.Equal(t, 200, r.Status)
 	assert.Len(t, r.JSON(t)["data"], 1)
 }
+
+// A legacy reaction broadcast runs the reaction's published version once for every subscriber
+// with one of its labels (here one of three), the shared routes find it by its id after
+// looking for a second-generation one, and a paid broadcast without paid broadcasts enabled
+// is 403.
+func TestLegacyReactionBroadcast(t *testing.T) {
+	t.Parallel()
+	c := startConversation(t)
+	s, tok, bot := c.s, c.s.demo.Token, c.s.demo.BotID
+	r := s.post(tok, "/api/bots/"+bot+"/labels", map[string]any{"name": "vip"})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	vip := r.JSON(t)["id"].(string)
+	for i := range 3 {
+		body := map[string]any{"channel": "telegram", "external_id": fmt.Sprint(8000 + i)}
+		if i == 0 {
+			body["labels"] = []string{vip}
+		}
+		r := s.post(tok, "/api/bots/"+bot+"/subscribers", body)
+		require.Less(t, r.Status, 300, "%s", r.Body)
+	}
+	rct := c.publish(t, `{"name":"Promo","trigger":{"type":"keyword","keywords":["promo"]},"steps":[{"id":"s","type":"send_text","text":"VIP sale"}]}`)
+	start := "/api/bots/" + bot + "/reactions/" + rct + "/broadcast"
+
+	r = s.post(tok, start, map[string]any{"paid": true, "labels": []string{vip}})
+	require.Equal(t, 403, r.Status, "%s", r.Body)
+	assert.Equal(t, "paid_broadcasts_not_enabled", r.Code(t))
+
+	r = s.post(tok, start, map[string]any{"paid": false, "labels": []string{vip}})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	id := r.JSON(t)["id"].(string)
+	one := "/api/bots/" + bot + "/broadcasts/" + id
+	eventually(t, 30*time.Second, "the vip got the reaction's message", func() bool { return len(c.tg.Sent(8000)) == 1 })
+	eventually(t, 30*time.Second, "the legacy broadcast completes", func() bool {
+		r := s.get(tok, one)
+		return r.Status == 200 && r.JSON(t)["status"] == "completed"
+	})
+	assert.Equal(t, []string{"VIP sale"}, texts(c.tg, 8000))
+	assert.Empty(t, c.tg.Sent(8001), "no label, no message")
+	assert.Empty(t, c.tg.Sent(8002), "no label, no message")
+	assert.Equal(t, "reaction_broadcast", s.get(tok, one).JSON(t)["type"])
+
+	// The shared cancel route finds the legacy broadcast (its body ignored); a completed
+	// broadcast cannot be canceled.
+	r = s.post(tok, one+"/cancel", map[string]any{"anything": true})
+	require.Equal(t, 409, r.Status, "%s", r.Body)
+	assert.Equal(t, "invalid_transition", r.Code(t))
+	assert.Equal(t, "completed", r.JSON(t)["state"])
+}

@@ -345,7 +345,7 @@ func (s *Service) Update(ctx context.Context, bot, id string, expected int64, d 
 	}
 	if rec.Status != Draft || rec.Archived {
 		return Broadcast{}, httpapi.Errorf(httpapi.KindConflict, "broadcast_not_editable", "only a draft changes; this broadcast is %s", rec.Status).
-			With("status", rec.Status)
+			With("state", rec.Status)
 	}
 	d.apply(&rec.Broadcast)
 	if err := s.save(ctx, &rec, expected, nil, 0); err != nil {

@@ -64,7 +64,7 @@ func can(action string, rec record) error {
 		state = "archived"
 	}
 	return httpapi.Errorf(httpapi.KindConflict, "invalid_transition", "a %s broadcast cannot be %s", state, pastTense[action]).
-		With("status", rec.Status)
+		With("state", rec.Status)
 }
 
 // transit loads a second-generation broadcast for action under expected: 404, 409

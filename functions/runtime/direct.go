@@ -19,8 +19,14 @@ import (
 // mail's sender.
 const TriggerInboundEmail = "inbound_email"
 
+// TriggerBroadcast is the trigger type of a run a legacy reaction broadcast started for one
+// of its recipients.
+const TriggerBroadcast = "broadcast"
+
 // directTrigger reports whether t is a trigger type RunReactionMessage starts runs for.
-func directTrigger(t string) bool { return slices.Contains([]string{TriggerInboundEmail}, t) }
+func directTrigger(t string) bool {
+	return slices.Contains([]string{TriggerInboundEmail, TriggerBroadcast}, t)
+}
 
 // maxCauseLen bounds a direct run's cause (it is part of the claim's key).
 const maxCauseLen = 200
@@ -63,8 +69,11 @@ func (r *Runtime) planReaction(ctx context.Context, ev *event) ([]action, error)
 	}
 	p := published[i]
 	info := TriggerInfo{Type: le.Trigger}
-	if le.Trigger == TriggerInboundEmail {
-		info.InboundMessageID = strings.TrimPrefix(le.Cause, le.Trigger+":")
+	switch cause := strings.TrimPrefix(le.Cause, le.Trigger+":"); le.Trigger {
+	case TriggerInboundEmail:
+		info.InboundMessageID = cause
+	case TriggerBroadcast:
+		info.BroadcastID, _, _ = strings.Cut(cause, "/") // the cause is <broadcast>/<recipient row>
 	}
 	spec := startSpec{ExecutionID: newExecutionID(r.now()), ReactionID: p.ReactionID, Version: p.Version, Trigger: info, Hops: 1}
 	return []action{{Kind: actStart, Start: &spec}}, nil

@@ -166,3 +166,22 @@ func TestRunReactionMessageChecks(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, items.Items, "nothing claimed")
 }
+
+// A legacy reaction broadcast's recipient runs the reaction once per (broadcast, row); the
+// trace names the broadcast.
+func TestRunReactionForABroadcastRecipient(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	rct := f.publish(`{"name":"promo","trigger":{"type":"keyword","keywords":["never typed"]},"steps":[{"id":"s","type":"send_text","text":"Sale!"}]}`)
+	require.NoError(t, f.deliver(f.inbound("/start", ""))) // a Telegram subscriber
+	sub := f.subs.only(t)
+	m, err := RunReactionMessage(f.bot, sub.ID, sub.Channel, rct, TriggerBroadcast, "lbc_1/rcp_1")
+	require.NoError(t, err)
+	m.ID, m.Attempt = ids.New("msg"), 1
+	require.NoError(t, f.deliver(m))
+	require.NoError(t, f.deliver(m), "a redelivery")
+	assert.Equal(t, []string{"Sale!"}, f.adapter.texts())
+	runs := f.runs(sub.ID)
+	require.Len(t, runs, 1)
+	assert.Equal(t, TriggerInfo{Type: TriggerBroadcast, BroadcastID: "lbc_1"}, runs[0].Trigger)
+}

@@ -97,6 +97,8 @@ type TriggerInfo struct {
 	// InboundMessageID (inbound_email) is the stored inbound email that started the run
 	// (eim_..., GET .../email/inbound-messages/{id}): its id only, nothing of its content.
 	InboundMessageID string `json:"inbound_message_id,omitempty"`
+	// BroadcastID (broadcast) is the legacy reaction broadcast that started the run.
+	BroadcastID string `json:"broadcast_id,omitempty"`
 }
 
 // Redacted stands for something the subscriber sent: its kind and length, never its content.

@@ -18,6 +18,8 @@ import (
 	"github.com/botplatform/api/functions/channels"
 	"github.com/botplatform/api/functions/content"
 	"github.com/botplatform/api/functions/experiments"
+	"github.com/botplatform/api/functions/reactions"
+	"github.com/botplatform/api/functions/runtime"
 	"github.com/botplatform/api/functions/segments"
 	segmentswiring "github.com/botplatform/api/functions/segments/wiring"
 	"github.com/botplatform/api/functions/subscribers"
@@ -25,7 +27,9 @@ import (
 	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/merge"
+	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/ratelimit"
+	"github.com/botplatform/api/shared/store"
 )
 
 // Family is the broadcasts family: its routes and its send job.
@@ -90,6 +94,7 @@ func New(env *family.Env, cfg broadcasts.Config) (*broadcasts.Service, error) {
 		Channels:  openers{chans},
 		Templates: templates{channels.NewCatalog(env.Store)},
 		Outbox:    env.Outbox,
+		Reactions: legacyRuns{rx: reactions.NewService(env.Store, nil, env.Now, env.Log), outbox: env.Outbox},
 		Limiter:   ratelimit.New(env.Store, env.Now),
 		Now:       env.Now,
 		Log:       env.Log,
@@ -353,4 +358,33 @@ func person(s subscribers.Subscriber) broadcasts.Person {
 	return broadcasts.Person{SubscriberID: s.ID, Channel: channel.Kind(s.Channel), ExternalID: s.ExternalID,
 		FirstName: deref(s.FirstName), LastName: deref(s.LastName), Name: deref(s.Name), Locale: deref(s.Locale),
 		Timezone: deref(s.Timezone), Labels: s.Labels, Fields: s.Fields, LastSeenAt: s.LastSeenAt}
+}
+
+// legacyRuns starts a legacy reaction broadcast's runs: the runtime's direct run of the
+// reaction's published version (trigger broadcast), staged in the outbox with the
+// recipient's row, so a row committed once starts one run.
+type legacyRuns struct {
+	rx     *reactions.Service
+	outbox *outbox.Outbox
+}
+
+// Published implements broadcasts.Reactions.
+func (l legacyRuns) Published(ctx context.Context, bot, reactionID string) (bool, error) {
+	r, err := l.rx.Get(ctx, bot, reactionID)
+	if err != nil {
+		return false, err
+	}
+	return r.PublishedVersion != nil, nil
+}
+
+// Start implements broadcasts.Reactions.
+func (l legacyRuns) Start(bot string, p broadcasts.Person, reactionID, cause string) ([]store.Write, func(context.Context), error) {
+	if l.outbox == nil {
+		return nil, nil, fmt.Errorf("no outbox in this process: reaction runs cannot be queued")
+	}
+	m, err := runtime.RunReactionMessage(bot, p.SubscriberID, p.Channel, reactionID, runtime.TriggerBroadcast, cause)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l.outbox.Stage(m)
 }
