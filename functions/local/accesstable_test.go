@@ -36,6 +36,9 @@ func TestAccessTableIsCurrent(t *testing.T) {
 			kinds = "PAT"
 		}
 		scopes := "`" + string(rt.Access.Scope) + "`"
+		if rt.Access.PerCall {
+			scopes = "each tool's own (docs/mcp.md)"
+		}
 		if rt.Access.AlsoScope != "" {
 			scopes += " and `" + string(rt.Access.AlsoScope) + "`"
 		}

@@ -167,7 +167,11 @@ func TestOpenAPIAccessMatchesRoutes(t *testing.T) {
 		t.Run(key, func(t *testing.T) {
 			scope, ok := op.Extensions["x-required-scope"].(string)
 			if assert.True(t, ok, "x-required-scope missing or not a string") {
-				assert.Equal(t, rt.Access.Scope, scope, "x-required-scope")
+				want := rt.Access.Scope
+				if rt.Access.PerCall {
+					want = perCallScope
+				}
+				assert.Equal(t, want, scope, "x-required-scope")
 			}
 			also, _ := op.Extensions["x-also-required-scope"].(string)
 			assert.Equal(t, string(rt.Access.AlsoScope), also, "x-also-required-scope (absent when the route needs one scope)")
@@ -203,6 +207,12 @@ func TestOpenAPIAccessMatchesRoutes(t *testing.T) {
 				assert.NotEmpty(t, *op.Security, "an authenticated route cannot have security: []")
 			} else {
 				assert.NotEmpty(t, doc.Security, "no document-wide security for an authenticated route")
+			}
+			if rt.Access.PerCall {
+				// Each call's access is its operation's (POST /mcp: each tool's own), which
+				// TestOpenAPIDocumentsEveryTool holds to x-mcp-tools.
+				assert.Contains(t, op.Description, "Scope: "+perCallScope, "the description must say that the scope is each call's")
+				return
 			}
 			assert.Contains(t, op.Description, "Scope: `"+rt.Access.Scope+"`", "the description must state the scope")
 			for _, r := range wantRights {
