@@ -271,6 +271,10 @@ func TestHTTPLevelAnswers(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, res.StatusCode)
 	assert.Equal(t, "invalid_mcp_request", p["code"])
 
+	res, p = post(t, f.url, "full", "application/json", " ["+listTools+","+listTools+"]")
+	assert.Equal(t, http.StatusBadRequest, res.StatusCode, "one message per request")
+	assert.Equal(t, "invalid_mcp_request", p["code"])
+
 	res, p = post(t, f.url, "full", "application/json", listTools, "Accept", "text/html")
 	assert.Equal(t, http.StatusBadRequest, res.StatusCode, "an Accept that lists neither JSON nor an event stream")
 	assert.Equal(t, "invalid_mcp_request", p["code"])
@@ -278,6 +282,11 @@ func TestHTTPLevelAnswers(t *testing.T) {
 	deep := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}}}`
 	res, p = post(t, f.url, "full", "application/json", deep)
 	assert.Equal(t, http.StatusBadRequest, res.StatusCode)
+	assert.Equal(t, "invalid_body", p["code"])
+	assert.Equal(t, float64(64), p["max_depth"])
+
+	res, p = post(t, f.url, "full", "application/json", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"x":"\ud800"}}`)
+	assert.Equal(t, http.StatusBadRequest, res.StatusCode, "an escaped lone surrogate")
 	assert.Equal(t, "invalid_body", p["code"])
 
 	res, p = post(t, f.url, "full", "application/json", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"x":"`+strings.Repeat("a", httpapi.MaxBodyBytes)+`"}}`)

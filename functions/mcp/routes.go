@@ -59,7 +59,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 	}
 	var ge *jsonguard.Error
 	if errors.As(jsonguard.Check(body), &ge) {
-		return httpapi.E(httpapi.KindInvalid, "invalid_body", "the body is refused: "+ge.Error()).With("max_depth", jsonguard.MaxDepth)
+		e := httpapi.E(httpapi.KindInvalid, "invalid_body", "the body is refused: "+ge.Error())
+		if ge.Kind == jsonguard.TooDeep {
+			e = e.With("max_depth", jsonguard.MaxDepth)
+		}
+		return e
+	}
+	// One message per request: batches (dropped from the protocol in 2025-06-18, still taken
+	// by the SDK for older versions) would let one request of 1 MiB run thousands of calls.
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		return httpapi.E(httpapi.KindInvalid, "invalid_mcp_request", "JSON-RPC batches are not accepted: send one message per request")
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	// No Accept header accepts anything (RFC 9110): what the transport requires a client to
