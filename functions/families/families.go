@@ -10,6 +10,7 @@ import (
 
 	"github.com/botplatform/api/functions/auditlog"
 	botswiring "github.com/botplatform/api/functions/bots/wiring"
+	broadcastswiring "github.com/botplatform/api/functions/broadcasts/wiring"
 	"github.com/botplatform/api/functions/channels"
 	"github.com/botplatform/api/functions/collections"
 	contentwiring "github.com/botplatform/api/functions/content/wiring"
@@ -19,6 +20,7 @@ import (
 	eventswiring "github.com/botplatform/api/functions/events/wiring"
 	experimentswiring "github.com/botplatform/api/functions/experiments/wiring"
 	funnelswiring "github.com/botplatform/api/functions/funnels/wiring"
+	"github.com/botplatform/api/functions/mcp"
 	"github.com/botplatform/api/functions/pats"
 	popupswiring "github.com/botplatform/api/functions/popups/wiring"
 	"github.com/botplatform/api/functions/public"
@@ -58,6 +60,8 @@ func All() []family.Family {
 		funnelswiring.Family(),
 		segmentswiring.Family(),
 		experimentswiring.Family(),
+		broadcastswiring.Family(),
+		mcp.Family(),
 	}
 }
 

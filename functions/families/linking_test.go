@@ -80,8 +80,20 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 		// services, for reads); only subscribers are assigned (subscribers); a cohort is
 		// saved as a segment (segments: its Save).
 		"experiments": {"experiments", "experiments/wiring", "reactions", "content", "popups", "subscribers", "segments"},
-		"authorizer":  nil,
-		"auditsink":   nil,
+		// A broadcast sends published messages (content), to an audience (subscribers, a
+		// saved segment: segments and the staleness look-ups of its wiring, funnels and
+		// experiments; an experiment's status: experiments), over the bot's channels; a
+		// legacy broadcast runs a published reaction (reactions) for each recipient (runtime:
+		// its direct-run message).
+		"broadcasts": {"broadcasts", "broadcasts/wiring", "content", "subscribers", "channels", "segments", "segments/wiring", "funnels", "experiments",
+			"reactions", "runtime"},
+		// The MCP server serves the tools of the families listed in mcp/wiring, built as
+		// those families build them (their wiring, and what it links: channels for the bots'
+		// deletion, the runtime for labels added, reactions' subscriber vocabulary).
+		"mcp": {"mcp", "mcp/wiring", "bots/wiring", "channels", "reactions", "reactions/wiring",
+			"subscribers", "subscribers/wiring", "runtime"},
+		"authorizer": nil,
+		"auditsink":  nil,
 	}
 	for _, name := range append(namesOf(), Workers()...) {
 		if name == "jobs" {

@@ -245,6 +245,23 @@ func Access() map[string][]Grant {
 			{EmailIdentities, []string{"ses:CreateEmailIdentity", "ses:PutEmailIdentityDkimSigningAttributes",
 				"ses:PutEmailIdentityMailFromAttributes", "ses:DeleteEmailIdentity", "ses:SendEmail", "ses:SendRawEmail"}},
 		},
+		// The MCP server: the tools of the families it serves (functions/mcp/wiring), run
+		// as their routes run. Reads: the tenancy check and the read tools (GetItem, Query);
+		// events:PutEvents: the audit events of mutating tools; GenerateMac: list cursors.
+		"mcp": {logs,
+			{Table, []string{"dynamodb:GetItem", "dynamodb:Query"}},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+		},
+		// Broadcasts. Decrypt: sends and test sends open the channel's credentials;
+		// SendMessage: the send job's start message, staged in the outbox of the change.
+		"broadcasts": {logs,
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+			{SecretsKey, []string{"kms:Decrypt"}},
+			{JobsQueue, []string{"sqs:SendMessage"}},
+		},
 		// Email campaigns. Decrypt: the sending domain's DKIM key; SendEmail/SendRawEmail:
 		// test sends; SendMessage: the send job's start message, staged in the outbox of
 		// the state change and delivered after it commits. GenerateMac also derives the
