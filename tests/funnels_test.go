@@ -192,6 +192,20 @@ func TestFunnels(t *testing.T) {
 	conforms(t, "GET", "/api/bots/{botID}/segments", w.api+"/segments", r)
 	assert.Len(t, r.JSON(t)["data"], 1)
 
+	// Used as a broadcast's audience: the preflight counts its two members.
+	r = s.post(tok, w.api+"/content", map[string]any{"type": "message", "name": "Come back", "draft": map[string]any{"text": "Your trial misses you"}})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	doc := r.JSON(t)["id"].(string)
+	r = s.post(tok, w.api+"/content/"+doc+"/publish", map[string]any{"expected_revision": 1})
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	r = s.post(tok, w.api+"/broadcasts", map[string]any{"name": "Win back", "channels": []string{"whatsapp"},
+		"content": map[string]any{"document_id": doc}, "audience": map[string]any{"type": "segment", "segment_id": seg["id"]}})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	broadcast := w.api + "/broadcasts/" + r.JSON(t)["id"].(string)
+	r = s.post(tok, broadcast+"/preflight", map[string]any{})
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	assert.EqualValues(t, 2, r.JSON(t)["recipients"].(map[string]any)["whatsapp"], "the segment's members")
+
 	// A rename keeps the segment current; a change of the steps stales it.
 	r = s.patch(tok, funnel, map[string]any{"expected_revision": 1, "name": "Signup to payment"})
 	require.Equal(t, 200, r.Status, "%s", r.Body)
@@ -206,6 +220,11 @@ func TestFunnels(t *testing.T) {
 	require.Equal(t, 200, r.Status, "%s", r.Body)
 	conforms(t, "GET", "/api/bots/{botID}/segments/{segmentID}", segPath, r)
 	assert.Equal(t, true, r.JSON(t)["stale"])
+	// A broadcast to a stale segment is not ready to launch (409, the reason named).
+	r = s.post(tok, broadcast+"/schedule", map[string]any{"expected_revision": 1, "confirm": true})
+	require.Equal(t, 409, r.Status, "%s", r.Body)
+	assert.Equal(t, "broadcast_not_ready", r.Code(t))
+	assert.Contains(t, string(r.Body), "segment_stale")
 	r = s.patch(tok, funnel, map[string]any{"expected_revision": 2, "name": "Late"})
 	assert.Equal(t, 409, r.Status, "%s", r.Body)
 	assert.Equal(t, "stale_revision", r.Code(t))
