@@ -247,7 +247,7 @@ func TestEventsPurgedWithTheBot(t *testing.T) {
 		require.NoError(t, err)
 		return n + len(counts)
 	}
-	require.Equal(t, 2+2, left(), "two events, two counters")
+	require.Equal(t, 3+3, left(), "two events and the subscriber's creation, a counter each")
 
 	require.Equal(t, http.StatusNoContent, s.del(tok, "/api/bots/"+bot).Status)
 	eventually(t, 30*time.Second, "the deleted bot's events are erased", func() bool { return left() == 0 })
