@@ -80,15 +80,9 @@ func (h *Handlers) timeRange(fromS, toS string) (from, to time.Time, err error) 
 	case !to.After(from):
 		return from, to, httpapi.InvalidParam("to", "to must be after from")
 	case to.Sub(from) > MaxRange:
-		return from, to, rangeTooLong(to.Sub(from).Hours() / 24)
+		return from, to, httpapi.RangeTooLong(to.Sub(from), MaxRangeDays)
 	}
 	return from, to, nil
-}
-
-// rangeTooLong is the 400 of a range over 366 days, as the funnels and experiments answer it.
-func rangeTooLong(days float64) error {
-	return httpapi.Errorf(httpapi.KindInvalid, "range_too_long",
-		"the range spans %s days; at most %d", strconv.FormatFloat(days, 'f', -1, 64), MaxRangeDays).With("max_days", MaxRangeDays)
 }
 
 func (h *Handlers) counts(w http.ResponseWriter, r *http.Request) error {
@@ -120,7 +114,7 @@ func (h *Handlers) counts(w http.ResponseWriter, r *http.Request) error {
 		return httpapi.InvalidParam("from", "from must not be after to")
 	}
 	if days := int(last.Sub(first).Hours()/24) + 1; days > MaxRangeDays {
-		return rangeTooLong(float64(days))
+		return httpapi.RangeTooLong(time.Duration(days)*24*time.Hour, MaxRangeDays)
 	}
 	res, err := h.svc.Counts(r.Context(), r.PathValue("botID"), first, last, names)
 	if err != nil {

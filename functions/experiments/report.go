@@ -45,8 +45,7 @@ func parseRange(from, to *string) (Range, error) {
 		return Range{}, p.Err()
 	}
 	if r.To.Sub(r.From) > MaxRangeDays*24*time.Hour {
-		return Range{}, httpapi.Errorf(httpapi.KindInvalid, "range_too_long", "the range is longer than %d days; report over a shorter one", MaxRangeDays).
-			With("max_days", MaxRangeDays)
+		return Range{}, httpapi.RangeTooLong(r.To.Sub(r.From), MaxRangeDays)
 	}
 	return r, nil
 }

@@ -51,9 +51,7 @@ func parseRange(p *httpapi.Problems, from, to *string) (Range, error) {
 	case !r.To.After(r.From):
 		p.Add("to", "must be after from")
 	case r.To.Sub(r.From) > MaxRange:
-		return r, httpapi.Errorf(httpapi.KindInvalid, "range_too_long",
-			"the range spans %.1f days; a report spans at most 366 days", r.To.Sub(r.From).Hours()/24).
-			With("max_days", 366)
+		return r, httpapi.RangeTooLong(r.To.Sub(r.From), int(MaxRange/(24*time.Hour)))
 	}
 	return r, nil
 }

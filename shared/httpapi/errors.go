@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/text"
@@ -248,4 +250,11 @@ func writeProblem(w http.ResponseWriter, requestID string, e *Error) {
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// RangeTooLong is the 400 range_too_long of a report or list whose time range spans more
+// than maxDays days (the analytics families' bound): the span it had and max_days.
+func RangeTooLong(span time.Duration, maxDays int) error {
+	return Errorf(KindInvalid, "range_too_long", "the range spans %s days; at most %d",
+		strconv.FormatFloat(math.Round(span.Hours()/24*10)/10, 'f', -1, 64), maxDays).With("max_days", maxDays)
 }
