@@ -148,3 +148,26 @@ func TestLegacyReactionBroadcast(t *testing.T) {
 	assert.Equal(t, "invalid_transition", r.Code(t))
 	assert.Equal(t, "completed", r.JSON(t)["state"])
 }
+
+// Broadcasts' access: another account's bot is 404, a token without broadcasts:write is
+// 403, an account whose plan lacks broadcasts is 402.
+func TestBroadcastsAccess(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	other := s.newAccount("Other")
+	list := "/api/bots/" + s.demo.BotID + "/broadcasts"
+
+	r := s.get(other.Token, list)
+	assert.Equal(t, 404, r.Status, "another account's bot: %s", r.Body)
+	narrow := s.admin("pat", "create", "--account", s.demo.AccountID, "--scopes", "bots:read")["token"]
+	r = s.get(narrow, list)
+	assert.Equal(t, 403, r.Status, "%s", r.Body)
+	assert.Equal(t, "insufficient_scope", r.Code(t))
+	r = s.get(s.demo.Token, list)
+	assert.Equal(t, 200, r.Status, "%s", r.Body)
+
+	s.adminJSON("account", "plan", "--account", s.demo.AccountID, "--features", "analytics")
+	eventually(t, 40*time.Second, "the narrowed plan reaches the token", func() bool { return s.get(s.demo.Token, list).Status == 402 })
+	r = s.get(s.demo.Token, list)
+	assert.Equal(t, "feature_not_in_plan", r.Code(t))
+}
