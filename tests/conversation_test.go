@@ -282,7 +282,7 @@ func TestConversationWaitRestartRateLimitButtons(t *testing.T) {
 	c := startConversation(t)
 	c.publish(t, `{"name":"Later","trigger":{"type":"keyword","keywords":["later"]},"steps":[
 		{"id":"a","type":"send_text","text":"wait for it"},
-		{"id":"w","type":"wait","seconds":4},
+		{"id":"w","type":"wait","seconds":10},
 		{"id":"b","type":"send_text","text":"done waiting"}]}`)
 	c.publish(t, `{"name":"Two","trigger":{"type":"keyword","keywords":["two"]},"steps":[
 		{"id":"a","type":"send_text","text":"first"},
@@ -306,7 +306,7 @@ func TestConversationWaitRestartRateLimitButtons(t *testing.T) {
 	require.Greater(t, time.Until(until), 500*time.Millisecond, "still waiting when the process stops")
 
 	c.restart(t)
-	eventually(t, 20*time.Second, "the message after the wait, sent by the new process", func() bool { return len(c.tg.Sent(bob.ID)) >= 2 })
+	eventually(t, 40*time.Second, "the message after the wait, sent by the new process", func() bool { return len(c.tg.Sent(bob.ID)) >= 2 })
 	assert.Equal(t, []string{"wait for it", "done waiting"}, texts(c.tg, bob.ID))
 	assert.False(t, time.Now().Before(until), "not before the wait's end")
 	eventually(t, 10*time.Second, "the run completes", func() bool { return c.executions(t, sub)[0].Status == "completed" })

@@ -19,7 +19,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -127,14 +126,20 @@ stays in %[4]s.
 	return d.chat(ctx, in, out)
 }
 
-// waitFor waits until something listens on addr.
+// waitFor waits until the API at addr answers its health check.
 func waitFor(ctx context.Context, addr string) error {
+	// An HTTP answer, not an accepted connection: the process listens before it writes
+	// bootstrap.json on a first start, and serves only after.
+	c := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		res, err := c.Get("http://" + addr + "/healthz")
 		if err == nil {
-			c.Close()
-			return nil
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("GET /healthz: %s", res.Status)
 		}
 		if time.Now().After(deadline) {
 			return err
