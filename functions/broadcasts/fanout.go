@@ -78,6 +78,12 @@ type run struct {
 	Seen   int    `json:"seen"`
 	// Truncated: the audience had more than MaxAudience subscribers.
 	Truncated bool `json:"truncated,omitempty"`
+	// Held: a channel its provider told to wait longer than a step (a 429's Retry-After)
+	// sends nothing before this time, in whichever step comes next.
+	Held map[string]time.Time `json:"held,omitempty"`
+	// OrderedIDs: the plan names rows in the subscribers' order (recipientID); runs planned
+	// before it existed keep hashed ids, so that a repeated page writes no second row.
+	OrderedIDs bool `json:"ordered_ids,omitempty"`
 	rev       int64
 }
 
@@ -127,8 +133,11 @@ type step struct {
 	rec      record
 	r        run
 	sent     atomic.Int64
-	mu       sync.Mutex
-	stopErr  error
+	// held: a channel had nothing it could send this step (its WhatsApp tier is used up);
+	// the step still lasts its time, so that held steps do not follow each other at once.
+	held    atomic.Bool
+	mu      sync.Mutex
+	stopErr error
 }
 
 func (st *step) key() store.Key {
@@ -192,7 +201,7 @@ func (st *step) run(ctx context.Context) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	if !done && st.sent.Load() > 0 {
+	if !done && (st.sent.Load() > 0 || st.held.Load()) {
 		st.wait(ctx) // keep the rate across steps
 	}
 	if err := st.advance(ctx); err != nil {
@@ -293,7 +302,7 @@ func (st *step) sending(ctx context.Context) (bool, error) {
 func (st *step) plan(ctx context.Context) (bool, error) {
 	s := st.s
 	if st.r.Phase == "" {
-		st.r.Phase = phasePlan
+		st.r.Phase, st.r.OrderedIDs = phasePlan, true
 	}
 	src := s.audience(st.rec)
 	for range planPagesPerStep {
@@ -343,7 +352,7 @@ func (st *step) planPage(ctx context.Context, people []Person) error {
 			continue
 		}
 		seen[p.SubscriberID] = true
-		rows = append(rows, row{Recipient: Recipient{ID: recipientID(p.SubscriberID), SubscriberID: p.SubscriberID,
+		rows = append(rows, row{Recipient: Recipient{ID: recipientID(p.SubscriberID, st.r.OrderedIDs), SubscriberID: p.SubscriberID,
 			Channel: string(p.Channel), State: RowPlanned, PlannedAt: now}, rev: 1})
 	}
 	return PlanRows(ctx, st.s.d.Store, bot, id, rows)
@@ -398,10 +407,68 @@ type outcome struct {
 	state     RowState // where the row goes from sending ("" leaves it: not handed out)
 	reason    string
 	messageID string
+	links     []string      // the targets of the message's tracked link buttons
+	template  bool          // a WhatsApp template went (or may have gone) out: it counts against the tier
 	blocked   bool          // mark the subscriber blocked
 	hold      time.Duration // hold the channel this long (429, provider down)
 	pause     string        // pause the broadcast for this reason
 	err       error
+}
+
+// pacer keeps a channel's sends under its rate over every sliding second, as a provider
+// counts them: with n the rate's messages in a window (at least 1) and span the time n take
+// at the rate, a send starts only once the send n before it was answered at least span ago.
+// Counting from the answer, not from the start, keeps the provider's count under the rate
+// whatever the round trip; and sends that waited (a claim, a settle) are caught up only as
+// far as the window allows, never in a burst above the rate.
+type pacer struct {
+	span time.Duration
+	ring []*paceSlot
+	next int
+}
+
+type paceSlot struct {
+	done chan struct{}
+	at   time.Time // when the send was answered
+}
+
+// newPacer paces from start as if the last window had been used evenly up to start (a step
+// does not know the sends of the one before it): the first sends go at the rate, not in a
+// burst.
+func newPacer(rate float64, start time.Time) *pacer {
+	n := max(1, int(rate))
+	p := &pacer{span: time.Duration(float64(n) * float64(time.Second) / rate), ring: make([]*paceSlot, n)}
+	for i := range p.ring {
+		sl := &paceSlot{done: make(chan struct{}), at: start.Add(-p.span + time.Duration(i)*p.span/time.Duration(n))}
+		close(sl.done)
+		p.ring[i] = sl
+	}
+	return p
+}
+
+// ready waits until the next send may start, without taking its turn.
+func (p *pacer) ready(ctx context.Context, now func() time.Time, sleep func(context.Context, time.Duration) error) error {
+	prev := p.ring[p.next]
+	select {
+	case <-prev.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if wait := prev.at.Add(p.span).Sub(now()); wait > 0 {
+		return sleep(ctx, wait)
+	}
+	return nil
+}
+
+// take waits for the next send's turn and returns the function that records its answer.
+func (p *pacer) take(ctx context.Context, now func() time.Time, sleep func(context.Context, time.Duration) error) (func(), error) {
+	if err := p.ready(ctx, now, sleep); err != nil {
+		return nil, err
+	}
+	sl := &paceSlot{done: make(chan struct{})}
+	p.ring[p.next] = sl
+	p.next = (p.next + 1) % len(p.ring)
+	return func() { sl.at = now(); close(sl.done) }, nil
 }
 
 // channelRun is one channel's sending within a step.
@@ -411,16 +478,17 @@ type channelRun struct {
 	rate    float64
 	adapter channel.Adapter
 	conn    channel.Connection
-	base    time.Time // slots count from here
-	slots   int64
+	pace    *pacer
 	stop    atomic.Bool
+	// budget is what is left of the WhatsApp number's messaging tier (nil: unbounded).
+	budget *atomic.Int64
 }
 
 // sendChannel sends the planned rows of channel k until the step's time is up or none is
 // left; false when the run must stop.
 func (st *step) sendChannel(ctx context.Context, k channel.Kind) (bool, error) {
 	s := st.s
-	cr := &channelRun{st: st, k: k, rate: s.cfg.Rates[k], base: st.start}
+	cr := &channelRun{st: st, k: k, rate: s.cfg.Rates[k]}
 	planned, err := s.counter(ctx, st.p.Bot, st.p.Broadcast, string(k), "state#"+string(RowPlanned))
 	if err != nil || planned == 0 {
 		return true, err
@@ -433,8 +501,35 @@ func (st *step) sendChannel(ctx context.Context, k channel.Kind) (bool, error) {
 		if err != nil {
 			return true, err
 		}
+		if k == channel.WhatsApp {
+			left, bounded, err := s.tierBudget(ctx, st.p.Bot, cr.adapter, cr.conn)
+			if err != nil {
+				return true, err
+			}
+			if bounded && left == 0 {
+				st.held.Store(true)
+				return true, nil
+			}
+			if bounded {
+				cr.budget = new(atomic.Int64)
+				cr.budget.Store(left)
+			}
+		}
+	}
+	st.mu.Lock()
+	until := st.r.Held[string(k)]
+	st.mu.Unlock()
+	if wait := until.Sub(s.d.Now()); wait > 0 {
+		if !s.d.Now().Add(wait).Before(st.deadline) {
+			st.held.Store(true)
+			return true, nil
+		}
+		if err := s.d.Sleep(ctx, wait); err != nil {
+			return true, err
+		}
 	}
 	window := max(1, min(sendBatch, int(cr.rate*claimWindow.Seconds())))
+	cr.pace = newPacer(cr.rate, s.d.Now())
 	for s.d.Now().Before(st.deadline) {
 		if live, err := st.live(ctx); err != nil || !live {
 			return false, err
@@ -452,6 +547,11 @@ func (st *step) sendChannel(ctx context.Context, k channel.Kind) (bool, error) {
 				return true, err
 			}
 		}
+		// Claim at the batch's first slot, not before: a row a crash leaves claimed is never
+		// sent again (interrupted), so rows wait unclaimed for their turn.
+		if err := cr.pace.ready(ctx, s.d.Now, s.d.Sleep); err != nil {
+			return true, err
+		}
 		rows, err = st.claim(ctx, rows)
 		if err != nil {
 			return true, err
@@ -461,22 +561,36 @@ func (st *step) sendChannel(ctx context.Context, k channel.Kind) (bool, error) {
 			return true, err
 		}
 		var hold time.Duration
+		var templates int64
 		for _, o := range outs {
 			if o.pause != "" {
 				return false, st.pause(ctx, o.pause)
 			}
 			hold = max(hold, o.hold)
+			if o.template && (o.state == RowSent || o.state == RowInterrupted) {
+				templates++
+			}
+		}
+		if err := s.countTemplates(ctx, st.p.Bot, templates); err != nil {
+			return true, err
 		}
 		if hold > 0 {
 			// The provider asked to slow down: hold this channel, then start its slots
 			// afresh (no burst to catch up).
 			if left := st.deadline.Sub(s.d.Now()); hold > left {
+				st.mu.Lock()
+				if st.r.Held == nil {
+					st.r.Held = map[string]time.Time{}
+				}
+				st.r.Held[string(k)] = s.d.Now().Add(hold)
+				st.mu.Unlock()
+				st.held.Store(true)
 				return true, nil // the next step goes on after the rest of the hold
 			}
 			if err := s.d.Sleep(ctx, hold); err != nil {
 				return true, err
 			}
-			cr.base, cr.slots = s.d.Now(), 0
+			cr.stop.Store(false)
 		}
 	}
 	return true, nil
@@ -522,23 +636,22 @@ func (cr *channelRun) dispatch(ctx context.Context, rows []row) []outcome {
 			break
 		}
 		workers <- struct{}{}
-		at := cr.base.Add(time.Duration(float64(cr.slots) * float64(time.Second) / cr.rate))
-		if wait := at.Sub(s.d.Now()); wait > 0 {
-			if err := s.d.Sleep(ctx, wait); err != nil {
-				<-workers
-				break
-			}
-		}
-		if cr.stop.Load() {
+		answered, err := cr.pace.take(ctx, s.d.Now, s.d.Sleep)
+		if err != nil {
 			<-workers
 			break
 		}
-		cr.slots++
+		if cr.stop.Load() {
+			answered() // nothing was sent; the turn counts as used, which only errs slower
+			<-workers
+			break
+		}
 		st.sent.Add(1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-workers }()
+			defer answered()
 			outs[i] = cr.sendOne(ctx, &rows[i])
 			if outs[i].hold > 0 || outs[i].pause != "" {
 				cr.stop.Store(true)
@@ -579,6 +692,7 @@ func (cr *channelRun) sendOne(ctx context.Context, r *row) outcome {
 		deliver(ctx)
 		return outcome{state: RowSent}
 	}
+	template := false
 	doc, version := st.rec.Content.document(cr.k), st.rec.ContentVersions[string(cr.k)]
 	m, err := s.d.Content.Render(ctx, bot, doc, version, p)
 	if err != nil {
@@ -592,9 +706,16 @@ func (cr *channelRun) sendOne(ctx context.Context, r *row) outcome {
 		if t == nil {
 			return outcome{state: RowFailed, reason: "outside_window"}
 		}
+		if cr.budget != nil && cr.budget.Add(-1) < 0 {
+			// The number's tier is used up: wait for the next hour's room.
+			next := s.d.Now().Truncate(time.Hour).Add(time.Hour)
+			return outcome{state: RowPlanned, hold: next.Sub(s.d.Now())}
+		}
 		m = channel.Message{Template: &channel.Template{Name: t.Name, Language: t.Language}}
+		template = true
 	}
 	m.Key = "bc/" + cause
+	links := s.track(&m, bot, st.p.Broadcast, r.ID)
 	sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
 	id, err := cr.adapter.Send(sendCtx, cr.conn, p.ExternalID, m)
 	cancel()
@@ -602,7 +723,7 @@ func (cr *channelRun) sendOne(ctx context.Context, r *row) outcome {
 	errors.As(err, &ce)
 	switch {
 	case err == nil:
-		return outcome{state: RowSent, messageID: id}
+		return outcome{state: RowSent, messageID: id, links: links, template: template}
 	case errors.Is(err, channel.ErrRateLimited):
 		hold := time.Second
 		if ce != nil && ce.RetryAfter > hold {
@@ -624,7 +745,7 @@ func (cr *channelRun) sendOne(ctx context.Context, r *row) outcome {
 		// No answer: the message may have gone out. Never sent again.
 		s.d.Log.WarnContext(ctx, "broadcast send without an answer; the recipient is counted interrupted",
 			"bot_id", bot, "broadcast_id", st.p.Broadcast, "recipient_id", r.ID, "error", err)
-		return outcome{state: RowInterrupted, hold: unavailableBackoff}
+		return outcome{state: RowInterrupted, hold: unavailableBackoff, template: template}
 	}
 }
 
@@ -661,7 +782,15 @@ func (st *step) settle(ctx context.Context, rows []row, outs []outcome) error {
 		}
 		n.State, n.Reason, n.ClaimedAt = o.state, o.reason, nil
 		if o.state == RowSent {
-			n.SentAt, n.MessageID = &now, o.messageID
+			n.SentAt, n.MessageID, n.Links = &now, o.messageID, o.links
+			if n.Channel == string(channel.WhatsApp) && o.messageID != "" {
+				// WhatsApp reports delivery and reads later, by message id.
+				b, err := store.Encode(waMessage{Broadcast: id, Recipient: n.ID})
+				if err != nil {
+					return nil, err
+				}
+				return []store.Write{store.PutOp(store.Item{Key: waMsgKey(bot, o.messageID), Revision: 1, Data: b}, store.Always)}, nil
+			}
 		}
 		if o.blocked {
 			b, err := store.Encode(blockMark{At: now})

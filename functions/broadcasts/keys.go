@@ -66,8 +66,14 @@ func rowStatePK(bot, id string, s RowState, ch string) string {
 const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
 
 // recipientID is the id of a subscriber's row in a broadcast: derived from the subscriber id,
-// so that a repeated plan step writes the same rows (and MustNotExist keeps the first).
-func recipientID(subscriberID string) string {
+// so that a repeated plan step writes the same rows (and MustNotExist keeps the first). An
+// ordered id keeps the subscriber id's order (ids sort by creation time, the audience's
+// order), so that a plan appends its rows to the partition and its state index instead of
+// scattering them (4 times faster planning on SQLite: docs/performance.md).
+func recipientID(subscriberID string, ordered bool) string {
+	if rest, ok := strings.CutPrefix(subscriberID, "sub_"); ordered && ok && rest != "" {
+		return "rcp_" + rest
+	}
 	h := sha256.Sum256([]byte(subscriberID))
 	var b strings.Builder
 	b.WriteString("rcp_")
@@ -83,4 +89,14 @@ func recipientID(subscriberID string) string {
 		b.WriteByte(alphabet[(acc>>bits)&31])
 	}
 	return b.String()
+}
+
+// The provider's message ids of a bot's WhatsApp broadcast messages, for their later
+// delivery statuses:
+//
+//	BOT#<bot>#BCAST#WAMSG    M#<wamid>         the broadcast and recipient row the message was sent for
+func waMsgPK(bot string) string { return broadcastsPK(bot) + "#WAMSG" }
+
+func waMsgKey(bot, messageID string) store.Key {
+	return store.Key{PK: waMsgPK(bot), SK: "M#" + messageID}
 }

@@ -122,3 +122,26 @@ func (s *Service) Lookup(ctx context.Context, bot, id string) (any, error) {
 	}
 	return rec.Broadcast, nil
 }
+
+// ActLegacy runs pause, resume or cancel ("pause", "resume", "cancel") on the legacy reaction
+// broadcast id names: the MCP tools act on legacy broadcasts only (spec 4.6). An id of a
+// second-generation broadcast is refused, changing nothing, with 422
+// unsupported_broadcast_type: it exists, so 404 would be wrong, and the refusal tells the
+// caller where it is acted on (the REST route, under its expected_revision).
+func (s *Service) ActLegacy(ctx context.Context, bot, id, action string) (LegacyStatus, error) {
+	// Act reads the revision of a second-generation broadcast, and only of one, before it
+	// changes anything: refusing there is refusing exactly the second generation.
+	out, err := s.Act(ctx, bot, id, action, func() (int64, error) {
+		return 0, httpapi.Errorf(httpapi.KindUnprocessable, "unsupported_broadcast_type",
+			"%s is a second-generation broadcast; this acts on legacy reaction broadcasts only: %s it over REST with POST /api/bots/%s/broadcasts/%s/%s and its expected_revision",
+			id, action, bot, id, action)
+	})
+	if err != nil {
+		return LegacyStatus{}, err
+	}
+	st, ok := out.(LegacyStatus)
+	if !ok {
+		return LegacyStatus{}, fmt.Errorf("broadcasts: %s of legacy broadcast %s answered %T", action, id, out)
+	}
+	return st, nil
+}

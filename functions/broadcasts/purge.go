@@ -10,8 +10,8 @@ import (
 )
 
 // PurgeStep erases a deleted bot's broadcasts (job purge.Job): each broadcast of either
-// generation after its send partition (rows, counters, progress), the limit counter, and the
-// blocked marks. The test-send rate counters expire on their own.
+// generation after its send partition (rows, counters, progress), the limit counter, the
+// blocked marks, the WhatsApp message index and tier counts. The test-send rate counters expire on their own.
 func PurgeStep(st store.Store) jobs.Step {
 	return purge.Step(st, func(_ context.Context, p purge.Payload) ([]purge.Part, error) {
 		bot := p.BotID
@@ -25,6 +25,8 @@ func PurgeStep(st store.Store) jobs.Step {
 				return nil, nil
 			}},
 			{PK: blockedPK(bot)},
+			{PK: waMsgPK(bot)},
+			{PK: tierPK(bot)},
 		}, nil
 	})
 }

@@ -5,12 +5,15 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/store"
 )
 
-// ChannelReport is one channel's counts in a broadcast's report. Delivered, read and clicked
-// are null where the provider does not report them to the platform: Telegram and VK report
-// none of them; WhatsApp's delivery and read statuses are not yet recorded (docs/broadcasts.md).
+// ChannelReport is one channel's counts in a broadcast's report. Delivered and read are null
+// where the provider does not report them (Telegram and VK; WhatsApp reports both through its
+// webhook). Clicked counts the recipients who clicked at least one tracked link button; it
+// is null for a legacy broadcast (a reaction's messages are not tracked) and in a deployment
+// without link tracking (docs/broadcasts.md).
 type ChannelReport struct {
 	Channel string `json:"channel"`
 	// Planned counts every recipient row of the channel; the others split it.
@@ -53,6 +56,12 @@ func (s *Service) report(ctx context.Context, rec record) (Report, error) {
 			return c
 		}
 		c := &ChannelReport{Channel: ch, Failed: map[string]int64{}, Skipped: map[string]int64{}}
+		if ch == string(channel.WhatsApp) {
+			c.Delivered, c.Read = new(int64), new(int64)
+		}
+		if !rec.Legacy && s.tracksLinks() {
+			c.Clicked = new(int64)
+		}
 		byCh[ch] = c
 		return c
 	}
@@ -85,6 +94,15 @@ func (s *Service) report(ctx context.Context, rec record) (Report, error) {
 			c.Failed[what] += it.Count
 		case "skip":
 			c.Skipped[what] += it.Count
+		case strings.TrimSuffix(engagedCounter, "#"):
+			switch what {
+			case string(Delivered):
+				bump(c.Delivered, it.Count)
+			case string(Read):
+				bump(c.Read, it.Count)
+			case clicked:
+				bump(c.Clicked, it.Count)
+			}
 		}
 	}
 	out := Report{BroadcastID: rec.ID, Status: rec.Status, Channels: []ChannelReport{}}
@@ -101,4 +119,11 @@ func slicesSorted(m map[string]*ChannelReport) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// bump adds n to a count the report shows (nil: one it does not).
+func bump(p *int64, n int64) {
+	if p != nil {
+		*p += n
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/botplatform/api/shared/auth"
+	"github.com/botplatform/api/shared/emaillinks"
 	"github.com/botplatform/api/shared/httpapi"
 )
 
@@ -64,6 +65,7 @@ func register(mux router, h *Handlers) {
 	mux.Handle("POST "+one+"/resume", access, h.act("resume"))
 	mux.Handle("POST "+one+"/cancel", access, h.act("cancel"))
 	mux.Handle("POST /api/bots/{botID}/reactions/{reactionID}/broadcast", access, h.legacy)
+	mux.Handle("GET "+emaillinks.BroadcastClickPrefix+"{token}", httpapi.PublicSecretPath(), h.click)
 }
 
 func (h *Handlers) list(w http.ResponseWriter, r *http.Request) error {

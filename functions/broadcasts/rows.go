@@ -54,12 +54,21 @@ type Recipient struct {
 	MessageID string     `json:"message_id,omitempty"`
 	PlannedAt time.Time  `json:"planned_at"`
 	SentAt    *time.Time `json:"sent_at"`
+	// DeliveredAt and ReadAt are when the provider said the message reached the person's
+	// device and was read (WhatsApp's statuses; other channels report neither).
+	DeliveredAt *time.Time `json:"delivered_at,omitempty"`
+	ReadAt      *time.Time `json:"read_at,omitempty"`
+	// ClickedAt is the person's first click on one of the message's tracked link buttons.
+	ClickedAt *time.Time `json:"clicked_at,omitempty"`
 }
 
 type row struct {
 	Recipient
 	ClaimedAt *time.Time `json:"claimed_at,omitempty"`
-	rev       int64
+	// Links are the targets of the message's tracked link buttons, by index: a click
+	// redirects only to one of these, never to a URL taken from the request.
+	Links []string `json:"links,omitempty"`
+	rev   int64
 }
 
 func (r row) item(bot, id string) (store.Item, error) {
@@ -101,6 +110,16 @@ func (d deltas) move(bot, id, ch string, from RowState, to RowState, reason stri
 	case RowSkipped:
 		d.add(bot, id, ch, "skip#"+reason, 1)
 	}
+}
+
+// Engagement counts (delivered, read, clicked) are kept beside the state counts: a row that
+// was delivered is still sent.
+const engagedCounter = "engaged#"
+
+// engage counts a row of channel ch as delivered, read or clicked: written with the row's
+// change that sets its *At field, so each row counts once.
+func engage(bot, id, ch, what string) store.Write {
+	return store.AddOp(counterKey(bot, id, ch, engagedCounter+what), 1, time.Time{})
 }
 
 func (d deltas) writes() []store.Write {
@@ -197,6 +216,12 @@ const rowAttempts = 8
 
 // mutateRow is mutateRows for one row, reading it again when another writer got there first.
 func (s *Service) mutateRow(ctx context.Context, bot, id string, cur *row, ch func(r *row) ([]store.Write, error)) (row, error) {
+	return mutateRow(ctx, s.d.Store, bot, id, cur, ch)
+}
+
+// mutateRow is Service.mutateRow on a store alone (the webhooks' delivery statuses and the
+// click redirect need no more of the service).
+func mutateRow(ctx context.Context, st store.Store, bot, id string, cur *row, ch func(r *row) ([]store.Write, error)) (row, error) {
 	for range rowAttempts {
 		if cur == nil {
 			return row{}, errors.New("broadcasts: mutateRow without a row")
@@ -217,10 +242,10 @@ func (s *Service) mutateRow(ctx context.Context, bot, id string, cur *row, ch fu
 			return row{}, err
 		}
 		writes := append([]store.Write{store.PutOp(it, store.RevisionIs(cur.rev))}, extra...)
-		err = s.d.Store.Transact(ctx, append(writes, d.writes()...))
+		err = st.Transact(ctx, append(writes, d.writes()...))
 		var ce *store.ConditionError
 		if errors.As(err, &ce) && ce.Index == 0 {
-			got, gerr := s.d.Store.Get(ctx, rowKey(bot, id, cur.ID))
+			got, gerr := st.Get(ctx, rowKey(bot, id, cur.ID))
 			if gerr != nil {
 				return row{}, gerr
 			}

@@ -14,9 +14,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/emaillinks"
 	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/ratelimit"
@@ -67,6 +69,8 @@ type Audience interface {
 	ExperimentRunning(ctx context.Context, bot, id string) (bool, error)
 	// LabelsExist reports the label ids the bot does not have.
 	MissingLabels(ctx context.Context, bot string, labelIDs []string) ([]string, error)
+	// TesterLabel returns the id of the bot's label named TesterLabel ("" when it has none).
+	TesterLabel(ctx context.Context, bot string) (string, error)
 }
 
 // Channels opens a bot's connected channel of a type.
@@ -117,6 +121,8 @@ type Deps struct {
 	Log   *slog.Logger
 	// Events receives broadcast_sent per message sent (nil: none).
 	Events eventlog.Log
+	// Links signs the tracked URLs of link buttons (nil: links are sent as they are).
+	Links *emaillinks.Signer
 }
 
 // Default sending rates, in messages a second per bot and channel: Telegram's documented
@@ -152,6 +158,9 @@ type Config struct {
 	MaxAudience int
 	// Workers is how many sends of one channel are in flight at once (1..64).
 	Workers int
+	// PublicURL is where the tracked link buttons' clicks come back ("" sends links as
+	// they are, and the report's clicked is null).
+	PublicURL string
 }
 
 func (c *Config) setDefaults() {
@@ -204,6 +213,8 @@ func (c Config) Validate() error {
 type Service struct {
 	d   Deps
 	cfg Config
+	// tiers caches each bot's WhatsApp messaging limit (tierLimit by bot id).
+	tiers sync.Map
 }
 
 // New returns the service, or an error naming every missing dependency and bad setting.

@@ -41,13 +41,17 @@ func (s *Service) TestSend(ctx context.Context, bot, id, subscriberID string) (T
 		return TestSendResult{}, err
 	}
 	p, err := s.d.Audience.Person(ctx, bot, subscriberID)
+	tester := ""
+	if err == nil {
+		tester, err = s.d.Audience.TesterLabel(ctx, bot)
+	}
 	var bad httpapi.Problems
 	switch {
 	case httpapi.KindOf(err) == httpapi.KindNotFound:
 		bad.Add("subscriber_id", "no subscriber %q in this bot", subscriberID)
 	case err != nil:
 		return TestSendResult{}, err
-	case !slices.Contains(p.Labels, TesterLabel):
+	case tester == "" || !slices.Contains(p.Labels, tester):
 		bad.Add("subscriber_id", "subscriber %s is not a verified test contact: give it the %q label", subscriberID, TesterLabel)
 	case !slices.Contains(rec.Channels, p.Channel):
 		bad.Add("subscriber_id", "subscriber %s is on %q, not on a channel of the broadcast", subscriberID, p.Channel)

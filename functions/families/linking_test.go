@@ -40,8 +40,9 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 		// Labels added over the API start label_added reactions: the runtime's message.
 		"subscribers": {"subscribers", "subscribers/wiring", "runtime"},
 		// A delivery is for a channel, verified with its secret; template status updates
-		// go to the channels family's catalog.
-		"webhooks": {"webhooks", "webhooks/wiring", "channels"},
+		// go to the channels family's catalog; WhatsApp's delivery statuses are counted in
+		// broadcast reports (broadcasts: RecordDeliveries, which needs only the store).
+		"webhooks": {"webhooks", "webhooks/wiring", "channels", "broadcasts"},
 		// The traces read subscribers; the runtime family's queue handlers (which run in
 		// the jobs Lambda, composed in the same package) drive channels, subscribers and
 		// published reactions.
@@ -89,9 +90,11 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 			"reactions", "runtime"},
 		// The MCP server serves the tools of the families listed in mcp/wiring, built as
 		// those families build them (their wiring, and what it links: channels for the bots'
-		// deletion, the runtime for labels added, reactions' subscriber vocabulary).
+		// deletion, the runtime for labels added, reactions' subscriber vocabulary; the
+		// broadcasts service with what its wiring composes, as the broadcasts Lambda links it).
 		"mcp": {"mcp", "mcp/wiring", "bots/wiring", "channels", "reactions", "reactions/wiring",
-			"subscribers", "subscribers/wiring", "runtime"},
+			"subscribers", "subscribers/wiring", "runtime",
+			"broadcasts", "broadcasts/wiring", "content", "segments", "segments/wiring", "funnels", "experiments"},
 		"authorizer": nil,
 		"auditsink":  nil,
 	}

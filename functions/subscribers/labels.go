@@ -308,3 +308,18 @@ func (s *Service) ensureLabel(ctx context.Context, bot, name string) (string, er
 	}
 	return "", busy("label name " + name)
 }
+
+// LabelNamed returns the id of the bot's label named name, compared without regard to case
+// (the tester label of test sends, looked up by its documented name), or "" when it has none.
+func (s *Service) LabelNamed(ctx context.Context, bot, name string) (string, error) {
+	labels, err := s.Labels(ctx, bot)
+	if err != nil {
+		return "", err
+	}
+	for _, l := range labels {
+		if strings.EqualFold(l.Name, name) {
+			return l.ID, nil
+		}
+	}
+	return "", nil
+}

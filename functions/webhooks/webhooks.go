@@ -59,6 +59,14 @@ type Templates interface {
 	TemplateStatus(ctx context.Context, s whatsapp.TemplateStatus) error
 }
 
+// Deliveries receives the delivery statuses of messages a bot's WhatsApp number sent
+// (delivered, read and failed; "sent" says nothing the send's answer did not and is not
+// passed on): the broadcasts family counts them in its reports. It must be idempotent:
+// Meta redelivers a batch whose answer was not a success, and sends a status twice at will.
+type Deliveries interface {
+	MessageStatuses(ctx context.Context, bot string, statuses []whatsapp.MessageStatus) error
+}
+
 // Config is the family's dependencies.
 type Config struct {
 	Store    store.Store
@@ -66,6 +74,9 @@ type Config struct {
 	Channels Channels
 	// Templates takes WhatsApp template status updates; nil logs and drops them.
 	Templates Templates
+	// Deliveries takes the delivery statuses of sent WhatsApp messages; nil drops them
+	// (they arrive for every message sent: no log line each).
+	Deliveries Deliveries
 	// WhatsAppVerifyToken answers Meta's subscription check (GET /webhooks/whatsapp).
 	WhatsAppVerifyToken string
 	Now                 func() time.Time
@@ -221,7 +232,9 @@ func (s *Service) whatsappChallenge(w http.ResponseWriter, r *http.Request) erro
 
 // whatsappDelivery serves WhatsApp's one webhook for every number: the app secret's
 // signature is checked first (it needs no channel), then each message goes to the channel
-// of the phone number it was sent to, and template status changes to the template catalog.
+// of the phone number it was sent to, the statuses of the messages a number sent to
+// Deliveries for that channel's bot, and template status changes to the template catalog.
+// A delivery whose numbers are all unknown (and that carries no template status) is 404.
 func (s *Service) whatsappDelivery(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.Queue == nil || s.cfg.Channels == nil {
 		return unavailable()
@@ -237,13 +250,13 @@ func (s *Service) whatsappDelivery(w http.ResponseWriter, r *http.Request) error
 	if err := a.Verify(r, body, channel.Connection{}); err != nil {
 		return s.unauthentic(r, channel.WhatsApp, "", err)
 	}
-	updates, statuses, err := whatsapp.ParseEnvelope(body)
+	env, err := whatsapp.ParseEnvelope(body)
 	if err != nil {
 		s.cfg.Log.WarnContext(r.Context(), "webhook delivery could not be parsed", "request_id", httpapi.RequestID(r.Context()),
 			"provider", "whatsapp", "error", err)
 		return httpapi.E(httpapi.KindInvalid, "invalid_body", "the delivery is not a WhatsApp Business Account notification")
 	}
-	for _, st := range statuses {
+	for _, st := range env.TemplateStatuses {
 		if s.cfg.Templates == nil {
 			s.cfg.Log.WarnContext(r.Context(), "WhatsApp template status update dropped: no template catalog in this process",
 				"template_id", st.ID, "status", st.Status)
@@ -253,34 +266,75 @@ func (s *Service) whatsappDelivery(w http.ResponseWriter, r *http.Request) error
 			return fmt.Errorf("webhooks: template status %s: %w", st.ID, err) // Meta redelivers
 		}
 	}
-	byNumber := map[string][]channel.Inbound{}
+	// A number a delivery names is resolved once, whether it carries messages, statuses
+	// or both; in the order the delivery names them.
+	type batch struct {
+		inbound  []channel.Inbound
+		statuses []whatsapp.MessageStatus
+	}
+	byNumber := map[string]*batch{}
 	var order []string
-	for _, u := range updates {
-		if _, seen := byNumber[u.PhoneNumberID]; !seen {
-			order = append(order, u.PhoneNumberID)
+	of := func(number string) *batch {
+		b, ok := byNumber[number]
+		if !ok {
+			b = &batch{}
+			byNumber[number] = b
+			order = append(order, number)
 		}
-		byNumber[u.PhoneNumberID] = append(byNumber[u.PhoneNumberID], u.Inbound)
+		return b
+	}
+	for _, u := range env.Updates {
+		b := of(u.PhoneNumberID)
+		b.inbound = append(b.inbound, u.Inbound)
+	}
+	now := s.cfg.Now().UTC()
+	for _, st := range env.MessageStatuses {
+		b := of(st.PhoneNumberID)
+		if !deliveryStatus(st.Status) {
+			continue
+		}
+		if st.At.IsZero() {
+			st.At = now // Meta always stamps; a status without one happened by now
+		}
+		b.statuses = append(b.statuses, st)
 	}
 	unknown := 0
 	for _, number := range order {
+		b := byNumber[number]
 		ch, err := s.cfg.Channels.ResolveKey(r.Context(), channel.WhatsApp, number)
 		if errors.Is(err, ErrUnknownChannel) {
 			unknown++
-			s.cfg.Log.WarnContext(r.Context(), "WhatsApp messages for a number no channel has were dropped",
-				"request_id", httpapi.RequestID(r.Context()), "phone_number_id", number, "messages", len(byNumber[number]))
+			s.cfg.Log.WarnContext(r.Context(), "WhatsApp messages and statuses for a number no channel has were dropped",
+				"request_id", httpapi.RequestID(r.Context()), "phone_number_id", number, "messages", len(b.inbound), "statuses", len(b.statuses))
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		if err := s.enqueue(r.Context(), ch, byNumber[number]); err != nil {
+		if err := s.enqueue(r.Context(), ch, b.inbound); err != nil {
 			return err
 		}
+		if len(b.statuses) > 0 && s.cfg.Deliveries != nil {
+			if err := s.cfg.Deliveries.MessageStatuses(r.Context(), ch.BotID, b.statuses); err != nil {
+				return fmt.Errorf("webhooks: %d message status(es) of channel %s: %w", len(b.statuses), ch.ID, err) // Meta redelivers
+			}
+		}
 	}
-	if unknown > 0 && unknown == len(order) && len(statuses) == 0 {
+	if unknown > 0 && unknown == len(order) && len(env.TemplateStatuses) == 0 {
 		return notFound()
 	}
 	return httpapi.WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+// deliveryStatus reports whether a message status is one Deliveries takes: delivered, read
+// and failed. "sent" only repeats the send's answer; others (deleted, warning) say nothing
+// of a delivery.
+func deliveryStatus(s string) bool {
+	switch s {
+	case whatsapp.StatusDelivered, whatsapp.StatusRead, whatsapp.StatusFailed:
+		return true
+	}
+	return false
 }
 
 func writeText(w http.ResponseWriter, s string) error {

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -97,6 +98,42 @@ func (m *memTemplates) TemplateStatus(_ context.Context, s whatsapp.TemplateStat
 	return nil
 }
 
+// memDeliveries records the statuses passed on, per bot; fail makes the next call fail.
+type memDeliveries struct {
+	mu    sync.Mutex
+	calls int
+	got   map[string][]whatsapp.MessageStatus
+	fail  error
+}
+
+func (m *memDeliveries) MessageStatuses(_ context.Context, bot string, sts []whatsapp.MessageStatus) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls++
+	if m.fail != nil {
+		err := m.fail
+		m.fail = nil
+		return err
+	}
+	if m.got == nil {
+		m.got = map[string][]whatsapp.MessageStatus{}
+	}
+	m.got[bot] = append(m.got[bot], sts...)
+	return nil
+}
+
+func (m *memDeliveries) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calls
+}
+
+func (m *memDeliveries) of(bot string) []whatsapp.MessageStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]whatsapp.MessageStatus(nil), m.got[bot]...)
+}
+
 type noAudit struct{}
 
 func (noAudit) Publish(context.Context, audit.Event) error { return errors.New("no audit") }
@@ -124,6 +161,7 @@ type fixture struct {
 	q         *memQueue
 	chans     *memChannels
 	templates *memTemplates
+	delivered *memDeliveries
 	log       *logBuffer
 	tg        Channel
 	vk        Channel
@@ -142,7 +180,7 @@ const (
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	st := sqlitetest.Open(t)
-	f := &fixture{q: &memQueue{}, templates: &memTemplates{}, log: &logBuffer{}}
+	f := &fixture{q: &memQueue{}, templates: &memTemplates{}, delivered: &memDeliveries{}, log: &logBuffer{}}
 	bot := ids.New("bot")
 	f.tg = Channel{ID: ids.New("ch"), BotID: bot, AccountID: "acct_1", Kind: channel.Telegram,
 		Conn: channel.Connection{WebhookSecret: tgSecret, Credentials: []byte(`{"token":"123:abc"}`)}}
@@ -159,7 +197,8 @@ func newFixture(t *testing.T) *fixture {
 		},
 	}
 	log := slog.New(slog.NewJSONHandler(f.log, nil))
-	s, err := New(Config{Store: st, Queue: f.q, Channels: f.chans, Templates: f.templates, WhatsAppVerifyToken: verifyTok, Now: time.Now, Log: log})
+	s, err := New(Config{Store: st, Queue: f.q, Channels: f.chans, Templates: f.templates, Deliveries: f.delivered,
+		WhatsAppVerifyToken: verifyTok, Now: time.Now, Log: log})
 	require.NoError(t, err)
 	// The webhook routes are public: they audit nothing (noAudit fails) and know no bots.
 	f.srv = httpapitest.New(t, httpapitest.Config{Now: time.Now, Store: st, Audit: noAudit{}, Log: log})
@@ -340,5 +379,84 @@ func TestWhatsAppWebhook(t *testing.T) {
 	require.Len(t, f.templates.got, 1)
 	assert.Equal(t, "APPROVED", f.templates.got[0].Status)
 	assert.Equal(t, "welcome", f.templates.got[0].Name)
+	assert.False(t, strings.Contains(f.log.String(), "15550001111"), "no phone number in the log")
+}
+
+// The statuses of sent messages go to Deliveries with the bot of the number that sent them:
+// delivered, read and failed ("sent" repeats the send's answer and is not passed on); a
+// number no channel has is 404 as for messages, unless the delivery names a known one too;
+// a failure of Deliveries is a 5xx, so that Meta redelivers, and the redelivery enqueues no
+// message twice.
+func TestWhatsAppMessageStatuses(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	post := func(body []byte) httpapitest.Reply {
+		return f.post(t, "/webhooks/whatsapp", body, "X-Hub-Signature-256", wafake.Sign(body))
+	}
+	at := time.Unix(1750030080, 0).UTC()
+	st := func(id, status string) wafake.Status {
+		return wafake.Status{MessageID: id, RecipientID: "15550001111", Status: status, At: at}
+	}
+
+	w := post(wafake.StatusUpdate(waNumber, st("wamid.1", "sent"), st("wamid.1", "delivered"), st("wamid.2", "read"),
+		wafake.Status{MessageID: "wamid.3", RecipientID: "15550001111", Status: "failed", At: at, ErrorCode: 131049,
+			ErrorTitle: "This message was not delivered to maintain healthy ecosystem engagement."}))
+	require.Equal(t, 200, w.Code, w.Body)
+	assert.Equal(t, []whatsapp.MessageStatus{
+		{PhoneNumberID: waNumber, MessageID: "wamid.1", Status: "delivered", At: at, RecipientID: "15550001111"},
+		{PhoneNumberID: waNumber, MessageID: "wamid.2", Status: "read", At: at, RecipientID: "15550001111"},
+		{PhoneNumberID: waNumber, MessageID: "wamid.3", Status: "failed", At: at, RecipientID: "15550001111", ErrorCode: "131049",
+			ErrorTitle: "This message was not delivered to maintain healthy ecosystem engagement."},
+	}, f.delivered.of(f.wa.BotID))
+	assert.Empty(t, f.q.deliveries(t), "a status is not a message")
+
+	// Only "sent": nothing to pass on, still a success.
+	calls := f.delivered.count()
+	w = post(wafake.StatusUpdate(waNumber, st("wamid.4", "sent")))
+	require.Equal(t, 200, w.Code, w.Body)
+	assert.Equal(t, calls, f.delivered.count())
+
+	// A status without a timestamp is stamped on arrival.
+	before := time.Now().Add(-time.Second)
+	noTime := []byte(`{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[{"field":"messages","value":{
+		"metadata":{"phone_number_id":"` + waNumber + `"},"statuses":[{"id":"wamid.5","status":"delivered","recipient_id":"1"}]}}]}]}`)
+	require.Equal(t, 200, post(noTime).Code)
+	got := f.delivered.of(f.wa.BotID)
+	assert.WithinRange(t, got[len(got)-1].At, before, time.Now().Add(time.Second))
+
+	// Statuses of a number no channel has: 404, as its messages would be; not passed on.
+	n := len(f.delivered.of(f.wa.BotID))
+	w = post(wafake.StatusUpdate("999", st("wamid.6", "delivered")))
+	assert.Equal(t, 404, w.Code, w.Body)
+	// Beside a known number's: a success, the known number's statuses passed on.
+	both := []byte(`{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[
+		{"field":"messages","value":{"metadata":{"phone_number_id":"999"},"statuses":[{"id":"wamid.7","status":"read","timestamp":"1750030080"}]}},
+		{"field":"messages","value":{"metadata":{"phone_number_id":"` + waNumber + `"},"statuses":[{"id":"wamid.8","status":"read","timestamp":"1750030080"}]}}]}]}`)
+	require.Equal(t, 200, post(both).Code)
+	got = f.delivered.of(f.wa.BotID)
+	require.Len(t, got, n+1)
+	assert.Equal(t, "wamid.8", got[n].MessageID)
+
+	// Deliveries fails: 5xx (Meta redelivers); the message in the same delivery was
+	// enqueued, and its redelivery is not enqueued again.
+	msg, msgID := wafake.TextMessage(waNumber, "15550001111", "Ann", "hi")
+	var batch map[string]any
+	require.NoError(t, json.Unmarshal(msg, &batch))
+	value := batch["entry"].([]any)[0].(map[string]any)["changes"].([]any)[0].(map[string]any)["value"].(map[string]any)
+	value["statuses"] = []any{map[string]any{"id": "wamid.9", "status": "delivered", "timestamp": "1750030080", "recipient_id": "15550001111"}}
+	mixed, err := json.Marshal(batch)
+	require.NoError(t, err)
+	f.delivered.mu.Lock()
+	f.delivered.fail = errors.New("store unavailable")
+	f.delivered.mu.Unlock()
+	w = post(mixed)
+	assert.GreaterOrEqual(t, w.Code, 500, w.Body)
+	w = post(mixed)
+	require.Equal(t, 200, w.Code, w.Body)
+	got = f.delivered.of(f.wa.BotID)
+	assert.Equal(t, "wamid.9", got[len(got)-1].MessageID)
+	q := f.q.deliveries(t)
+	require.Len(t, q, 1, "the message was enqueued once")
+	assert.Equal(t, msgID, q[0].Inbound.UpdateID)
 	assert.False(t, strings.Contains(f.log.String(), "15550001111"), "no phone number in the log")
 }

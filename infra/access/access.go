@@ -140,14 +140,16 @@ func Access() map[string][]Grant {
 		// The providers' public webhooks: resolve the channel and open its webhook secret
 		// (Decrypt), remember enqueued updates (GetItem/PutItem), enqueue them for the runtime
 		// (SendMessage), and apply WhatsApp template review outcomes to the channels family's
-		// catalog (Query on GSI2, PutItem, DeleteItem). GenerateMac: the cursor key every
-		// family derives at cold start.
+		// catalog (Query on GSI2, PutItem, DeleteItem), and WhatsApp's delivery statuses to the
+		// broadcast rows their messages were sent for (broadcasts.RecordDeliveries: a row's
+		// update and its count, one transaction: PutItem, UpdateItem). GenerateMac: the cursor
+		// key every family derives at cold start.
 		//
 		// The WhatsApp app secret checks X-Hub-Signature-256 and the verify token answers
 		// Meta's subscription check: read once per cold start from their SSM parameters
 		// (GetParameter with decryption, which has SSM call kms:Decrypt for the role).
 		"webhooks": {logs,
-			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query"}},
+			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query"}},
 			{CursorKey, []string{"kms:GenerateMac"}},
 			{SecretsKey, []string{"kms:Decrypt"}},
 			{JobsQueue, []string{"sqs:SendMessage"}},
@@ -247,11 +249,16 @@ func Access() map[string][]Grant {
 		},
 		// The MCP server: the tools of the families it serves (functions/mcp/wiring), run
 		// as their routes run. Reads: the tenancy check and the read tools (GetItem, Query);
-		// events:PutEvents: the audit events of mutating tools; GenerateMac: list cursors.
+		// PutItem: the broadcast tools' changes (a legacy broadcast started, paused, resumed,
+		// canceled) and the outbox item of the send job they start, which SendMessage
+		// delivers after the commit and DeleteItem then clears; events:PutEvents: the audit
+		// events of mutating tools; GenerateMac: list cursors. No key to open channel
+		// credentials: no tool sends (the broadcast tools' send job runs in the jobs Lambda).
 		"mcp": {logs,
-			{Table, []string{"dynamodb:GetItem", "dynamodb:Query"}},
+			{Table, []string{"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"}},
 			{Bus, []string{"events:PutEvents"}},
 			{CursorKey, []string{"kms:GenerateMac"}},
+			{JobsQueue, []string{"sqs:SendMessage"}},
 		},
 		// Broadcasts. Decrypt: sends and test sends open the channel's credentials;
 		// SendMessage: the send job's start message, staged in the outbox of the change.

@@ -36,6 +36,8 @@ func PublicRoutes() []string {
 		// what email providers call, each verified by its provider's scheme (SNS signatures,
 		// Mailgun's HMAC; a shared secret for local inbound mail).
 		"GET /e/t/o/{token}", "GET /e/t/c/{token}", "GET /u/{token}", "POST /u/{token}",
+		// The tracked link buttons of sent broadcasts (signed tokens: functions/broadcasts).
+		"GET /b/c/{token}",
 		"POST /esp/{provider}/webhook", "POST /esp/{provider}/inbound",
 	}
 }

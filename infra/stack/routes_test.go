@@ -74,6 +74,11 @@ const healthz = `  /healthz:
       security: []
       x-family: public
       responses: {'302': {description: ok}}
+  /b/c/{token}:
+    get:
+      security: []
+      x-family: public
+      responses: {'302': {description: ok}}
   /u/{token}:
     get:
       security: []

@@ -194,6 +194,14 @@ type CallbackAnswerer interface {
 	AnswerCallback(ctx context.Context, conn Connection, callbackID string) error
 }
 
+// MessagingLimiter is implemented by adapters whose provider bounds how many people a number
+// may start conversations with in a rolling 24 hours (WhatsApp's messaging tiers: only
+// messages outside a person's service window, which must be templates, start one).
+// MessagingLimit answers that bound; 0 means none.
+type MessagingLimiter interface {
+	MessagingLimit(ctx context.Context, conn Connection) (int, error)
+}
+
 // Disconnector is implemented by adapters that register something with the provider at
 // Connect which must be undone when the channel goes (VK's callback server: a community has
 // at most 10, and a stale one keeps delivering to a dead webhook). The channels service calls

@@ -1,6 +1,7 @@
-// Package emaillinks makes and checks the signed references a sent email carries: its open
-// pixel, each tracked link and its unsubscribe link. A token names the bot, campaign and
-// recipient (and for a click, the link's index in the campaign's link table) and is signed
+// Package emaillinks makes and checks the signed references a sent email carries (its open
+// pixel, each tracked link and its unsubscribe link) and those of a messenger broadcast's
+// tracked link buttons. A token names the bot, campaign and recipient (and for a click, the
+// link's index in the campaign's link table) and is signed
 // with HMAC-SHA-256, so a tampered token is refused before anything is looked up, and a click
 // can only ever redirect to a URL the campaign itself sent (looked up by index, never taken
 // from the token or the query string).
@@ -23,6 +24,9 @@ const (
 	Open        Kind = "o"
 	Click       Kind = "c"
 	Unsubscribe Kind = "u"
+	// BroadcastClick is a tracked link button of a messenger broadcast (Campaign is the
+	// broadcast, Recipient its row).
+	BroadcastClick Kind = "b"
 )
 
 // Ref is what a token refers to.
@@ -101,6 +105,8 @@ const (
 	OpenPrefix        = "/e/t/o/"
 	ClickPrefix       = "/e/t/c/"
 	UnsubscribePrefix = "/u/"
+	// BroadcastClickPrefix is the path of a broadcast's tracked link buttons.
+	BroadcastClickPrefix = "/b/c/"
 )
 
 // OpenURL is the open pixel's URL.
@@ -113,6 +119,12 @@ func (s *Signer) OpenURL(base string, r Ref) string {
 func (s *Signer) ClickURL(base string, r Ref, link int) string {
 	r.Link = link
 	return strings.TrimRight(base, "/") + ClickPrefix + s.Token(Click, r)
+}
+
+// BroadcastClickURL is the tracked URL of a broadcast message's link button number link.
+func (s *Signer) BroadcastClickURL(base string, r Ref, link int) string {
+	r.Link = link
+	return strings.TrimRight(base, "/") + BroadcastClickPrefix + s.Token(BroadcastClick, r)
 }
 
 // UnsubscribeURL is the unsubscribe page, and the target of the RFC 8058 one-click POST.

@@ -7,6 +7,7 @@
 //	go run ./tests/bench -conversation [-updates 1000] [-concurrency 16]   (inbound messages end to end)
 //	go run ./tests/bench -email [-recipients 10000] [-durability full]   (an email campaign against a bare SMTP client)
 //	go run ./tests/bench -funnel [-events 1000000] [-subscribers 100000] [-keep dir]   (a funnel report against a hand-written SQL query)
+//	go run ./tests/bench -broadcast [-plan-recipients 100000] [-send-recipients 20000] [-rate 1000]   (a broadcast's plan against a bare insert loop; its send rate against a rate-limited fake Telegram)
 package main
 
 import (
@@ -50,7 +51,18 @@ func main() {
 	events := flag.Int("events", 1_000_000, "with -funnel: events in the bot's event log")
 	subscribers := flag.Int("subscribers", 100_000, "with -funnel: subscribers the events are of")
 	keep := flag.String("keep", "", "with -funnel: keep the generated events in this directory and reuse them in the next run")
+	broadcasts := flag.Bool("broadcast", false, "measure a broadcast's planning against a bare insert loop and its sending against a rate-limited fake Telegram instead")
+	planRecipients := flag.Int("plan-recipients", 100_000, "with -broadcast: recipients of the broadcast whose planning is measured")
+	sendRecipients := flag.Int("send-recipients", 20_000, "with -broadcast: recipients of the broadcast whose sending is measured")
+	sendRate := flag.Int("rate", 1000, "with -broadcast: BROADCAST_RATE_TELEGRAM and the fake's limit, messages a second")
 	flag.Parse()
+	if *broadcasts {
+		if err := broadcastBench(*planRecipients, *sendRecipients, *sendRate); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *funnels {
 		if err := funnelBench(*events, *subscribers, *keep); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)

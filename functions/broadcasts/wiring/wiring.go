@@ -26,24 +26,31 @@ import (
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/mcptool"
 	"github.com/botplatform/api/shared/merge"
 	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/ratelimit"
 	"github.com/botplatform/api/shared/store"
 )
 
-// Family is the broadcasts family: its routes and its send job.
+// Family is the broadcasts family: its routes, its send job and its MCP tools.
 func Family() family.Family {
 	return family.Family{Name: "broadcasts", Build: func(env *family.Env) family.Parts {
-		svc, err := New(env, ConfigFromEnv(os.Getenv))
+		cfg := ConfigFromEnv(os.Getenv)
+		svc, err := New(env, cfg)
 		if err != nil {
 			env.Log.Warn("broadcasts unavailable", "error", err)
-			return family.Parts{Routes: func(mux *httpapi.Mux) { broadcasts.Unavailable(mux, err.Error()) }, Purge: broadcasts.PurgeStep(env.Store)}
+			return family.Parts{
+				Routes: func(mux *httpapi.Mux) { broadcasts.Unavailable(mux, err.Error()) },
+				Purge:  broadcasts.PurgeStep(env.Store),
+				Tools:  toolsWithoutChannels(env, cfg, err),
+			}
 		}
 		return family.Parts{
 			Routes: func(mux *httpapi.Mux) { broadcasts.Routes(mux, svc, env.Cursors) },
 			Jobs:   svc.Jobs(),
 			Purge:  broadcasts.PurgeStep(env.Store),
+			Tools:  broadcasts.Tools(svc, env.Cursors),
 		}
 	}}
 }
@@ -86,12 +93,48 @@ func New(env *family.Env, cfg broadcasts.Config) (*broadcasts.Service, error) {
 	if chans == nil {
 		return nil, fmt.Errorf("no channels service in this process (no credentials key)")
 	}
+	return build(env, cfg, &contentAdapter{svc: content.NewService(env.Store, nil, nil, env.Now), chans: chans}, openers{chans})
+}
+
+// toolsWithoutChannels are the MCP tools of a process that holds no key to open channel
+// credentials, as the MCP Lambda holds none: what they do (start a legacy broadcast, whose
+// runs the runtime sends; pause, resume, cancel; reads) opens no channel and renders no
+// content, so they run on a service whose channels and content fail closed (503) instead of
+// the MCP Lambda being granted the key. why is why the service with channels was not built.
+func toolsWithoutChannels(env *family.Env, cfg broadcasts.Config, why error) []mcptool.Tool {
+	down := httpapi.Errorf(httpapi.KindUnavailable, "broadcasts_unavailable", "this process cannot open channels: %s", why)
+	svc, err := build(env, cfg, noChannels{down}, noChannels{down})
+	if err != nil {
+		return broadcasts.UnavailableTools(err.Error())
+	}
+	return broadcasts.Tools(svc, env.Cursors)
+}
+
+// noChannels is the content and the channels of a process that cannot open channels: each
+// use answers err.
+type noChannels struct{ err error }
+
+func (n noChannels) Open(context.Context, string, channel.Kind) (channel.Adapter, channel.Connection, error) {
+	return nil, channel.Connection{}, n.err
+}
+
+func (n noChannels) Check(context.Context, string, string, channel.Kind) (int, error) {
+	return 0, n.err
+}
+
+func (n noChannels) Render(context.Context, string, string, int, broadcasts.Person) (channel.Message, error) {
+	return channel.Message{}, n.err
+}
+
+// build is the service on env with the content and channels given.
+func build(env *family.Env, cfg broadcasts.Config, cont broadcasts.Content, chans broadcasts.Channels) (*broadcasts.Service, error) {
+	cfg.PublicURL = env.PublicURL
 	subs := subscribers.NewService(env.Store, env.Now, nil)
 	return broadcasts.New(broadcasts.Deps{
 		Store:     env.Store,
-		Content:   &contentAdapter{svc: content.NewService(env.Store, nil, nil, env.Now), chans: chans},
+		Content:   cont,
 		Audience:  audience{subs: subs, segs: segmentswiring.Service(env), exps: experiments.NewService(experiments.Deps{Store: env.Store, Now: env.Now})},
-		Channels:  openers{chans},
+		Channels:  chans,
 		Templates: templates{channels.NewCatalog(env.Store)},
 		Outbox:    env.Outbox,
 		Reactions: legacyRuns{rx: reactions.NewService(env.Store, nil, env.Now, env.Log), outbox: env.Outbox},
@@ -99,6 +142,7 @@ func New(env *family.Env, cfg broadcasts.Config) (*broadcasts.Service, error) {
 		Now:       env.Now,
 		Log:       env.Log,
 		Events:    env.Events,
+		Links:     env.Links,
 	}, cfg)
 }
 
@@ -331,6 +375,10 @@ func (a audience) ExperimentRunning(ctx context.Context, bot, id string) (bool, 
 		return false, err
 	}
 	return e.Status == experiments.Running, nil
+}
+
+func (a audience) TesterLabel(ctx context.Context, bot string) (string, error) {
+	return a.subs.LabelNamed(ctx, bot, broadcasts.TesterLabel)
 }
 
 func (a audience) MissingLabels(ctx context.Context, bot string, ids []string) ([]string, error) {

@@ -5,7 +5,6 @@ package wiring
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/botplatform/api/functions/channels"
 	"github.com/botplatform/api/functions/content"
@@ -85,16 +84,7 @@ type recipients struct{ subs *subscribers.Service }
 
 // testerLabel returns the id of the bot's tester label ("" when it has none).
 func (r recipients) testerLabel(ctx context.Context, bot string) (string, error) {
-	labels, err := r.subs.Labels(ctx, bot)
-	if err != nil {
-		return "", err
-	}
-	for _, l := range labels {
-		if strings.EqualFold(l.Name, content.TesterLabel) {
-			return l.ID, nil
-		}
-	}
-	return "", nil
+	return r.subs.LabelNamed(ctx, bot, content.TesterLabel)
 }
 
 func (r recipients) Testers(ctx context.Context, bot string, limit int, cursor string) ([]content.Recipient, string, error) {

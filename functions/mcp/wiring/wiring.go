@@ -6,6 +6,7 @@ package wiring
 
 import (
 	botswiring "github.com/botplatform/api/functions/bots/wiring"
+	broadcastswiring "github.com/botplatform/api/functions/broadcasts/wiring"
 	reactionswiring "github.com/botplatform/api/functions/reactions/wiring"
 	subscriberswiring "github.com/botplatform/api/functions/subscribers/wiring"
 	"github.com/botplatform/api/shared/family"
@@ -15,6 +16,7 @@ import (
 func Served() []family.Family {
 	return []family.Family{
 		botswiring.Family(),
+		broadcastswiring.Family(),
 		reactionswiring.Family(),
 		subscriberswiring.Family(),
 	}

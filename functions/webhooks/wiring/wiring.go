@@ -1,16 +1,19 @@
 // Package wiring composes the webhooks family with the channels family, which resolves the
-// channel a delivery is for and keeps the WhatsApp template catalog.
+// channel a delivery is for and keeps the WhatsApp template catalog, and with the
+// broadcasts family, which counts WhatsApp's delivery statuses in its reports.
 package wiring
 
 import (
 	"context"
 
+	"github.com/botplatform/api/functions/broadcasts"
 	"github.com/botplatform/api/functions/channels"
 	"github.com/botplatform/api/functions/webhooks"
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/channel/whatsapp"
 	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/store"
 )
 
 // Family is the webhooks family: the providers' public webhooks. Without a channels service
@@ -19,7 +22,7 @@ import (
 func Family() family.Family {
 	return family.Family{Name: "webhooks", Build: func(env *family.Env) family.Parts {
 		cfg := webhooks.Config{Store: env.Store, Queue: env.Queue, Now: env.Now, Log: env.Log,
-			WhatsAppVerifyToken: env.WhatsAppVerifyToken}
+			WhatsAppVerifyToken: env.WhatsAppVerifyToken, Deliveries: broadcastDeliveries{env.Store}}
 		if svc := channels.FromEnv(env); svc != nil {
 			cfg.Channels = webhookChannels{svc}
 			cfg.Templates = templateCatalog{svc}
@@ -33,6 +36,29 @@ func Family() family.Family {
 			Purge:  webhooks.PurgeStep(env.Store),
 		}
 	}}
+}
+
+// broadcastDeliveries adapts broadcasts.RecordDeliveries to webhooks.Deliveries: it needs
+// only the store, so no broadcasts service (and none of what it sends through) is built here.
+type broadcastDeliveries struct{ st store.Store }
+
+func (b broadcastDeliveries) MessageStatuses(ctx context.Context, bot string, sts []whatsapp.MessageStatus) error {
+	ds := make([]broadcasts.Delivery, 0, len(sts))
+	for _, st := range sts {
+		var s broadcasts.DeliveryStatus
+		switch st.Status {
+		case whatsapp.StatusDelivered:
+			s = broadcasts.Delivered
+		case whatsapp.StatusRead:
+			s = broadcasts.Read
+		case whatsapp.StatusFailed:
+			s = broadcasts.Undeliverable
+		default:
+			continue
+		}
+		ds = append(ds, broadcasts.Delivery{MessageID: st.MessageID, Status: s, At: st.At})
+	}
+	return broadcasts.RecordDeliveries(ctx, b.st, bot, ds)
 }
 
 // templateCatalog adapts *channels.Service to webhooks.Templates.

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"testing"
 
 	"github.com/botplatform/api/shared/channel/channeltest"
@@ -25,6 +26,7 @@ func FuzzWebhook(f *testing.F) {
 		`{"object":"whatsapp_business_account","entry":[{"id":"waba1","changes":[{"field":"messages","value":{"metadata":{"phone_number_id":"pn1"},"messages":[{"from":"4915","id":"wamid.B","timestamp":"1","type":"interactive","interactive":{"type":"button_reply","button_reply":{"id":"yes","title":"Yes"}}}]}}]}]}`,
 		`{"object":"whatsapp_business_account","entry":[{"id":"waba1","changes":[{"field":"message_template_status_update","value":{"event":"APPROVED","message_template_id":123,"message_template_name":"hello","message_template_language":"en_US"}}]}]}`,
 		`{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"messages","value":{"statuses":[{"id":"wamid.C","status":"read"}]}}]}]}`,
+		`{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"messages","value":{"metadata":{"phone_number_id":"pn1"},"statuses":[{"id":"wamid.D","status":"failed","timestamp":"1750030080","recipient_id":"4915","errors":[{"code":131026,"title":"Message undeliverable"}]}]}}]}]}`,
 		`{"object":"page"}`, `{}`, `[]`, `{"entry":[{"changes":[{"value":null}]}]}`,
 	} {
 		f.Add([]byte(s), true)
@@ -39,7 +41,13 @@ func FuzzWebhook(f *testing.F) {
 		if err := a.VerifySignature(header, body); (err == nil) != signed {
 			t.Fatalf("%q signed=%v: VerifySignature %v", body, signed, err)
 		}
-		_, _, _ = whatsapp.ParseEnvelope(body)
+		if env, err := whatsapp.ParseEnvelope(body); err == nil {
+			for _, st := range env.MessageStatuses {
+				if st.MessageID == "" || st.Status == "" || st.Status != strings.ToLower(st.Status) {
+					t.Fatalf("%q: status %+v has no message id or status, or one not in lower case", body, st)
+				}
+			}
+		}
 		updates, err := a.Parse(body)
 		if err != nil {
 			return

@@ -1,6 +1,7 @@
 package whatsapp
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -103,8 +104,52 @@ type TemplateStatus struct {
 	At     time.Time
 }
 
-// envelope is the webhook body: {object, entry[].changes[].{field, value}}.
-type envelope struct {
+// MessageStatus is what WhatsApp later says of a message a business number sent (the
+// statuses of a "messages" change): sent, delivered, read or failed, with the error of a
+// failure.
+type MessageStatus struct {
+	// PhoneNumberID is the business number that sent the message: the webhooks family
+	// finds the channel by it.
+	PhoneNumberID string
+	// MessageID is the wamid the send answered.
+	MessageID string
+	// Status is the provider's, lower case: StatusSent, StatusDelivered, StatusRead,
+	// StatusFailed (or whatever Meta adds later, which consumers ignore).
+	Status string
+	// At is the provider's timestamp of the status; zero when it sent none that parses.
+	At time.Time
+	// RecipientID is the WhatsApp id the message went to.
+	RecipientID string
+	// ErrorCode and ErrorTitle are the first error of a failed message ("" otherwise).
+	ErrorCode  string
+	ErrorTitle string
+}
+
+// The values of MessageStatus.Status that Meta documents.
+const (
+	// StatusSent: WhatsApp took the message (the send's answer said as much already).
+	StatusSent = "sent"
+	// StatusDelivered: the message reached the person's device.
+	StatusDelivered = "delivered"
+	// StatusRead: the person opened it (when they have read receipts on). Meta may send
+	// read without delivered when both happen at once.
+	StatusRead = "read"
+	// StatusFailed: WhatsApp took the message and could not deliver it.
+	StatusFailed = "failed"
+)
+
+// Envelope is what a verified webhook body holds that this platform acts on.
+type Envelope struct {
+	// Updates are the inbound messages, each with the number it was sent to.
+	Updates []Update
+	// TemplateStatuses are template review outcomes and lifecycle changes.
+	TemplateStatuses []TemplateStatus
+	// MessageStatuses are delivery and read receipts and failures of sent messages.
+	MessageStatuses []MessageStatus
+}
+
+// wireEnvelope is the webhook body: {object, entry[].changes[].{field, value}}.
+type wireEnvelope struct {
 	Object string `json:"object"`
 	Entry  []struct {
 		ID      string `json:"id"`
@@ -152,6 +197,36 @@ type messagesValue struct {
 			Text    string `json:"text"`
 		} `json:"button"`
 	} `json:"messages"`
+	Statuses []struct {
+		ID          string      `json:"id"`
+		Status      string      `json:"status"`
+		Timestamp   looseString `json:"timestamp"`
+		RecipientID string      `json:"recipient_id"`
+		Errors      []struct {
+			Code  looseString `json:"code"`
+			Title string      `json:"title"`
+		} `json:"errors"`
+	} `json:"statuses"`
+}
+
+// looseString reads a JSON string or number as its text, and anything else as "": Meta
+// documents status timestamps as strings and error codes as numbers, and one odd field
+// must not cost the whole delivery (which carries other messages' statuses too).
+type looseString string
+
+func (l *looseString) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		*l = looseString(s)
+		return nil
+	}
+	var n json.Number
+	if json.Unmarshal(b, &n) == nil {
+		*l = looseString(n)
+		return nil
+	}
+	*l = ""
+	return nil
 }
 
 type templateStatusValue struct {
@@ -162,8 +237,8 @@ type templateStatusValue struct {
 	Reason   string      `json:"reason"`
 }
 
-// Webhook fields this package reads; the others (statuses of sent messages arrive within
-// "messages"; quality and category updates) are ignored.
+// Webhook fields this package reads (the statuses of sent messages arrive within
+// "messages"); the others (quality and category updates) are ignored.
 const (
 	fieldMessages       = "messages"
 	fieldTemplateStatus = "message_template_status_update"
@@ -171,37 +246,36 @@ const (
 
 // ParseEnvelope reads a verified webhook body: inbound messages (text; reply button and
 // list presses and template quick replies as Payload), each with the phone number id it
-// was sent to, and template status changes. Message kinds without text or payload (media,
-// locations, reactions) and delivery statuses of sent messages yield nothing.
-func ParseEnvelope(body []byte) ([]Update, []TemplateStatus, error) {
-	var env envelope
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+// was sent to; template status changes; and the statuses of sent messages. Message kinds
+// without text or payload (media, locations, reactions) yield nothing. What it returns is
+// at most linear in the body (which the webhook caps): one value per element read.
+func ParseEnvelope(body []byte) (Envelope, error) {
+	var env wireEnvelope
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(&env); err != nil {
-		return nil, nil, fmt.Errorf("whatsapp: webhook body: %w", err)
+		return Envelope{}, fmt.Errorf("whatsapp: webhook body: %w", err)
 	}
 	if env.Object != "whatsapp_business_account" {
-		return nil, nil, fmt.Errorf("whatsapp: webhook object %q is not whatsapp_business_account", env.Object)
+		return Envelope{}, fmt.Errorf("whatsapp: webhook object %q is not whatsapp_business_account", env.Object)
 	}
-	var (
-		updates  []Update
-		statuses []TemplateStatus
-	)
+	var out Envelope
 	for _, e := range env.Entry {
 		for _, ch := range e.Changes {
 			switch ch.Field {
 			case fieldMessages:
 				var v messagesValue
 				if err := json.Unmarshal(ch.Value, &v); err != nil {
-					return nil, nil, fmt.Errorf("whatsapp: webhook messages value: %w", err)
+					return Envelope{}, fmt.Errorf("whatsapp: webhook messages value: %w", err)
 				}
-				updates = append(updates, messageUpdates(v)...)
+				out.Updates = append(out.Updates, messageUpdates(v)...)
+				out.MessageStatuses = append(out.MessageStatuses, messageStatuses(v)...)
 			case fieldTemplateStatus:
 				var v templateStatusValue
-				d := json.NewDecoder(strings.NewReader(string(ch.Value)))
+				d := json.NewDecoder(bytes.NewReader(ch.Value))
 				d.UseNumber()
 				if err := d.Decode(&v); err != nil {
-					return nil, nil, fmt.Errorf("whatsapp: webhook template status value: %w", err)
+					return Envelope{}, fmt.Errorf("whatsapp: webhook template status value: %w", err)
 				}
 				if v.ID.String() == "" || v.Event == "" {
 					continue
@@ -214,12 +288,39 @@ func ParseEnvelope(body []byte) ([]Update, []TemplateStatus, error) {
 				if e.Time > 0 {
 					at = time.Unix(e.Time, 0).UTC()
 				}
-				statuses = append(statuses, TemplateStatus{BusinessAccountID: e.ID, ID: v.ID.String(), Name: v.Name,
+				out.TemplateStatuses = append(out.TemplateStatuses, TemplateStatus{BusinessAccountID: e.ID, ID: v.ID.String(), Name: v.Name,
 					Language: v.Language, Status: strings.ToUpper(v.Event), Reason: reason, At: at})
 			}
 		}
 	}
-	return updates, statuses, nil
+	return out, nil
+}
+
+// messageStatuses returns the statuses of a messages value; one without a message id or a
+// status says nothing about any message and is dropped.
+func messageStatuses(v messagesValue) []MessageStatus {
+	var out []MessageStatus
+	for _, st := range v.Statuses {
+		if st.ID == "" || st.Status == "" {
+			continue
+		}
+		ms := MessageStatus{PhoneNumberID: v.Metadata.PhoneNumberID, MessageID: st.ID, Status: strings.ToLower(st.Status),
+			RecipientID: st.RecipientID, At: unixTime(string(st.Timestamp))}
+		if len(st.Errors) > 0 {
+			ms.ErrorCode, ms.ErrorTitle = string(st.Errors[0].Code), st.Errors[0].Title
+		}
+		out = append(out, ms)
+	}
+	return out
+}
+
+// unixTime reads a timestamp in Unix seconds; zero when it is not one.
+func unixTime(s string) time.Time {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(n, 0).UTC()
 }
 
 func messageUpdates(v messagesValue) []Update {
@@ -256,14 +357,14 @@ func messageUpdates(v messagesValue) []Update {
 
 // Parse returns the inbound messages of a verified webhook body, of every phone number it
 // names. The webhooks family uses ParseEnvelope instead, which also says which number each
-// message was sent to and returns template status changes.
+// message was sent to and returns template status changes and message statuses.
 func (a *Adapter) Parse(body []byte) ([]channel.Inbound, error) {
-	updates, _, err := ParseEnvelope(body)
+	env, err := ParseEnvelope(body)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]channel.Inbound, 0, len(updates))
-	for _, u := range updates {
+	out := make([]channel.Inbound, 0, len(env.Updates))
+	for _, u := range env.Updates {
 		out = append(out, u.Inbound)
 	}
 	return out, nil

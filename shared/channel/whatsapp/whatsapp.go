@@ -821,3 +821,34 @@ func mapError(status int, g *graphError, retryAfter time.Duration, token string)
 	}
 	return e
 }
+
+// tierLimits are the people a number may start conversations with in a rolling 24 hours,
+// by Meta's messaging_limit_tier (0: unlimited).
+var tierLimits = map[string]int{
+	"TIER_50": 50, "TIER_250": 250, "TIER_1K": 1_000, "TIER_2K": 2_000, "TIER_10K": 10_000,
+	"TIER_100K": 100_000, "TIER_UNLIMITED": 0,
+}
+
+// lowestTier is assumed for a tier this package does not know: the bound of a new number,
+// so that an unknown answer never lets a broadcast past what Meta allows.
+const lowestTier = 250
+
+// MessagingLimit reads the number's messaging tier (GET /{phone-number-id}?fields=
+// messaging_limit_tier) and answers its bound on conversations started in 24 hours.
+func (a *Adapter) MessagingLimit(ctx context.Context, conn channel.Connection) (int, error) {
+	c, err := credentials(conn)
+	if err != nil {
+		return 0, err
+	}
+	var phone struct {
+		Tier string `json:"messaging_limit_tier"`
+	}
+	q := url.Values{"fields": {"messaging_limit_tier"}}
+	if err := a.call(ctx, c.AccessToken, http.MethodGet, c.PhoneNumberID, q, nil, &phone); err != nil {
+		return 0, err
+	}
+	if n, ok := tierLimits[phone.Tier]; ok {
+		return n, nil
+	}
+	return lowestTier, nil
+}

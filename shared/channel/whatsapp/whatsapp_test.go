@@ -336,11 +336,12 @@ func TestVerifyChallenge(t *testing.T) {
 func TestParseEnvelope(t *testing.T) {
 	t.Parallel()
 	text, id := fake.TextMessage(fake.PhoneNumberID, "4915112345678", "Ann Lee", "/start")
-	updates, statuses, err := whatsapp.ParseEnvelope(text)
+	env, err := whatsapp.ParseEnvelope(text)
 	require.NoError(t, err)
-	assert.Empty(t, statuses)
-	require.Len(t, updates, 1)
-	u := updates[0]
+	assert.Empty(t, env.TemplateStatuses)
+	assert.Empty(t, env.MessageStatuses)
+	require.Len(t, env.Updates, 1)
+	u := env.Updates[0]
 	assert.Equal(t, fake.PhoneNumberID, u.PhoneNumberID)
 	assert.Equal(t, id, u.Inbound.UpdateID)
 	assert.Equal(t, "4915112345678", u.Inbound.UserID)
@@ -349,11 +350,11 @@ func TestParseEnvelope(t *testing.T) {
 	assert.WithinDuration(t, time.Now(), u.Inbound.At, time.Minute)
 
 	press, _ := fake.ButtonReply(fake.PhoneNumberID, "4915112345678", "Ann", "yes", "Yes")
-	updates, _, err = whatsapp.ParseEnvelope(press)
+	env, err = whatsapp.ParseEnvelope(press)
 	require.NoError(t, err)
-	require.Len(t, updates, 1)
-	assert.Equal(t, "yes", updates[0].Inbound.Payload)
-	assert.Empty(t, updates[0].Inbound.Text)
+	require.Len(t, env.Updates, 1)
+	assert.Equal(t, "yes", env.Updates[0].Inbound.Payload)
+	assert.Empty(t, env.Updates[0].Inbound.Text)
 
 	// A list choice, a template quick reply, media and a delivery status in one delivery.
 	mixed := `{"object":"whatsapp_business_account","entry":[{"id":"` + fake.BusinessAccountID + `","changes":[{"field":"messages","value":{
@@ -364,26 +365,30 @@ func TestParseEnvelope(t *testing.T) {
 			{"from":"4411","id":"wamid.2","timestamp":"1700000001","type":"button","button":{"payload":"STOP","text":"Stop promotions"}},
 			{"from":"4411","id":"wamid.3","timestamp":"1700000002","type":"image","image":{"id":"9","mime_type":"image/jpeg"}}],
 		"statuses":[{"id":"wamid.0","status":"delivered","timestamp":"1700000003","recipient_id":"4411"}]}}]}]}`
-	updates, _, err = whatsapp.ParseEnvelope([]byte(mixed))
+	env, err = whatsapp.ParseEnvelope([]byte(mixed))
 	require.NoError(t, err)
+	updates := env.Updates
 	require.Len(t, updates, 2, "the image yields nothing; the status is not a message")
 	assert.Equal(t, "row_2", updates[0].Inbound.Payload)
 	assert.Equal(t, "STOP", updates[1].Inbound.Payload)
 	assert.Equal(t, "42", updates[1].PhoneNumberID)
 	assert.Equal(t, time.Unix(1700000001, 0).UTC(), updates[1].Inbound.At)
+	assert.Equal(t, []whatsapp.MessageStatus{{PhoneNumberID: "42", MessageID: "wamid.0", Status: "delivered",
+		At: time.Unix(1700000003, 0).UTC(), RecipientID: "4411"}}, env.MessageStatuses, "the status comes separately")
 
 	status := `{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","time":1700000000,"changes":[{"field":"message_template_status_update","value":{
 		"event":"REJECTED","message_template_id":1234567890123456,"message_template_name":"order_update","message_template_language":"en_US","reason":"INVALID_FORMAT"}}]}]}`
-	updates, statuses, err = whatsapp.ParseEnvelope([]byte(status))
+	env, err = whatsapp.ParseEnvelope([]byte(status))
 	require.NoError(t, err)
-	assert.Empty(t, updates)
-	require.Len(t, statuses, 1)
+	assert.Empty(t, env.Updates)
+	assert.Empty(t, env.MessageStatuses)
+	require.Len(t, env.TemplateStatuses, 1)
 	assert.Equal(t, whatsapp.TemplateStatus{BusinessAccountID: "102290129340398", ID: "1234567890123456", Name: "order_update",
-		Language: "en_US", Status: "REJECTED", Reason: "INVALID_FORMAT", At: time.Unix(1700000000, 0).UTC()}, statuses[0])
+		Language: "en_US", Status: "REJECTED", Reason: "INVALID_FORMAT", At: time.Unix(1700000000, 0).UTC()}, env.TemplateStatuses[0])
 
-	_, _, err = whatsapp.ParseEnvelope([]byte(`{"object":"page","entry":[]}`))
+	_, err = whatsapp.ParseEnvelope([]byte(`{"object":"page","entry":[]}`))
 	assert.Error(t, err)
-	_, _, err = whatsapp.ParseEnvelope([]byte(`{`))
+	_, err = whatsapp.ParseEnvelope([]byte(`{`))
 	assert.Error(t, err)
 
 	// Parse (the Adapter method) returns the inbound messages only.
@@ -394,6 +399,151 @@ func TestParseEnvelope(t *testing.T) {
 	in, err = a.Parse([]byte(status))
 	require.NoError(t, err)
 	assert.Empty(t, in)
+}
+
+// The statuses of sent messages, in the shapes of Meta's documented examples (the status
+// messages webhook reference): a delivery receipt with its conversation and pricing, a read
+// receipt, a failure with its error, in one batch of one number, and the odd shapes that
+// must not cost the batch.
+func TestParseMessageStatuses(t *testing.T) {
+	t.Parallel()
+	body := `{
+  "object": "whatsapp_business_account",
+  "entry": [
+    {
+      "id": "102290129340398",
+      "changes": [
+        {
+          "value": {
+            "messaging_product": "whatsapp",
+            "metadata": {
+              "display_phone_number": "15550783881",
+              "phone_number_id": "106540352242922"
+            },
+            "statuses": [
+              {
+                "id": "wamid.HBgLMTY1MDM4Nzk0MzkVAgARGBJDQjZCMzlEQUE4OTJBMTE4RTUA",
+                "status": "delivered",
+                "timestamp": "1750030073",
+                "recipient_id": "16505551234",
+                "conversation": {
+                  "id": "3e4ba4ac6d5b6c12d2b2a4bc5c8e1c3b",
+                  "expiration_timestamp": "1750116473",
+                  "origin": {
+                    "type": "marketing"
+                  }
+                },
+                "pricing": {
+                  "billable": true,
+                  "pricing_model": "CBP",
+                  "category": "marketing"
+                }
+              },
+              {
+                "id": "wamid.HBgLMTY1MDM4Nzk0MzkVAgARGBI3NTlCNDgzNTY5QkI0RTFBQzAA",
+                "status": "read",
+                "timestamp": "1750030080",
+                "recipient_id": "16505551234"
+              },
+              {
+                "id": "wamid.HBgLMTIxMTU1NTc5NDcVAgARGBIyRkQxREUxRDJFQUJGMkQ3NDIZ",
+                "status": "failed",
+                "timestamp": "1674864408",
+                "recipient_id": "12115557947",
+                "errors": [
+                  {
+                    "code": 131050,
+                    "title": "Unable to deliver the message. This recipient has chosen to stop receiving marketing messages on WhatsApp from your business",
+                    "message": "Unable to deliver the message. This recipient has chosen to stop receiving marketing messages on WhatsApp from your business",
+                    "error_data": {
+                      "details": "Unable to deliver the message. This recipient has chosen to stop receiving marketing messages on WhatsApp from your business"
+                    },
+                    "href": "https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes/"
+                  }
+                ]
+              },
+              {
+                "id": "wamid.HBgLMTY1MDM4Nzk0MzkVAgARGBI5QkYxRDAwRjY2NDk4MkI2RkIA",
+                "status": "sent",
+                "timestamp": "1750030071",
+                "recipient_id": "16505551234",
+                "conversation": {
+                  "id": "3e4ba4ac6d5b6c12d2b2a4bc5c8e1c3b",
+                  "expiration_timestamp": 1750116473,
+                  "origin": {
+                    "type": "marketing"
+                  }
+                },
+                "pricing": {
+                  "billable": true,
+                  "pricing_model": "CBP",
+                  "category": "marketing"
+                }
+              }
+            ]
+          },
+          "field": "messages"
+        }
+      ]
+    }
+  ]
+}`
+	env, err := whatsapp.ParseEnvelope([]byte(body))
+	require.NoError(t, err)
+	assert.Empty(t, env.Updates)
+	assert.Empty(t, env.TemplateStatuses)
+	const number = "106540352242922"
+	assert.Equal(t, []whatsapp.MessageStatus{
+		{PhoneNumberID: number, MessageID: "wamid.HBgLMTY1MDM4Nzk0MzkVAgARGBJDQjZCMzlEQUE4OTJBMTE4RTUA", Status: "delivered",
+			At: time.Unix(1750030073, 0).UTC(), RecipientID: "16505551234"},
+		{PhoneNumberID: number, MessageID: "wamid.HBgLMTY1MDM4Nzk0MzkVAgARGBI3NTlCNDgzNTY5QkI0RTFBQzAA", Status: "read",
+			At: time.Unix(1750030080, 0).UTC(), RecipientID: "16505551234"},
+		{PhoneNumberID: number, MessageID: "wamid.HBgLMTIxMTU1NTc5NDcVAgARGBIyRkQxREUxRDJFQUJGMkQ3NDIZ", Status: "failed",
+			At: time.Unix(1674864408, 0).UTC(), RecipientID: "12115557947", ErrorCode: "131050",
+			ErrorTitle: "Unable to deliver the message. This recipient has chosen to stop receiving marketing messages on WhatsApp from your business"},
+		{PhoneNumberID: number, MessageID: "wamid.HBgLMTY1MDM4Nzk0MzkVAgARGBI5QkYxRDAwRjY2NDk4MkI2RkIA", Status: "sent",
+			At: time.Unix(1750030071, 0).UTC(), RecipientID: "16505551234"},
+	}, env.MessageStatuses)
+
+	// Two numbers in one delivery (two entries), odd shapes: a status without an id or a
+	// status is dropped; a numeric timestamp and a string error code read as well; a
+	// timestamp that is not one leaves At zero; upper case is normalized. None costs the batch.
+	odd := `{"object":"whatsapp_business_account","entry":[
+		{"id":"waba1","changes":[{"field":"messages","value":{"metadata":{"phone_number_id":"pn1"},"statuses":[
+			{"id":"wamid.A","status":"READ","timestamp":1750030080,"recipient_id":"1"},
+			{"status":"delivered","timestamp":"1750030080"},
+			{"id":"wamid.B","timestamp":"1750030080"},
+			{"id":"wamid.C","status":"failed","timestamp":{"x":1},"errors":[{"code":"131026","title":"Message undeliverable"},{"code":1}]}]}}]},
+		{"id":"waba2","changes":[{"field":"messages","value":{"metadata":{"phone_number_id":"pn2"},"statuses":[
+			{"id":"wamid.D","status":"delivered","timestamp":"-5","errors":[{"code":null}]}]}}]}]}`
+	env, err = whatsapp.ParseEnvelope([]byte(odd))
+	require.NoError(t, err)
+	assert.Equal(t, []whatsapp.MessageStatus{
+		{PhoneNumberID: "pn1", MessageID: "wamid.A", Status: "read", At: time.Unix(1750030080, 0).UTC(), RecipientID: "1"},
+		{PhoneNumberID: "pn1", MessageID: "wamid.C", Status: "failed", ErrorCode: "131026", ErrorTitle: "Message undeliverable"},
+		{PhoneNumberID: "pn2", MessageID: "wamid.D", Status: "delivered"},
+	}, env.MessageStatuses)
+
+	// A statuses value that is not an array is not a notification this webhook understands.
+	_, err = whatsapp.ParseEnvelope([]byte(`{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"messages","value":{"statuses":{"id":"x"}}}]}]}`))
+	assert.Error(t, err)
+
+	// Parse (the Adapter method) returns no message for statuses.
+	in, err := whatsapp.New(whatsapp.Config{}).Parse([]byte(body))
+	require.NoError(t, err)
+	assert.Empty(t, in)
+
+	// What the fake delivers (it shares no code with this package) reads the same.
+	at := time.Unix(1750030090, 0).UTC()
+	env, err = whatsapp.ParseEnvelope(fake.StatusUpdate(fake.PhoneNumberID,
+		fake.Status{MessageID: "wamid.E", RecipientID: "4915", Status: "delivered", At: at},
+		fake.Status{MessageID: "wamid.F", RecipientID: "4916", Status: "failed", At: at}))
+	require.NoError(t, err)
+	assert.Equal(t, []whatsapp.MessageStatus{
+		{PhoneNumberID: fake.PhoneNumberID, MessageID: "wamid.E", Status: whatsapp.StatusDelivered, At: at, RecipientID: "4915"},
+		{PhoneNumberID: fake.PhoneNumberID, MessageID: "wamid.F", Status: whatsapp.StatusFailed, At: at, RecipientID: "4916",
+			ErrorCode: "131026", ErrorTitle: "Message undeliverable."},
+	}, env.MessageStatuses)
 }
 
 func TestCapabilities(t *testing.T) {

@@ -8,7 +8,7 @@
 // It records what it accepted (per chat), builds updates the way Telegram does, delivers
 // them to the registered webhook with the secret header, and can be told to misbehave: rate
 // limit, fail with 5xx, answer that a user blocked the bot or is deactivated, revoke a token,
-// answer slowly.
+// answer slowly; or to enforce a provider's rate (Limit).
 //
 // It behaves like a self-hosted Bot API server in --local mode, which accepts plain http
 // webhooks on any port; RequireHTTPS(true) makes it as strict as api.telegram.org.
@@ -111,6 +111,9 @@ type Message struct {
 	Keyboard *ReplyKeyboard
 	// Params are every parameter as received, for assertions on what was not sent.
 	Params map[string]any
+	// At is when the fake accepted the message (its clock), for rates measured at the
+	// provider's side (tests/bench -broadcast).
+	At time.Time
 }
 
 // Call is one request that reached the fake.
@@ -148,6 +151,8 @@ type Server struct {
 	answered     map[string]bool
 	blocked      map[int64]string
 	rateLimit    int
+	perSecond    int         // Limit's sends a sliding second (0: no limit)
+	recent       []time.Time // the times of the sends accepted in the last second, with Limit
 	failStatus   int
 	delay        time.Duration
 	requireHTTPS bool
@@ -212,6 +217,16 @@ func (s *Server) RateLimit(retryAfter int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rateLimit = retryAfter
+}
+
+// Limit makes the fake enforce a provider's rate: a send that would be the (perSecond+1)-th
+// accepted within the last second (a sliding window, on the fake's clock) answers 429 with
+// retry_after 1, and is not recorded. Limit(0) lifts it. RateLimit, when set, wins.
+func (s *Server) Limit(perSecond int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.perSecond = max(0, perSecond)
+	s.recent = nil
 }
 
 // Fail makes every call answer status (500: a Bot API error; 502, 503, 504: the HTML page
@@ -738,6 +753,19 @@ func (s *Server) send(b *Bot, method, media string, p params) (any, *apiError) {
 	}
 	if s.rateLimit > 0 {
 		return nil, &apiError{status: 429, desc: fmt.Sprintf("Too Many Requests: retry after %d", s.rateLimit), retryAfter: s.rateLimit}
+	}
+	m.At = s.now()
+	if s.perSecond > 0 {
+		// Forget the sends older than a second; what is left counts against the limit.
+		i := 0
+		for i < len(s.recent) && !s.recent[i].After(m.At.Add(-time.Second)) {
+			i++
+		}
+		s.recent = s.recent[i:]
+		if len(s.recent) >= s.perSecond {
+			return nil, &apiError{status: 429, desc: "Too Many Requests: retry after 1", retryAfter: 1}
+		}
+		s.recent = append(s.recent, m.At)
 	}
 	s.nextMessage[chatID]++
 	m.MessageID = s.nextMessage[chatID]

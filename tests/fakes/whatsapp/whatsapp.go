@@ -7,9 +7,10 @@
 //
 // It records what it received (messages, templates, uploads, subscriptions), keeps new
 // templates PENDING until the test approves or rejects them, pages its template list with
-// a small page size, can deliver signed webhooks (message_template_status_update and
-// inbound messages) to a URL, and can be told to misbehave: throttle, fail with 5xx,
-// reject a token, block a user, close a user's 24-hour window.
+// a small page size, can deliver signed webhooks (message_template_status_update, inbound
+// messages and the statuses of the messages it accepted) to a URL, and can be told to
+// misbehave: throttle, fail with 5xx, reject a token, block a user, close a user's 24-hour
+// window.
 //
 // It implements the wire format itself and imports nothing of the adapter, so a mismatch
 // between the two shows up as a failing test.
@@ -93,6 +94,8 @@ type Upload struct {
 
 type phone struct {
 	id, display, verified, waba string
+	// tier is the number's messaging_limit_tier ("" answers TIER_1K).
+	tier string
 }
 
 type session struct {
@@ -153,7 +156,7 @@ func newServer() *Server {
 	s := &Server{
 		tokens:   map[string][]string{AccessToken: {BusinessAccountID}},
 		rejected: map[string]bool{},
-		phones:   map[string]phone{PhoneNumberID: {PhoneNumberID, DisplayPhoneNumber, VerifiedName, BusinessAccountID}},
+		phones:   map[string]phone{PhoneNumberID: {id: PhoneNumberID, display: DisplayPhoneNumber, verified: VerifiedName, waba: BusinessAccountID}},
 		wabas:    map[string]bool{BusinessAccountID: true},
 		nextID:   1700000000000000,
 		sessions: map[string]*session{},
@@ -178,7 +181,7 @@ func (s *Server) AddNumber(waba, phoneNumberID, display, verifiedName string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.wabas[waba] = true
-	s.phones[phoneNumberID] = phone{phoneNumberID, display, verifiedName, waba}
+	s.phones[phoneNumberID] = phone{id: phoneNumberID, display: display, verified: verifiedName, waba: waba}
 }
 
 // AddToken makes token valid for the given business accounts.
@@ -393,6 +396,115 @@ func ButtonReply(phoneNumberID, waID, name, payload, title string) (body []byte,
 	return b, id
 }
 
+// Status is one status of a message a business sent, as the messages webhook reports it in
+// its statuses array.
+type Status struct {
+	// MessageID is the wamid the send answered.
+	MessageID string
+	// RecipientID is the wa_id the message went to.
+	RecipientID string
+	// Status is sent, delivered, read or failed.
+	Status string
+	At     time.Time
+	// ErrorCode and ErrorTitle describe a failure (failed only; a failed status without a
+	// code carries 131026, Message undeliverable).
+	ErrorCode  int
+	ErrorTitle string
+}
+
+// StatusUpdate is the webhook body of statuses of messages phoneNumberID sent, in one batch
+// as Meta sends them (delivered and sent carry the conversation and pricing, failed its
+// errors, in the shapes of Meta's documented examples).
+func StatusUpdate(phoneNumberID string, sts ...Status) []byte {
+	b, _ := envelopeOf(BusinessAccountID, []change{statusChange(phoneNumberID, sts)})
+	return b
+}
+
+func statusChange(phoneNumberID string, sts []Status) change {
+	list := make([]any, 0, len(sts))
+	for _, st := range sts {
+		at := cmp.Or(st.At, time.Now())
+		v := map[string]any{"id": st.MessageID, "status": st.Status, "timestamp": strconv.FormatInt(at.Unix(), 10),
+			"recipient_id": st.RecipientID}
+		switch st.Status {
+		case "sent", "delivered":
+			v["conversation"] = map[string]any{"id": fakehttp.RandomString(32),
+				"expiration_timestamp": strconv.FormatInt(at.Add(24*time.Hour).Unix(), 10), "origin": map[string]any{"type": "marketing"}}
+			v["pricing"] = map[string]any{"billable": true, "pricing_model": "CBP", "category": "marketing"}
+		case "failed":
+			code, title := st.ErrorCode, st.ErrorTitle
+			if code == 0 {
+				code, title = 131026, "Message undeliverable."
+			}
+			v["errors"] = []any{map[string]any{"code": code, "title": title, "message": title,
+				"error_data": map[string]any{"details": title},
+				"href":       "https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes/"}}
+		}
+		list = append(list, v)
+	}
+	return change{field: "messages", value: map[string]any{
+		"messaging_product": "whatsapp",
+		"metadata":          map[string]any{"display_phone_number": DisplayPhoneNumber, "phone_number_id": phoneNumberID},
+		"statuses":          list,
+	}}
+}
+
+// MessageStatus is the webhook body announcing status (sent, delivered, read or failed) of
+// messages the fake accepted, at the time of the call: one change per business number that
+// sent them, each message's recipient as the send named it. An id the fake never answered
+// is an error.
+func (s *Server) MessageStatus(status string, messageIDs ...string) ([]byte, error) {
+	byID := map[string]Message{}
+	for _, m := range s.messages.All() {
+		byID[m.ID] = m
+	}
+	var order []string
+	byNumber := map[string][]Status{}
+	for _, id := range messageIDs {
+		m, ok := byID[id]
+		if !ok {
+			return nil, fmt.Errorf("fake whatsapp: no message %s was sent", id)
+		}
+		if _, seen := byNumber[m.PhoneNumberID]; !seen {
+			order = append(order, m.PhoneNumberID)
+		}
+		byNumber[m.PhoneNumberID] = append(byNumber[m.PhoneNumberID],
+			Status{MessageID: id, RecipientID: strings.TrimPrefix(m.To, "+"), Status: status, At: time.Now()})
+	}
+	changes := make([]change, 0, len(order))
+	for _, number := range order {
+		changes = append(changes, statusChange(number, byNumber[number]))
+	}
+	return envelopeOf(BusinessAccountID, changes)
+}
+
+// DeliverStatus POSTs the status of the messages (MessageStatus), signed, to url, and
+// returns the answer's status.
+func (s *Server) DeliverStatus(url, status string, messageIDs ...string) (int, error) {
+	body, err := s.MessageStatus(status, messageIDs...)
+	if err != nil {
+		return 0, err
+	}
+	return s.Deliver(url, body)
+}
+
+// change is one entry change of a webhook body.
+type change struct {
+	field string
+	value any
+}
+
+func envelopeOf(entryID string, changes []change) ([]byte, error) {
+	cs := make([]any, 0, len(changes))
+	for _, c := range changes {
+		cs = append(cs, map[string]any{"value": c.value, "field": c.field})
+	}
+	return json.Marshal(map[string]any{
+		"object": "whatsapp_business_account",
+		"entry":  []any{map[string]any{"id": entryID, "time": time.Now().Unix(), "changes": cs}},
+	})
+}
+
 func inbound(phoneNumberID, waID, name string, msg map[string]any) map[string]any {
 	display := DisplayPhoneNumber
 	return map[string]any{
@@ -541,8 +653,24 @@ func (s *Server) getPhone(w http.ResponseWriter, r *http.Request, token, id stri
 	if !allowed {
 		return noObject(id, r.Method)
 	}
-	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"display_phone_number": p.display, "verified_name": p.verified, "id": p.id})
+	tier := p.tier
+	if tier == "" {
+		tier = "TIER_1K"
+	}
+	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"display_phone_number": p.display, "verified_name": p.verified, "id": p.id,
+		"messaging_limit_tier": tier})
 	return nil
+}
+
+// SetMessagingTier sets a phone number's messaging_limit_tier (TIER_250, TIER_1K, ...,
+// TIER_UNLIMITED), as Meta moves a number between tiers.
+func (s *Server) SetMessagingTier(phoneID, tier string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.phones[phoneID]; ok {
+		p.tier = tier
+		s.phones[phoneID] = p
+	}
 }
 
 func (s *Server) listPhones(w http.ResponseWriter, token, waba string) *apiError {

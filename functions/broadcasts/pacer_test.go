@@ -1,0 +1,59 @@
+package broadcasts
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The pacer keeps every sliding second at or under the rate, counted from the answers, and
+// otherwise sends at the rate: a slow answer delays the send n turns later, not the next.
+func TestPacerSlidingSecond(t *testing.T) {
+	t.Parallel()
+	clock := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	now := func() time.Time { return clock }
+	sleep := func(_ context.Context, d time.Duration) error { clock = clock.Add(d); return nil }
+	const rate = 10
+	p := newPacer(rate, clock)
+	start := clock
+	var starts, answers []time.Time
+	for i := range 60 {
+		answered, err := p.take(t.Context(), now, sleep)
+		require.NoError(t, err)
+		starts = append(starts, clock)
+		if i == 25 {
+			clock = clock.Add(700 * time.Millisecond) // one slow answer
+		}
+		answered()
+		answers = append(answers, clock)
+	}
+	for i := rate; i < len(starts); i++ {
+		assert.GreaterOrEqual(t, starts[i].Sub(answers[i-rate]), time.Second, "send %d starts a second after the answer to send %d", i, i-rate)
+	}
+	assert.Equal(t, starts[26], answers[25], "the send after the slow answer does not wait for it")
+	took := clock.Sub(start)
+	// 60 sends at 10 a second end at 5.9 s; the 0.7 s answer is made up within the window
+	// but for what the sliding second cannot hold.
+	assert.InDelta(t, 6.2, took.Seconds(), 0.01, "60 sends at 10 a second, and one 0.7 s answer")
+}
+
+// ready waits for the next turn without taking it: the turn is still there for take.
+func TestPacerReadyDoesNotTakeTheTurn(t *testing.T) {
+	t.Parallel()
+	clock := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	now := func() time.Time { return clock }
+	slept := time.Duration(0)
+	sleep := func(_ context.Context, d time.Duration) error { clock = clock.Add(d); slept += d; return nil }
+	p := newPacer(2, clock)
+	require.NoError(t, p.ready(t.Context(), now, sleep))
+	first := slept
+	require.NoError(t, p.ready(t.Context(), now, sleep))
+	assert.Equal(t, first, slept, "a second ready waits no more")
+	answered, err := p.take(t.Context(), now, sleep)
+	require.NoError(t, err)
+	answered()
+	assert.Equal(t, first, slept, "take finds the turn ready")
+}
