@@ -84,7 +84,10 @@ type run struct {
 	// OrderedIDs: the plan names rows in the subscribers' order (recipientID); runs planned
 	// before it existed keep hashed ids, so that a repeated page writes no second row.
 	OrderedIDs bool `json:"ordered_ids,omitempty"`
-	rev       int64
+	// Recent are each channel's answers of the last second, so that the next step's pacer
+	// counts them and a step boundary never makes a second busier than the rate.
+	Recent map[string]paceLog `json:"recent,omitempty"`
+	rev    int64
 }
 
 func (s *Service) loadRun(ctx context.Context, bot, id string) (run, error) {
@@ -432,18 +435,69 @@ type paceSlot struct {
 	at   time.Time // when the send was answered
 }
 
-// newPacer paces from start as if the last window had been used evenly up to start (a step
-// does not know the sends of the one before it): the first sends go at the rate, not in a
-// burst.
-func newPacer(rate float64, start time.Time) *pacer {
+// newPacer paces from start. With the answers of the last window (recent, oldest first:
+// the step before this one's), it counts them; without (the first step of a channel), it
+// paces as if the last window had been used evenly up to start: the first sends go at the
+// rate, not in a burst.
+func newPacer(rate float64, start time.Time, recent []time.Time) *pacer {
 	n := max(1, int(rate))
 	p := &pacer{span: time.Duration(float64(n) * float64(time.Second) / rate), ring: make([]*paceSlot, n)}
+	recent = recent[max(0, len(recent)-n):]
+	free := n - len(recent)
 	for i := range p.ring {
-		sl := &paceSlot{done: make(chan struct{}), at: start.Add(-p.span + time.Duration(i)*p.span/time.Duration(n))}
+		at := start.Add(-p.span + time.Duration(i)*p.span/time.Duration(n))
+		switch {
+		case len(recent) > 0 && i < free:
+			at = start.Add(-p.span) // older than the window: free now
+		case len(recent) > 0:
+			at = recent[i-free]
+		}
+		sl := &paceSlot{done: make(chan struct{}), at: at}
 		close(sl.done)
 		p.ring[i] = sl
 	}
 	return p
+}
+
+// recent returns the answers of the last window before now, oldest first; call it once no
+// send is in flight.
+func (p *pacer) recent(now time.Time) []time.Time {
+	var out []time.Time
+	for i := range p.ring {
+		sl := p.ring[(p.next+i)%len(p.ring)]
+		if sl.at.After(now.Add(-p.span)) {
+			out = append(out, sl.at)
+		}
+	}
+	return out
+}
+
+// paceLog is a channel's recent answers as RUN keeps them: milliseconds after Base (Unix
+// milliseconds), small enough for a rate of thousands a second.
+type paceLog struct {
+	Base int64   `json:"base"`
+	MS   []int64 `json:"ms"`
+}
+
+func newPaceLog(ts []time.Time) paceLog {
+	if len(ts) == 0 {
+		return paceLog{}
+	}
+	// Rounded up: an answer is never taken for earlier than it came.
+	ceil := func(t time.Time) int64 { return (t.UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond) }
+	l := paceLog{Base: ceil(ts[0]), MS: make([]int64, len(ts))}
+	for i, t := range ts {
+		l.MS[i] = ceil(t) - l.Base
+	}
+	return l
+}
+
+func (l paceLog) times() []time.Time {
+	out := make([]time.Time, len(l.MS))
+	for i, ms := range l.MS {
+		out[i] = time.UnixMilli(l.Base + ms)
+	}
+	return out
 }
 
 // ready waits until the next send may start, without taking its turn.
@@ -529,7 +583,20 @@ func (st *step) sendChannel(ctx context.Context, k channel.Kind) (bool, error) {
 		}
 	}
 	window := max(1, min(sendBatch, int(cr.rate*claimWindow.Seconds())))
-	cr.pace = newPacer(cr.rate, s.d.Now())
+	st.mu.Lock()
+	recent := st.r.Recent[string(k)].times()
+	st.mu.Unlock()
+	cr.pace = newPacer(cr.rate, s.d.Now(), recent)
+	defer func() {
+		// Every send of this channel has been answered (dispatch waits for them).
+		l := newPaceLog(cr.pace.recent(s.d.Now()))
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if st.r.Recent == nil {
+			st.r.Recent = map[string]paceLog{}
+		}
+		st.r.Recent[string(k)] = l
+	}()
 	for s.d.Now().Before(st.deadline) {
 		if live, err := st.live(ctx); err != nil || !live {
 			return false, err

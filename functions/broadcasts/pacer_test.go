@@ -17,7 +17,7 @@ func TestPacerSlidingSecond(t *testing.T) {
 	now := func() time.Time { return clock }
 	sleep := func(_ context.Context, d time.Duration) error { clock = clock.Add(d); return nil }
 	const rate = 10
-	p := newPacer(rate, clock)
+	p := newPacer(rate, clock, nil)
 	start := clock
 	var starts, answers []time.Time
 	for i := range 60 {
@@ -47,7 +47,7 @@ func TestPacerReadyDoesNotTakeTheTurn(t *testing.T) {
 	now := func() time.Time { return clock }
 	slept := time.Duration(0)
 	sleep := func(_ context.Context, d time.Duration) error { clock = clock.Add(d); slept += d; return nil }
-	p := newPacer(2, clock)
+	p := newPacer(2, clock, nil)
 	require.NoError(t, p.ready(t.Context(), now, sleep))
 	first := slept
 	require.NoError(t, p.ready(t.Context(), now, sleep))
@@ -56,4 +56,37 @@ func TestPacerReadyDoesNotTakeTheTurn(t *testing.T) {
 	require.NoError(t, err)
 	answered()
 	assert.Equal(t, first, slept, "take finds the turn ready")
+}
+
+// A step's answers, kept in RUN, pace the next step: across the boundary, too, a send starts
+// only a second after the answer n sends before it, however the first step ended.
+func TestPacerAcrossSteps(t *testing.T) {
+	t.Parallel()
+	clock := time.Date(2026, 11, 26, 9, 0, 0, 123_456_789, time.UTC)
+	now := func() time.Time { return clock }
+	sleep := func(_ context.Context, d time.Duration) error { clock = clock.Add(d); return nil }
+	const rate = 10
+	var starts, answers []time.Time
+	send := func(p *pacer, k int) {
+		for range k {
+			answered, err := p.take(t.Context(), now, sleep)
+			require.NoError(t, err)
+			starts = append(starts, clock)
+			clock = clock.Add(3 * time.Millisecond) // the round trip
+			if len(starts) == 18 {
+				clock = clock.Add(700 * time.Millisecond) // a slow one: the sends after it catch up
+			}
+			answered()
+			answers = append(answers, clock)
+		}
+	}
+	p := newPacer(rate, clock, nil)
+	send(p, 25)
+	kept := newPaceLog(p.recent(clock))
+	require.NotEmpty(t, kept.MS)
+	clock = clock.Add(150 * time.Millisecond) // the next step starts a little later
+	send(newPacer(rate, clock, kept.times()), 25)
+	for i := rate; i < len(starts); i++ {
+		assert.GreaterOrEqual(t, starts[i].Sub(answers[i-rate]), time.Second, "send %d after the answer to send %d", i, i-rate)
+	}
 }
