@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -688,6 +689,13 @@ func (st *step) claim(ctx context.Context, rows []row) ([]row, error) {
 	return out, nil
 }
 
+// workers is how many sends of the channel may be in flight at once: Workers, or enough for
+// the rate when each answer takes 50 ms (a fast channel's sends are bound by their round
+// trips otherwise: 8 at 10 ms each are 800 a second), at most 64.
+func (cr *channelRun) workers() int {
+	return max(cr.st.s.cfg.Workers, min(64, int(math.Ceil(cr.rate/20))))
+}
+
 // dispatch sends the claimed rows, each at its slot, at most Workers at once; a row not
 // handed out (the channel was told to hold, or the step's time is up) goes back to planned.
 func (cr *channelRun) dispatch(ctx context.Context, rows []row) []outcome {
@@ -696,7 +704,7 @@ func (cr *channelRun) dispatch(ctx context.Context, rows []row) []outcome {
 	for i := range outs {
 		outs[i] = outcome{state: RowPlanned}
 	}
-	workers := make(chan struct{}, s.cfg.Workers)
+	workers := make(chan struct{}, cr.workers())
 	var wg sync.WaitGroup
 	for i := range rows {
 		if cr.stop.Load() || !s.d.Now().Before(st.deadline.Add(time.Second)) {

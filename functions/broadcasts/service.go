@@ -142,7 +142,8 @@ const (
 	DefaultClaimGrace = 10 * time.Minute
 	// DefaultMaxAudience bounds the recipients of one broadcast.
 	DefaultMaxAudience = 1_000_000
-	// DefaultWorkers is how many sends of one channel are in flight at once.
+	// DefaultWorkers is how many sends of one channel are in flight at once, at least (a
+	// channel paced above 160 a second gets more: channelRun.workers).
 	DefaultWorkers = 8
 )
 
