@@ -84,6 +84,11 @@ type fakeAudience struct {
 	labels map[string][]string
 	gone   map[string]bool
 	pages  int
+	// readers counts the People calls; reads is how many subscribers each Get asked for.
+	readers int
+	reads   []int
+	// onPage, when set, runs before the n-th Page call (from 1) answers: an error fails it.
+	onPage func(n int) error
 }
 
 func (f *fakeAudience) matching(labels []string) []Person {
@@ -101,8 +106,16 @@ func (f *fakeAudience) matching(labels []string) []Person {
 
 func (f *fakeAudience) Page(_ context.Context, _ string, labels []string, limit int, cursor string) ([]Person, string, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.pages++
+	n, hook := f.pages, f.onPage
+	f.mu.Unlock()
+	if hook != nil {
+		if err := hook(n); err != nil {
+			return nil, "", err
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	all := f.matching(labels)
 	from := 0
 	if cursor != "" {
@@ -116,15 +129,24 @@ func (f *fakeAudience) Page(_ context.Context, _ string, labels []string, limit 
 	return slices.Clone(all[from:to]), next, nil
 }
 
-func (f *fakeAudience) Person(_ context.Context, _, id string) (Person, error) {
+func (f *fakeAudience) People(context.Context, string) (People, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.readers++
+	return f, nil
+}
+
+func (f *fakeAudience) Get(_ context.Context, ids []string) (map[string]Person, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads = append(f.reads, len(ids))
+	out := map[string]Person{}
 	for _, p := range f.people {
-		if p.SubscriberID == id && !f.gone[id] {
-			return p, nil
+		if slices.Contains(ids, p.SubscriberID) && !f.gone[p.SubscriberID] {
+			out[p.SubscriberID] = p
 		}
 	}
-	return Person{}, httpapi.NotFound("subscriber")
+	return out, nil
 }
 
 func (f *fakeAudience) set(id string, change func(*Person)) {

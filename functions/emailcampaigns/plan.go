@@ -6,37 +6,99 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/botplatform/api/shared/store"
 )
 
-// plan writes the rows of audience pages until the audience ends or the step's time is up.
-func (st *step) plan(ctx context.Context) (bool, error) {
+// planner is the plan of a step running beside its send: it reports each page it
+// commits on progress, and closes done once it has stopped (live and err then say how).
+// The send sets stop when it ends, so that the plan stops after the page it is writing.
+type planner struct {
+	progress chan struct{}
+	done     chan struct{}
+	stop     atomic.Bool
+	// live and err are the plan's result, c the last campaign record it read; all three
+	// are read only once done is closed.
+	live bool
+	err  error
+	c    record
+}
+
+func newPlanner() *planner {
+	return &planner{progress: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// ended reports whether the plan has stopped; when it has, every row it planned is
+// committed.
+func (pl *planner) ended() bool {
+	select {
+	case <-pl.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// failed reports whether the plan has stopped with an error or found the run over.
+func (pl *planner) failed() bool { return pl.ended() && (pl.err != nil || !pl.live) }
+
+// wait waits for the plan to commit another page or stop.
+func (pl *planner) wait(ctx context.Context) {
+	select {
+	case <-pl.progress:
+	case <-pl.done:
+	case <-ctx.Done():
+	}
+}
+
+// plan writes the rows of audience pages of labels until the audience ends, the step's time
+// is up, planPagesPerStep pages are written or the send beside it has ended (pl.stop). It
+// reports each page on pl.progress. It is the only one to touch st.r while it runs, and it
+// reads the campaign into pl.c, never st.c, which the send beside it owns.
+func (st *step) plan(ctx context.Context, labels []string, pl *planner) (bool, error) {
 	s := st.s
 	if st.r.Phase == "" {
 		st.r.Phase = phasePlan
 	}
 	for range planPagesPerStep {
-		if live, err := st.live(ctx); err != nil || !live {
+		if pl.stop.Load() {
+			return true, nil
+		}
+		c, live, err := st.check(ctx)
+		if err != nil || !live {
 			return false, err
 		}
+		pl.c = c
 		room := s.cfg.MaxAudience - st.r.Seen
 		if room <= 0 {
 			st.r.Truncated = true
 			break
 		}
-		people, next, err := s.d.Audience.Page(ctx, st.p.Bot, st.c.Audience.LabelIDs, min(planPage, room), st.r.Cursor)
+		people, next, err := s.d.Audience.Page(ctx, st.p.Bot, labels, min(planPage, room), st.r.Cursor)
 		if err != nil {
 			return false, err
 		}
 		if len(people) > room {
 			people, st.r.Truncated = people[:room], true
 		}
-		if err := st.planPage(ctx, people); err != nil {
-			return false, err
+		for err := st.planPage(ctx, people, c.Revision); err != nil; err = st.planPage(ctx, people, c.Revision) {
+			if !errors.Is(err, errCampaignChanged) {
+				return false, err
+			}
+			// Paused, canceled or a newer run since it was read: none of this page's rows
+			// was written after that. Anything else changed: plan the page again.
+			if c, live, err = st.check(ctx); err != nil || !live {
+				return false, err
+			}
+			pl.c = c
 		}
 		st.r.Seen += len(people)
 		st.r.Cursor = next
+		select {
+		case pl.progress <- struct{}{}:
+		default: // the send has a wake-up pending already
+		}
 		if next == "" || len(people) == 0 || st.r.Truncated {
 			break
 		}
@@ -50,9 +112,16 @@ func (st *step) plan(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// errCampaignChanged is planPage's answer when the campaign record is no longer at the
+// revision the plan read.
+var errCampaignChanged = errors.New("emailcampaigns: the campaign changed while its audience was planned")
+
 // planPage writes one page's rows: by chunks in one transaction each, or row by row when
-// a chunk meets a row written before (a repeated step) or an address claimed before.
-func (st *step) planPage(ctx context.Context, people []Person) error {
+// a chunk meets a row written before (a repeated step) or an address claimed before. Every
+// transaction also checks that the campaign is still at revision rev (errCampaignChanged
+// otherwise), so that no row is planned once a cancel has been saved: the cancel's run
+// could have moved the campaign's planned rows to canceled already.
+func (st *step) planPage(ctx context.Context, people []Person, rev int64) error {
 	s := st.s
 	// A subscriber listed twice on a page would be one row written twice in a transaction.
 	ids := map[string]bool{}
@@ -79,19 +148,22 @@ func (st *step) planPage(ctx context.Context, people []Person) error {
 	for len(rows) > 0 {
 		chunk := rows[:min(planChunk, len(rows))]
 		rows = rows[len(chunk):]
-		writes, err := st.planWrites(chunk, true)
+		writes, err := st.planWrites(chunk, true, rev)
 		if err != nil {
 			return err
 		}
 		err = s.d.Store.Transact(ctx, writes)
-		if !errors.Is(err, store.ErrConditionFailed) {
-			if err != nil {
-				return fmt.Errorf("plan recipients: %w", err)
-			}
+		var ce *store.ConditionError
+		switch {
+		case err == nil:
 			continue
+		case errors.As(err, &ce) && ce.Index == 0:
+			return errCampaignChanged
+		case !errors.Is(err, store.ErrConditionFailed):
+			return fmt.Errorf("plan recipients: %w", err)
 		}
 		for _, r := range chunk {
-			if err := st.planRow(ctx, r); err != nil {
+			if err := st.planRow(ctx, r, rev); err != nil {
 				return err
 			}
 		}
@@ -99,11 +171,11 @@ func (st *step) planPage(ctx context.Context, people []Person) error {
 	return nil
 }
 
-// planWrites are the writes of new rows: each row, the address claim of each planned one
-// (when claim), the counters.
-func (st *step) planWrites(rows []row, claim bool) ([]store.Write, error) {
+// planWrites are the writes of new rows: the check that the campaign is at revision rev,
+// then each row, the address claim of each planned one (when claim), the counters.
+func (st *step) planWrites(rows []row, claim bool, rev int64) ([]store.Write, error) {
 	bot, id := st.p.Bot, st.p.Campaign
-	var writes []store.Write
+	writes := []store.Write{store.CheckOp(campaignKey(bot, id), store.RevisionIs(rev))}
 	d := deltas{}
 	for _, r := range rows {
 		it, err := r.item(bot, id)
@@ -128,8 +200,8 @@ func (st *step) planWrites(rows []row, claim bool) ([]store.Write, error) {
 
 // planRow writes one row unless it exists; a planned row whose address is claimed by
 // another row is written skipped as duplicate.
-func (st *step) planRow(ctx context.Context, r row) error {
-	writes, err := st.planWrites([]row{r}, true)
+func (st *step) planRow(ctx context.Context, r row, rev int64) error {
+	writes, err := st.planWrites([]row{r}, true, rev)
 	if err != nil {
 		return err
 	}
@@ -139,14 +211,19 @@ func (st *step) planRow(ctx context.Context, r row) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &ce) && ce.Index == 0:
+		return errCampaignChanged
+	case errors.As(err, &ce) && ce.Index == 1:
 		return nil // written by an earlier run of this step
-	case errors.As(err, &ce) && ce.Index == 1 && r.State == RowPlanned:
+	case errors.As(err, &ce) && ce.Index == 2 && r.State == RowPlanned:
 		r.State, r.SkipReason = RowSkipped, SkipDuplicate
-		if writes, err = st.planWrites([]row{r}, false); err != nil {
+		if writes, err = st.planWrites([]row{r}, false, rev); err != nil {
 			return err
 		}
 		err = st.s.d.Store.Transact(ctx, writes)
-		if errors.As(err, &ce) && ce.Index == 0 {
+		switch {
+		case errors.As(err, &ce) && ce.Index == 0:
+			return errCampaignChanged
+		case errors.As(err, &ce) && ce.Index == 1:
 			return nil
 		}
 		return err

@@ -43,26 +43,32 @@ import (
 // lower-cased address (ADDR#) in the same transaction, so an address is planned once (a
 // second subscriber with it is skipped as duplicate). Counters move in the same
 // transactions. RUN keeps the cursor of the next page, so a pause in the middle of the plan
-// resumes there.
+// resumes there. The plan runs beside the send of the same step (sending): the rows of the
+// pages already committed are sent while the next pages are written, and the send waits
+// for the plan only when it has sent every row planned so far. Phase send begins once the
+// audience is planned.
 //
-// Phase send. Planned rows, by batches of at most sendBatch rows and claimWindow's worth
+// Send. Planned rows, by batches of at most sendBatch rows and claimWindow's worth
 // of slots. The rows whose address was suppressed meanwhile are skipped; the others are
 // claimed together (planned → sending, each under its revision, in one transaction; when
 // one of them changed since it was read, row by row, so a claim lost to another run is
 // that run's row and costs the others nothing). Then up to Workers at a time, each
 // claimed row's subscriber is read again (deleted, no address, address changed, consent
-// withdrawn: skipped), its message rendered, built and sent. Once the batch's sends are
-// over (the next batch is claimed and handed out meanwhile), its rows are settled
+// withdrawn: skipped; Workers rows at once, when the first of them is handed out), its
+// message rendered, built and sent. Once the batch's sends are over, its rows are settled
 // together, in as few transactions as the store takes (row by row when one changed
 // meanwhile, say an event for a message already out): sent (message id, the message-id
-// pointer), skipped, failed, or planned again. A row is claimed before its message leaves
-// and never claimed twice, so no row is ever sent twice. A row left sending (a crash
-// between claim and settle: every row of the batches claimed and not yet settled, at most
-// two, whether its message left or not) becomes interrupted once its claim is older than
-// ClaimGrace, and is never sent again. A send that panics is a crash for its row alone:
-// the others are settled before the step panics on. The campaign is re-read before each
-// batch: paused, canceled or a newer run, and the step stops without a next step (the
-// batch already out finishes).
+// pointer), skipped, failed, or planned again. The settling of a batch and the claim of
+// the next one happen in the background while the batch between them is handed out. A
+// row is claimed before its message leaves and never claimed twice, so no row is ever
+// sent twice. A row left sending (a crash between claim and settle: every row of the
+// batches claimed and not yet settled, at most two, whether its message left or not)
+// becomes interrupted once its claim is older than ClaimGrace, and is never sent again. A
+// send that panics is a crash for its row alone: the others are settled before the step
+// panics on. The campaign is re-read before each batch is claimed, and again before a
+// batch claimed in the background is handed out: paused, canceled or a newer run, and the
+// step stops without a next step (the batch already out finishes; the rows of one claimed
+// and not handed out go back to planned).
 //
 // Pacing. A step sends at most Rate × StepDuration messages, and hands message k to a
 // worker no sooner than k/Rate seconds after the step began; when it sent any it returns
@@ -180,11 +186,15 @@ type step struct {
 	links   []string
 	doc     string
 	version int
+	// people reads the recipients again, made once per step (by dispatch).
+	people People
 	// signers are looked up once per step and From address; mu guards them.
 	mu      sync.Mutex
 	signers map[string]*email.Signer
-	// sent counts the rows this step handed out to send (a slot each), for pacing.
-	sent int
+	// sent counts the rows this step handed out to send (a slot each), for pacing;
+	// examined counts the planned rows it read (prepare).
+	sent     int
+	examined int
 	// workers holds a token for each send in flight (at most Config.Workers); stop is set
 	// by a send that stops the step, so that no further row is handed out.
 	workers chan struct{}
@@ -314,41 +324,89 @@ func (st *step) wait(ctx context.Context) {
 	}
 }
 
-// live re-reads the campaign: false when this run must stop (paused, canceled, a newer run).
+// live re-reads the campaign into st.c: false when this run must stop (paused, canceled, a
+// newer run).
 func (st *step) live(ctx context.Context) (bool, error) {
-	c, err := st.s.load(ctx, st.p.Bot, st.p.Campaign)
+	c, live, err := st.check(ctx)
 	if err != nil {
 		return false, err
 	}
 	st.c = c
-	return c.Epoch == st.p.Epoch && c.State == Sending, nil
+	return live, nil
 }
 
-// sending runs the plan, then the send, until the step's time is up, and finishes the
-// campaign once every row is settled. done means no next step.
+// check re-reads the campaign: live is false when this run must stop.
+func (st *step) check(ctx context.Context) (c record, live bool, err error) {
+	c, err = st.s.load(ctx, st.p.Bot, st.p.Campaign)
+	if err != nil {
+		return record{}, false, err
+	}
+	return c, c.Epoch == st.p.Epoch && c.State == Sending, nil
+}
+
+// sending runs the plan and the send until the step's time is up, and finishes the
+// campaign once the audience is planned and every row settled. done means no next step.
+//
+// While the audience is being planned, the plan runs beside the send: the send sends the
+// rows of the pages already committed while the next pages are written, instead of
+// waiting for the whole audience (the plan's synced commits then overlap sends). Nothing
+// changes for a row: planned once (MustNotExist), claimed before it leaves, settled after.
 func (st *step) sending(ctx context.Context) (bool, error) {
-	if st.r.Phase != phaseSend {
-		live, err := st.plan(ctx)
+	if st.r.Phase == phaseSend {
+		live, err := st.send(ctx, nil)
 		if err != nil || !live {
 			return !live, err
 		}
-		if st.r.Phase != phaseSend {
-			return false, nil // more pages next step
-		}
+		return st.finish(ctx)
 	}
-	live, err := st.send(ctx)
-	if err != nil || !live {
-		return !live, err
+	pl := newPlanner()
+	labels := st.c.Audience.LabelIDs
+	var panicked any
+	go func() {
+		defer close(pl.done)
+		defer func() {
+			// A panic of the plan is the step's, raised on the step's goroutine below.
+			if p := recover(); p != nil {
+				panicked, pl.err = fmt.Sprintf("%v [planning]\n%s", p, debug.Stack()), errors.New("the plan panicked")
+			}
+		}()
+		pl.live, pl.err = st.plan(ctx, labels, pl)
+	}()
+	live, err := st.send(ctx, pl)
+	pl.stop.Store(true)
+	<-pl.done
+	if panicked != nil {
+		panic(panicked)
+	}
+	if pl.c.Revision > st.c.Revision {
+		st.c = pl.c // the plan saw a newer campaign (paused, canceled, a newer run)
+	}
+	switch {
+	case err != nil:
+		return false, err
+	case pl.err != nil:
+		return false, pl.err
+	case !live || !pl.live:
+		return true, nil
+	case st.r.Phase != phaseSend:
+		return false, nil // more pages next step
 	}
 	return st.finish(ctx)
 }
 
 // send sends planned rows, a batch at a time, until the step's budget or time is up or
-// none is left. It reports whether the run may go on. The batches overlap: the next one
-// is read and claimed, and handed out, while the last sends of the one before are in
-// flight, and that one is settled only then; so at most two batches are claimed and not
-// yet settled at any time.
-func (st *step) send(ctx context.Context) (bool, error) {
+// none is left (with a plan beside it, pl: none is left once the plan has stopped, and a
+// plan that failed stops the send). It reports whether the run may go on.
+//
+// The batches overlap. While a batch is handed out to the workers, the batch before it
+// (its last sends finishing) is settled and then the next one is read and claimed, in the
+// background; so the workers never wait for the store's synced commits between batches,
+// and at most two batches are claimed and not yet settled at any time (the next one is
+// claimed only once the one before the current one is settled). The campaign is read again
+// right before each batch is claimed and, for a batch claimed in the background, again
+// right before its first row is handed out: a pause or cancel meanwhile puts its rows back
+// to planned, none of them sent.
+func (st *step) send(ctx context.Context, pl *planner) (bool, error) {
 	s := st.s
 	budget := max(1, int(s.cfg.Rate*s.cfg.StepDuration.Seconds()))
 	// A batch is claimed at once: at most claimWindow's worth of slots, so that its rows
@@ -364,9 +422,10 @@ func (st *step) send(ctx context.Context) (bool, error) {
 	// replaces meanwhile; a run sends one version of one document.
 	st.doc, st.version = st.c.ContentID, *st.c.ContentVersion
 	st.workers = make(chan struct{}, s.cfg.Workers)
-	var out []*batch // handed out and not yet settled: at most two
-	// end ends the send: the batches out are landed first, and a send of theirs that
-	// stopped the step decides.
+	// out holds the batches claimed and not yet settled, oldest first: at most two.
+	var out []*batch
+	// end ends the send: the batches out are landed first (the rows of one never handed
+	// out go back to planned), and a send of theirs that stopped the step decides.
 	end := func(live bool, err error) (bool, error) {
 		if e := st.land(ctx, out...); e != nil {
 			return false, e
@@ -376,46 +435,79 @@ func (st *step) send(ctx context.Context) (bool, error) {
 		}
 		return live, err
 	}
-	examined := 0
-	for st.sent < budget && examined < 4*budget+sendBatch && s.d.Now().Before(st.deadline) {
-		if live, err := st.live(ctx); err != nil || !live {
-			return end(false, err)
-		}
-		page, err := s.d.Store.Query(ctx, store.Query{Index: store.GSI1, PK: rowStatePK(st.p.Bot, st.p.Campaign, RowPlanned),
-			Limit: min(sendBatch, window, budget-st.sent)})
-		if err != nil {
-			return end(false, err)
-		}
-		if len(page.Items) == 0 {
-			break
-		}
-		examined += len(page.Items)
-		rows := make([]row, len(page.Items))
-		addrs := make([]string, 0, len(rows))
-		for i, it := range page.Items {
-			if rows[i], err = decodeRow(it); err != nil {
-				return end(false, err)
+	planFailed := func() bool { return pl != nil && pl.failed() }
+	more := func(limit int) bool {
+		return limit > 0 && st.examined < 4*budget+sendBatch && s.d.Now().Before(st.deadline) && !st.stop.Load() && !planFailed()
+	}
+	var cur *batch // the batch to hand out next
+send:
+	for {
+		if cur == nil {
+			limit := min(sendBatch, window, budget-st.sent)
+			if !more(limit) {
+				break
 			}
-			addrs = append(addrs, strings.ToLower(rows[i].Address))
-		}
-		suppressed, err := s.suppressed(ctx, st.p.Bot, addrs)
-		if err != nil {
-			return end(false, err)
-		}
-		if rows, err = st.skipSuppressed(ctx, rows, suppressed); err != nil {
-			return end(false, err)
-		}
-		if rows, err = st.claim(ctx, rows); err != nil {
-			return end(false, err)
-		}
-		b := &batch{rows: rows, outs: make([]outcome, len(rows))}
-		slotErr := st.dispatch(ctx, b)
-		out = append(out, b)
-		if len(out) == 2 { // the batch before is done by now, or nearly: settle it
-			if err := st.land(ctx, out[0]); err != nil {
-				return end(false, err)
+			p := st.prepare(ctx, pl, limit)
+			if p.read {
+				st.c = p.c
 			}
-			if out[0].stopped() {
+			switch {
+			case p.err != nil || !p.live:
+				return end(false, p.err)
+			case p.b == nil && p.planned:
+				break send // none left
+			case p.b == nil:
+				pl.wait(ctx) // for the plan's next page
+				st.rebase()
+				continue
+			}
+			cur = p.b
+			out = append(out, cur)
+		} else if !more(1) {
+			break // the batch claimed ahead goes back to planned
+		}
+		// In the background: settle the batch before (once its last sends are over), then
+		// claim the next one, while this one is handed out.
+		var prev *batch
+		if len(out) == 2 {
+			prev = out[0]
+		}
+		limit := min(sendBatch, window, budget-st.sent-len(cur.rows))
+		ahead := more(limit)
+		bg := make(chan background, 1)
+		go func() {
+			var r background
+			defer func() {
+				if p := recover(); p != nil {
+					r.panicked = fmt.Sprintf("%v [settling and claiming in the background]\n%s", p, debug.Stack())
+				}
+				bg <- r
+			}()
+			if prev != nil {
+				if r.landErr = st.land(ctx, prev); r.landErr != nil || prev.stopped() {
+					return
+				}
+			}
+			if ahead && !st.stop.Load() {
+				r.p, r.prepared = st.prepare(ctx, pl, limit), true
+			}
+		}()
+		slotErr := st.dispatch(ctx, cur)
+		r := <-bg
+		if r.panicked != nil {
+			panic(r.panicked)
+		}
+		if r.p.b != nil {
+			out = append(out, r.p.b)
+		}
+		if r.p.read {
+			st.c = r.p.c
+		}
+		if r.landErr != nil {
+			return end(false, r.landErr)
+		}
+		if prev != nil {
+			if prev.stopped() {
 				return end(true, nil)
 			}
 			out = out[1:]
@@ -423,11 +515,92 @@ func (st *step) send(ctx context.Context) (bool, error) {
 		if slotErr != nil {
 			return end(false, slotErr)
 		}
-		if st.stop.Load() {
-			break
+		cur = nil
+		if st.stop.Load() || !r.prepared {
+			continue // the loop's conditions decide
 		}
+		switch p := r.p; {
+		case p.err != nil || !p.live:
+			return end(false, p.err)
+		case p.b == nil && p.planned:
+			break send
+		case p.b == nil:
+			pl.wait(ctx)
+			st.rebase()
+			continue
+		}
+		// Claimed while the batch before was handed out: read the campaign again right
+		// before any of it leaves.
+		if live, err := st.live(ctx); err != nil || !live {
+			return end(false, err)
+		}
+		cur = r.p.b
 	}
 	return end(true, nil)
+}
+
+// background is what the background work beside a batch's hand-out did: settled the batch
+// before (landErr), prepared the next one (when prepared), or panicked.
+type background struct {
+	landErr  error
+	p        prepared
+	prepared bool
+	panicked any
+}
+
+// prepared is what prepare found.
+type prepared struct {
+	// c is the campaign as read right before the claim (when read); live is false when
+	// the run must stop.
+	c          record
+	read, live bool
+	// b is the claimed batch, nil when no row was planned; planned then says that none is
+	// left (a plan beside the send had stopped before the query).
+	b       *batch
+	planned bool
+	err     error
+}
+
+// prepare reads the campaign and, when the run may go on, up to limit planned rows: it
+// skips those suppressed meanwhile and claims the others (a batch may end up empty: every
+// row skipped or claimed by another run). It touches neither st.c nor the pacing, so that
+// it can run beside a batch's hand-out.
+func (st *step) prepare(ctx context.Context, pl *planner, limit int) prepared {
+	s := st.s
+	c, live, err := st.check(ctx)
+	if err != nil || !live {
+		return prepared{c: c, read: err == nil, err: err}
+	}
+	p := prepared{c: c, read: true, live: true}
+	// Whether the plan had stopped before the query: then the query sees all it wrote.
+	p.planned = pl == nil || pl.ended()
+	page, err := s.d.Store.Query(ctx, store.Query{Index: store.GSI1, PK: rowStatePK(st.p.Bot, st.p.Campaign, RowPlanned), Limit: limit})
+	if err != nil || len(page.Items) == 0 {
+		p.err = err
+		return p
+	}
+	st.examined += len(page.Items)
+	rows := make([]row, len(page.Items))
+	addrs := make([]string, 0, len(rows))
+	for i, it := range page.Items {
+		if rows[i], p.err = decodeRow(it); p.err != nil {
+			return p
+		}
+		addrs = append(addrs, strings.ToLower(rows[i].Address))
+	}
+	suppressed, err := s.suppressed(ctx, st.p.Bot, addrs)
+	if err != nil {
+		p.err = err
+		return p
+	}
+	if rows, p.err = st.skipSuppressed(ctx, rows, suppressed); p.err != nil {
+		return p
+	}
+	if rows, p.err = st.claim(ctx, rows); p.err != nil {
+		return p
+	}
+	p.b = newBatch(rows)
+	return p
 }
 
 // skipSuppressed moves the rows whose address was suppressed meanwhile to skipped (a row
@@ -512,6 +685,16 @@ type batch struct {
 	landed bool           // settled
 }
 
+// newBatch is a batch of claimed rows, none handed out yet: each goes back to planned
+// unless it is.
+func newBatch(rows []row) *batch {
+	b := &batch{rows: rows, outs: make([]outcome, len(rows))}
+	for i := range b.outs {
+		b.outs[i].state = RowPlanned
+	}
+	return b
+}
+
 // stopped reports whether a send of the landed batch stopped the step.
 func (b *batch) stopped() bool {
 	return slices.ContainsFunc(b.outs, outcome.stops)
@@ -522,9 +705,14 @@ func (b *batch) stopped() bool {
 // send stopped the step (stop), the step's time is up or the wait for a slot ended (its
 // error). The rows not handed out stay planned in b.outs.
 func (st *step) dispatch(ctx context.Context, b *batch) error {
-	for i := range b.outs {
-		b.outs[i].state = RowPlanned
-	}
+	// The subscribers are read again a chunk of Workers rows at a time, once the first of
+	// them has its worker and slot: one read (and one field catalog) for a chunk, and none
+	// of them read more than Workers messages before its own.
+	var (
+		people  map[string]Person
+		readErr error
+		readTo  int
+	)
 	for i := range b.rows {
 		if st.stop.Load() || !st.s.d.Now().Before(st.deadline) {
 			return nil
@@ -538,6 +726,21 @@ func (st *step) dispatch(ctx context.Context, b *batch) error {
 			<-st.workers
 			return err
 		}
+		if i >= readTo {
+			readTo = min(len(b.rows), i+cap(st.workers))
+			ids := make([]string, 0, readTo-i)
+			for _, r := range b.rows[i:readTo] {
+				ids = append(ids, r.SubscriberID)
+			}
+			if st.people == nil {
+				st.people, readErr = st.s.d.Audience.People(ctx, st.p.Bot)
+			}
+			if st.people != nil {
+				people, readErr = st.people.Get(ctx, ids)
+			}
+		}
+		p, found := people[b.rows[i].SubscriberID]
+		pErr := readErr
 		st.sent++
 		b.wg.Add(1)
 		go func() {
@@ -551,7 +754,7 @@ func (st *step) dispatch(ctx context.Context, b *batch) error {
 					st.stop.Store(true)
 				}
 			}()
-			b.outs[i] = st.sendOne(ctx, &b.rows[i])
+			b.outs[i] = st.sendOne(ctx, &b.rows[i], p, found, pErr)
 		}()
 	}
 	return nil
@@ -593,6 +796,15 @@ func (st *step) verdict(ctx context.Context, bs ...*batch) (bool, error) {
 	return true, nil
 }
 
+// rebase moves the origin of the step's slots so that the next one is no sooner than now:
+// the time spent waiting for the plan banks no slots, which would otherwise go out at once.
+func (st *step) rebase() {
+	at := st.start.Add(time.Duration(float64(st.sent) * float64(time.Second) / st.s.cfg.Rate))
+	if late := st.s.d.Now().Sub(at); late > 0 {
+		st.start = st.start.Add(late)
+	}
+}
+
 // slot waits for the slot of the step's next message: one every 1/Rate seconds from the
 // step's start.
 func (st *step) slot(ctx context.Context) error {
@@ -603,15 +815,15 @@ func (st *step) slot(ctx context.Context) error {
 	return nil
 }
 
-// sendOne reads a claimed row's subscriber again, renders its message and sends it.
-func (st *step) sendOne(ctx context.Context, r *row) outcome {
+// sendOne sends a claimed row's message to its subscriber p as just read again (found:
+// not gone; readErr: the read failed), rendered for p.
+func (st *step) sendOne(ctx context.Context, r *row, p Person, found bool, readErr error) outcome {
 	s, bot, id := st.s, st.p.Bot, st.p.Campaign
-	p, err := s.d.Audience.Person(ctx, bot, r.SubscriberID)
-	if httpapi.KindOf(err) == httpapi.KindNotFound {
+	switch {
+	case readErr != nil:
+		return outcome{state: RowPlanned, err: readErr}
+	case !found:
 		return outcome{state: RowSkipped, reason: SkipDeleted}
-	}
-	if err != nil {
-		return outcome{state: RowPlanned, err: err}
 	}
 	a, lower := address(p)
 	switch {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -25,8 +26,9 @@ func sequential(c *Config) { c.Workers = 1 }
 
 // plannedOnly plans a campaign to the fixture's audience without sending anything: the
 // domain is no longer verified once scheduled, so the first send pauses the campaign and its claimed row is
-// planned again. It returns the campaign and a step of its run, as a copy of a step would
-// be.
+// planned again. The plan runs beside the send and stops at the pause, so the campaign is
+// resumed (and paused again) until every page is planned. It returns the campaign and a
+// step of its run, as a copy of a step would be.
 func (f *fixture) plannedOnly(t *testing.T) (Campaign, *step) {
 	t.Helper()
 	c := f.schedule(t, f.create(t))
@@ -34,9 +36,18 @@ func (f *fixture) plannedOnly(t *testing.T) (Campaign, *step) {
 	f.domains.verified["shop.example"] = false
 	f.domains.mu.Unlock()
 	f.drain(t)
-	require.Empty(t, f.mail.all())
 	got := f.get(t, c.ID)
-	require.Equal(t, Paused, got.State)
+	for range 20 {
+		require.Equal(t, Paused, got.State)
+		if got.Counts.Planned == int64(len(f.aud.people)) {
+			break
+		}
+		_, err := f.svc.Resume(t.Context(), f.bot, c.ID, got.Revision)
+		require.NoError(t, err)
+		f.drain(t)
+		got = f.get(t, c.ID)
+	}
+	require.Empty(t, f.mail.all())
 	require.Equal(t, int64(len(f.aud.people)), got.Counts.Planned)
 	rec, err := f.svc.load(t.Context(), f.bot, c.ID)
 	require.NoError(t, err)
@@ -307,4 +318,93 @@ func TestConfigWorkers(t *testing.T) {
 	c := base
 	c.setDefaults()
 	assert.Equal(t, DefaultWorkers, c.Workers)
+}
+
+// The plan runs beside the send: the first message leaves while the plan is still on the
+// audience's second page (the test holds that page until then), and everyone still gets
+// exactly one message.
+func TestPlanRunsBesideTheSend(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 450, func(c *Config) { c.Rate = 100 })
+	firstSent := make(chan struct{})
+	var once sync.Once
+	f.mail.before = func(int, email.Message) error {
+		once.Do(func() { close(firstSent) })
+		return nil
+	}
+	c := f.schedule(t, f.create(t)) // its readiness check reads the audience too
+	var overlapped bool
+	f.aud.mu.Lock()
+	second := f.aud.pages + 2
+	f.aud.onPage = func(n int) error {
+		if n == second {
+			select {
+			case <-firstSent:
+				overlapped = true
+			case <-time.After(time.Minute): // the send waited for the whole plan
+			}
+		}
+		return nil
+	}
+	f.aud.mu.Unlock()
+	f.drain(t)
+	assert.True(t, overlapped, "a message left while the plan was reading its second page")
+	assert.Equal(t, Sent, f.get(t, c.ID).State)
+	assert.Len(t, f.mail.all(), 450)
+	for addr, n := range f.sentTo() {
+		assert.Equal(t, 1, n, addr)
+	}
+	assert.Equal(t, int64(450), f.assertCounts(t, c.ID).Sent)
+}
+
+// A plan that fails beside the send (the audience unreadable for a moment) fails the step
+// once the sends in flight are settled; the retried step plans the rest, and no one gets
+// two messages.
+func TestPlanFailureBesideTheSend(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 450, func(c *Config) { c.Rate = 100 })
+	c := f.schedule(t, f.create(t)) // its readiness check reads the audience too
+	f.aud.mu.Lock()
+	third := f.aud.pages + 3
+	f.aud.onPage = func(n int) error {
+		if n == third {
+			return errors.New("the subscribers are unreadable for a moment")
+		}
+		return nil
+	}
+	f.aud.mu.Unlock()
+	_, err, _ := f.deliver(t)
+	require.ErrorContains(t, err, "unreadable")
+	counts := f.assertCounts(t, c.ID)
+	assert.Equal(t, int64(200), counts.Recipients, "the two pages before the failure are planned")
+	assert.Zero(t, counts.Sending, "the sends of the failed step are settled")
+	f.drain(t)
+	assert.Equal(t, Sent, f.get(t, c.ID).State)
+	assert.Len(t, f.mail.all(), 450)
+	for addr, n := range f.sentTo() {
+		assert.Equal(t, 1, n, addr)
+	}
+	assert.Equal(t, int64(450), f.assertCounts(t, c.ID).Sent)
+}
+
+// The subscribers are read again a few at a time, never more than Workers at once and each
+// once, rather than one by one, through one reader a step (which reads the field catalog
+// once).
+func TestSubscribersAreReadAgainAChunkAtATime(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 100, func(c *Config) { c.Rate = 100; c.Workers = 8 })
+	c := f.schedule(t, f.create(t))
+	f.drain(t)
+	assert.Equal(t, int64(100), f.assertCounts(t, c.ID).Sent)
+	f.aud.mu.Lock()
+	reads, readers := slices.Clone(f.aud.reads), f.aud.readers
+	f.aud.mu.Unlock()
+	assert.Equal(t, 1, readers, "one reader for the step that sent them all")
+	total := 0
+	for _, n := range reads {
+		assert.LessOrEqual(t, n, 8)
+		total += n
+	}
+	assert.Equal(t, 100, total, "each subscriber is read once")
+	assert.Less(t, len(reads), 30, "in chunks: %v", reads)
 }

@@ -235,13 +235,15 @@ func TestSendFailures(t *testing.T) {
 }
 
 // Cancel in the middle of the send: the rows still planned become canceled; what was sent
-// stays sent; the counts add up.
+// stays sent; the counts add up. (The plan runs beside the send: the cancel waits for the
+// whole audience to be planned; TestCancelWhilePlanning cancels before.)
 func TestCancelDuringSend(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 300)
 	c := f.schedule(t, f.create(t))
 	f.mail.after = func(n int, _ email.Message) error {
 		if n == 30 {
+			assert.Eventually(t, func() bool { return f.get(t, c.ID).Counts.Recipients == 300 }, time.Minute, time.Millisecond)
 			_, err := f.svc.Cancel(t.Context(), f.bot, c.ID, f.get(t, c.ID).Revision)
 			require.NoError(t, err)
 		}
@@ -256,6 +258,54 @@ func TestCancelDuringSend(t *testing.T) {
 	assert.Equal(t, int64(sent), done.Counts.Sent)
 	assert.Equal(t, int64(300-sent), done.Counts.Canceled)
 	assert.Zero(t, done.Counts.Planned)
+	f.assertCounts(t, c.ID)
+}
+
+// Cancel while the plan beside the send is still on the audience: the plan writes no row
+// once the cancel is saved, the rows planned and not sent are canceled, the rest of the
+// audience never gets a row, and none is left planned.
+func TestCancelWhilePlanning(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 450, func(c *Config) { c.Rate = 100 })
+	c := f.schedule(t, f.create(t)) // its readiness check reads the audience too
+	canceled := make(chan struct{})
+	f.aud.mu.Lock()
+	third := f.aud.pages + 3
+	f.aud.onPage = func(n int) error {
+		if n == third { // the plan's third page waits for the cancel
+			select {
+			case <-canceled:
+			case <-time.After(time.Minute):
+			}
+		}
+		return nil
+	}
+	f.aud.mu.Unlock()
+	var once sync.Once
+	f.mail.after = func(n int, _ email.Message) error {
+		if n == 10 {
+			once.Do(func() {
+				_, err := f.svc.Cancel(t.Context(), f.bot, c.ID, f.get(t, c.ID).Revision)
+				assert.NoError(t, err)
+				close(canceled)
+			})
+		}
+		return nil
+	}
+	f.drain(t)
+	done := f.get(t, c.ID)
+	assert.Equal(t, Canceled, done.State)
+	sent := int64(len(f.mail.all()))
+	assert.GreaterOrEqual(t, sent, int64(10))
+	// The third page was read before the cancel and would be written after it: its rows
+	// are not (the plan's transactions check the campaign's revision).
+	assert.LessOrEqual(t, done.Counts.Recipients, int64(200), "no row of the third page")
+	assert.Equal(t, done.Counts.Recipients-sent, done.Counts.Canceled)
+	assert.Zero(t, done.Counts.Planned)
+	assert.Zero(t, done.Counts.Sending)
+	for addr, n := range f.sentTo() {
+		assert.Equal(t, 1, n, addr)
+	}
 	f.assertCounts(t, c.ID)
 }
 

@@ -52,10 +52,19 @@ type Audience interface {
 	// Page returns a page of the bot's subscribers having any of labelIDs (every
 	// subscriber when labelIDs is empty), and the cursor of the next page ("" at the end).
 	Page(ctx context.Context, bot string, labelIDs []string, limit int, cursor string) ([]Person, string, error)
-	// Person returns one subscriber as it is now, or a *httpapi.Error 404 when it is gone:
-	// the send reads each recipient again right before sending, so that one deleted or
-	// withdrawn meanwhile gets nothing.
-	Person(ctx context.Context, bot, subscriberID string) (Person, error)
+	// People returns a reader of the bot's subscribers, which a send step takes once: it
+	// may read what all subscribers share (the field catalog) once, when it is made, so a
+	// field created or deleted after that shows as it was then for the step's few seconds.
+	People(ctx context.Context, bot string) (People, error)
+}
+
+// People reads a bot's subscribers by id.
+type People interface {
+	// Get returns the subscribers among subscriberIDs as they are now, by id; one that is
+	// gone is absent. The send reads its recipients again right before sending them, a few
+	// at a time (as many as it has messages in flight), so that one deleted or withdrawn
+	// meanwhile gets nothing.
+	Get(ctx context.Context, subscriberIDs []string) (map[string]Person, error)
 }
 
 // Person is a subscriber as a campaign sees it: its address (custom field email), its

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/store"
@@ -33,6 +35,83 @@ func (s *Service) Get(ctx context.Context, bot, id string) (Subscriber, error) {
 		return Subscriber{}, err
 	}
 	return s.renderOne(ctx, bot, rec)
+}
+
+// Reader reads many subscribers of one bot in a short time, with the bot's field catalog
+// and the labels under removal read once, when the reader was made: a campaign's send step
+// reads its recipients through one, a few at a time. A field created or deleted after that
+// shows as it was then (a deleted field's values are still shown by the reader, a new
+// field's are not), so a reader is meant to live seconds, not longer.
+type Reader struct {
+	s   *Service
+	bot string
+	v   view
+}
+
+// Reader returns a reader of the bot's subscribers.
+func (s *Service) Reader(ctx context.Context, bot string) (*Reader, error) {
+	cat, err := s.catalog(ctx, bot)
+	if err != nil {
+		return nil, err
+	}
+	gone, err := s.goneLabels(ctx, bot)
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{s: s, bot: bot, v: view{fields: cat.byID, gone: gone}}, nil
+}
+
+// GetMany returns the bot's subscribers among ids, by id, as Get would (with the reader's
+// catalog); an id that names no subscriber (erased, or malformed) is absent from the map.
+// It reads only the subscribers, loadParallel at a time.
+func (r *Reader) GetMany(ctx context.Context, ids []string) (map[string]Subscriber, error) {
+	recs, err := r.s.loadMany(ctx, r.bot, ids)
+	if err != nil {
+		return nil, err
+	}
+	subs := make([]Subscriber, len(recs))
+	for i, rec := range recs {
+		subs[i] = r.v.render(rec)
+	}
+	return byID(subs), nil
+}
+
+// loadMany reads the records among ids that exist, loadParallel at a time.
+func (s *Service) loadMany(ctx context.Context, bot string, ids []string) ([]record, error) {
+	found := make([]*record, len(ids))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(loadParallel)
+	for i, id := range ids {
+		g.Go(func() error {
+			r, err := s.load(gctx, bot, id)
+			if isNotFound(err) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			found[i] = &r
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	recs := make([]record, 0, len(ids))
+	for _, r := range found {
+		if r != nil {
+			recs = append(recs, *r)
+		}
+	}
+	return recs, nil
+}
+
+func byID(subs []Subscriber) map[string]Subscriber {
+	out := make(map[string]Subscriber, len(subs))
+	for _, sub := range subs {
+		out[sub.ID] = sub
+	}
+	return out
 }
 
 // GetByIdentity returns the subscriber of a channel identity: how the conversation runtime

@@ -24,6 +24,7 @@ targets=(
   "./functions/emaildomains/internal/mimemail FuzzParseMessage"
   "./functions/emailevents FuzzWebhook"
   "./shared/sns FuzzVerify"
+  "./functions/content FuzzTidyText"
 )
 
 failed=0

@@ -177,12 +177,28 @@ func (a audience) Page(ctx context.Context, bot string, labelIDs []string, limit
 	return out, "", nil
 }
 
-func (a audience) Person(ctx context.Context, bot, id string) (emailcampaigns.Person, error) {
-	s, err := a.subs.Get(ctx, bot, id)
+func (a audience) People(ctx context.Context, bot string) (emailcampaigns.People, error) {
+	r, err := a.subs.Reader(ctx, bot)
 	if err != nil {
-		return emailcampaigns.Person{}, err
+		return nil, err
 	}
-	return person(s), nil
+	return people{r}, nil
+}
+
+// people reads subscribers with the field catalog of the moment it was made (one send
+// step's).
+type people struct{ r *subscribers.Reader }
+
+func (p people) Get(ctx context.Context, ids []string) (map[string]emailcampaigns.Person, error) {
+	subs, err := p.r.GetMany(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]emailcampaigns.Person, len(subs))
+	for id, s := range subs {
+		out[id] = person(s)
+	}
+	return out, nil
 }
 
 // person is a subscriber as a campaign sees it: its address is the custom field email, its
