@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/store"
 )
@@ -182,28 +180,16 @@ func (s *Service) entries(ctx context.Context, bot string, src source, items []s
 		}
 		return recs, make([]string, len(items)), nil
 	}
-	found := make([]*record, len(items))
+	ids := make([]string, len(items))
 	words := make([]string, len(items))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(loadParallel)
 	for i, it := range items {
-		id := it.SK
+		ids[i] = it.SK
 		if cut := strings.LastIndexByte(it.SK, '#'); cut >= 0 {
-			words[i], id = it.SK[:cut], it.SK[cut+1:]
+			words[i], ids[i] = it.SK[:cut], it.SK[cut+1:]
 		}
-		g.Go(func() error {
-			r, err := s.load(gctx, bot, id)
-			if isNotFound(err) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			found[i] = &r
-			return nil
-		})
 	}
-	if err := g.Wait(); err != nil {
+	found, err := s.loadAt(ctx, bot, ids)
+	if err != nil {
 		return nil, nil, err
 	}
 	var recs []record

@@ -78,6 +78,22 @@ func (r *Reader) GetMany(ctx context.Context, ids []string) (map[string]Subscrib
 
 // loadMany reads the records among ids that exist, loadParallel at a time.
 func (s *Service) loadMany(ctx context.Context, bot string, ids []string) ([]record, error) {
+	found, err := s.loadAt(ctx, bot, ids)
+	if err != nil {
+		return nil, err
+	}
+	recs := make([]record, 0, len(ids))
+	for _, r := range found {
+		if r != nil {
+			recs = append(recs, *r)
+		}
+	}
+	return recs, nil
+}
+
+// loadAt reads the records of ids, loadParallel at a time: found[i] is ids[i]'s record, nil
+// when it names no subscriber (erased after an index was read, or malformed).
+func (s *Service) loadAt(ctx context.Context, bot string, ids []string) ([]*record, error) {
 	found := make([]*record, len(ids))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(loadParallel)
@@ -97,13 +113,7 @@ func (s *Service) loadMany(ctx context.Context, bot string, ids []string) ([]rec
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	recs := make([]record, 0, len(ids))
-	for _, r := range found {
-		if r != nil {
-			recs = append(recs, *r)
-		}
-	}
-	return recs, nil
+	return found, nil
 }
 
 func byID(subs []Subscriber) map[string]Subscriber {

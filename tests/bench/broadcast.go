@@ -56,11 +56,9 @@ func broadcastBench(planN, sendN, rate int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "local")
-	build := exec.Command("go", "build", "-o", bin, "./functions/local")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build local: %w (run from the repository root)", err)
+	bin, err := buildLocal(dir)
+	if err != nil {
+		return err
 	}
 	tg, closeTG := faketg.Listen()
 	defer closeTG()

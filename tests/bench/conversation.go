@@ -121,11 +121,9 @@ type e2eResult struct {
 // endToEnd runs the local process against a fake Bot API and measures n conversations.
 func endToEnd(dir string, n, conc int) (e2eResult, error) {
 	var res e2eResult
-	bin := filepath.Join(dir, "local")
-	build := exec.Command("go", "build", "-o", bin, "./functions/local")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		return res, fmt.Errorf("build local: %w (run from the repository root)", err)
+	bin, err := buildLocal(dir)
+	if err != nil {
+		return res, err
 	}
 	tb := &benchTB{}
 	defer tb.cleanup()

@@ -134,11 +134,9 @@ type campaignResult struct {
 // campaign from its schedule request until the SMTP server has n messages.
 func campaignRun(dir string, n int, durability string) (campaignResult, error) {
 	var res campaignResult
-	bin := filepath.Join(dir, "local")
-	build := exec.Command("go", "build", "-o", bin, "./functions/local")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		return res, fmt.Errorf("build local: %w (run from the repository root)", err)
+	bin, err := buildLocal(dir)
+	if err != nil {
+		return res, err
 	}
 	mail, err := fakesmtp.Listen()
 	if err != nil {

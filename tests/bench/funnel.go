@@ -68,11 +68,9 @@ func funnelBench(n, subs int, keep string) error {
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	bin := filepath.Join(dir, "local")
-	build := exec.Command("go", "build", "-o", bin, "./functions/local")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build local: %w (run from the repository root)", err)
+	bin, err := buildLocal(dir)
+	if err != nil {
+		return err
 	}
 	data := filepath.Join(dir, "data")
 	serve := func() (*exec.Cmd, string, error) {

@@ -144,11 +144,9 @@ func run(duration, warmup time.Duration, conc int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "local")
-	build := exec.Command("go", "build", "-o", bin, "./functions/local")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build local: %w (run from the repository root)", err)
+	bin, err := buildLocal(dir)
+	if err != nil {
+		return err
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -388,4 +386,15 @@ func stopProc(cmd *exec.Cmd) {
 	case <-time.After(10 * time.Second):
 		cmd.Process.Kill()
 	}
+}
+
+// buildLocal builds the local process into dir and returns the binary's path.
+func buildLocal(dir string) (string, error) {
+	bin := filepath.Join(dir, "local")
+	build := exec.Command("go", "build", "-o", bin, "./functions/local")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("build local: %w (run from the repository root)", err)
+	}
+	return bin, nil
 }
