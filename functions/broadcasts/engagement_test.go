@@ -174,7 +174,9 @@ func (f *fixedLimit) MessagingLimit(context.Context, channel.Connection) (int, e
 func TestTierBudget(t *testing.T) {
 	t.Parallel()
 	st := sqlitetest.Open(t)
-	now := time.Date(2026, 11, 26, 9, 30, 0, 0, time.UTC)
+	// Relative to the real clock: the store drops items whose expiry has passed on it.
+	base := time.Now().UTC().Truncate(time.Hour).Add(30 * time.Minute)
+	now := base
 	s := &Service{d: Deps{Store: st, Now: func() time.Time { return now }, Log: slog.New(slog.DiscardHandler)}}
 	const bot = "bot_1"
 	ctx := sqlitetest.As(t.Context(), "jobs")
@@ -185,7 +187,7 @@ func TestTierBudget(t *testing.T) {
 	assert.True(t, bounded)
 	assert.EqualValues(t, 100, left)
 
-	at := func(d time.Duration) { now = time.Date(2026, 11, 26, 9, 30, 0, 0, time.UTC).Add(d) }
+	at := func(d time.Duration) { now = base.Add(d) }
 	at(-24 * time.Hour) // out of the window by the time it is read
 	require.NoError(t, s.countTemplates(ctx, bot, 50))
 	at(-23 * time.Hour) // still in it
