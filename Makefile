@@ -24,7 +24,8 @@ demo:
 
 ## test: formatting, vet, the DynamoDB store on DynamoDB Local, and every test (unit, store conformance, end-to-end) with the race detector, then each fuzz target for a few seconds
 test: lint test-dynamodb
-	$(GO) test -race -shuffle=on -count=1 -timeout 20m ./...
+	bash tests/emulators/webpush/install.sh
+	WEB_PUSH_TESTING_REQUIRED=1 $(GO) test -race -shuffle=on -count=1 -timeout 20m ./...
 	$(MAKE) fuzz-short
 
 ## fuzz: every native fuzz target (strict decoder, cursor codecs, token parser, webhook parsers) for FUZZTIME each
@@ -64,6 +65,7 @@ bench:
 	$(GO) run ./tests/bench -email
 	$(GO) run ./tests/bench -funnel
 	$(GO) run ./tests/bench -broadcast
+	$(GO) run ./tests/bench -webpush
 
 ## synth: build the Lambdas, then write the CloudFormation template of $(STAGE) to cdk.out/ (offline, no AWS credentials)
 synth: build

@@ -14,6 +14,7 @@ import (
 	"github.com/botplatform/api/functions/channels"
 	"github.com/botplatform/api/functions/collections"
 	contentwiring "github.com/botplatform/api/functions/content/wiring"
+	customersdkwiring "github.com/botplatform/api/functions/customersdk/wiring"
 	emailcampaignswiring "github.com/botplatform/api/functions/emailcampaigns/wiring"
 	emaildomainswiring "github.com/botplatform/api/functions/emaildomains/wiring"
 	emaileventswiring "github.com/botplatform/api/functions/emailevents/wiring"
@@ -27,10 +28,12 @@ import (
 	reactionswiring "github.com/botplatform/api/functions/reactions/wiring"
 	"github.com/botplatform/api/functions/requestlogs"
 	runtimewiring "github.com/botplatform/api/functions/runtime/wiring"
+	sdkwiring "github.com/botplatform/api/functions/sdk/wiring"
 	segmentswiring "github.com/botplatform/api/functions/segments/wiring"
 	"github.com/botplatform/api/functions/stats"
 	subscriberswiring "github.com/botplatform/api/functions/subscribers/wiring"
 	webhookswiring "github.com/botplatform/api/functions/webhooks/wiring"
+	webpushwiring "github.com/botplatform/api/functions/webpush/wiring"
 	"github.com/botplatform/api/shared/family"
 )
 
@@ -61,6 +64,9 @@ func All() []family.Family {
 		segmentswiring.Family(),
 		experimentswiring.Family(),
 		broadcastswiring.Family(),
+		customersdkwiring.Family(),
+		sdkwiring.Family(),
+		webpushwiring.Family(),
 		mcp.Family(),
 	}
 }

@@ -53,6 +53,11 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 		// A popup's form fields are the bot's custom fields, and the answers are written to a
 		// subscriber (subscribers).
 		"popups": {"popups", "popups/wiring", "subscribers"},
+		// The customer SDK's management routes link nothing else.
+		"customersdk": {"customersdk", "customersdk/wiring"},
+		// The device surface serves the customer SDK's data (customersdk) and browser push's
+		// VAPID public key (webpush, which reads published push documents: content).
+		"sdk": {"sdk", "sdk/wiring", "customersdk", "customersdk/wiring", "webpush", "webpush/wiring", "content"},
 		// Sending domains: forwards of inbound mail go out through the email sender (no family).
 		// A route's reaction action runs for the sender's subscriber: it finds or creates that
 		// subscriber (subscribers), checks that the reaction is published (reactions: its
@@ -95,6 +100,10 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 		"mcp": {"mcp", "mcp/wiring", "bots/wiring", "channels", "reactions", "reactions/wiring",
 			"subscribers", "subscribers/wiring", "runtime",
 			"broadcasts", "broadcasts/wiring", "content", "segments", "segments/wiring", "funnels", "experiments"},
+		// Browser push reads and expires the customer SDK's web push subscriptions
+		// (customersdk and the wiring that builds its service) and sends published push
+		// documents (content: Published only).
+		"webpush":    {"webpush", "webpush/wiring", "customersdk", "customersdk/wiring", "content"},
 		"authorizer": nil,
 		"auditsink":  nil,
 	}

@@ -52,6 +52,17 @@ type appConfig struct {
 	// SMTP, when set, sends email through this relay; otherwise mail is written as .eml
 	// files under <data>/mail, so that the product works offline.
 	SMTP *email.SMTP
+	// NoSDKKey runs the process without the customer SDK's project-key secret (serve's
+	// --sdk-key off), as a deployment that has not configured it.
+	NoSDKKey bool
+}
+
+// sdkKey is the customer SDK's project-key secret: derived from the master key, or none.
+func (c appConfig) sdkKey(keys *keyfile.Key) []byte {
+	if c.NoSDKKey {
+		return nil
+	}
+	return keys.Derive("sdk-project-keys-v1")
 }
 
 // mailer is the process's email sender.
@@ -105,6 +116,7 @@ func openAppWith(dataDir string, log *slog.Logger, cfg appConfig) (*app, error) 
 		Email:     cfg.mailer(dataDir),
 		LinkKey:   keys.Derive("email-links-v1"),
 		Events:    events,
+		SDKKey:    cfg.sdkKey(keys),
 
 		EmailSettings: cfg.Email,
 

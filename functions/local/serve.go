@@ -39,6 +39,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	smtpUser := fs.String("smtp-user", os.Getenv("SMTP_USER"), "SMTP AUTH user (env SMTP_USER); the password only from the environment (SMTP_PASSWORD)")
 	dnsServer := fs.String("dns-server", os.Getenv("DNS_SERVER"), "DNS server (host:port, UDP) sending-domain verification asks (env DNS_SERVER; default the system resolver)")
 	emailRate := fs.Float64("email-rate", 100, "campaign sending rate, messages a second")
+	sdkKey := fs.String("sdk-key", "derived", "the customer SDK's project-key secret: derived (from the data directory's master key) or off (as a deployment without it: enabling the SDK answers 503 sdk_not_configured)")
 	smtpTLS := fs.String("smtp-tls", "starttls", "SMTP encryption: starttls (required), implicit-tls, or none (a relay on this machine only)")
 	// Media the local process uploads (VK) may come from this machine or its network.
 	providers.AllowPrivateMediaURLs = true
@@ -52,6 +53,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	if cfg.Durability, err = sqlite.ParseDurability(*durability); err != nil {
 		fmt.Fprintf(stderr, "--durability: %v\n", err)
+		return 2
+	}
+	switch *sdkKey {
+	case "derived":
+	case "off":
+		cfg.NoSDKKey = true
+	default:
+		fmt.Fprintln(stderr, "--sdk-key must be derived or off")
 		return 2
 	}
 	if cfg.PublicURL, err = checkPublicURL(*publicURL); err != nil {

@@ -289,6 +289,35 @@ func Access() map[string][]Grant {
 			{Bus, []string{"events:PutEvents"}},
 			{CursorKey, []string{"kms:GenerateMac"}},
 		},
+		// Browser push. GenerateDataKey/Decrypt: the VAPID private key is sealed (enable,
+		// rotate) and opened (test send), and a test send opens the subscription's sealed
+		// endpoint and keys (the customer SDK's items, through its service); UpdateItem:
+		// the send and rate-limit counters and the subscriptions it expires. The push
+		// services themselves are reached over the internet, not through an AWS API.
+		"webpush": {logs,
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+			{SecretsKey, []string{"kms:Decrypt", "kms:GenerateDataKey"}},
+		},
+		// The customer SDK's management routes: the project (identity secrets sealed:
+		// GenerateDataKey to seal at enable and rotation, Decrypt to open), installations,
+		// revocations (TransactWriteItems) and counters (UpdateItem, store.Add).
+		"customersdk": {logs,
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+			{SecretsKey, []string{"kms:Decrypt", "kms:GenerateDataKey"}},
+		},
+		// The device surface /sdk/v1/*: installations registered and authenticated (the
+		// token lookup, GetItem), identity secrets opened (Decrypt), push credentials sealed
+		// (GenerateDataKey), receipts and rate limits (TransactWriteItems, UpdateItem),
+		// device events appended to the event log (in the same table on AWS), and browser
+		// push's VAPID public key read (GetItem).
+		"sdk": {logs,
+			{Table, tableReadWrite},
+			{SecretsKey, []string{"kms:Decrypt", "kms:GenerateDataKey"}},
+		},
 		"authorizer": {logs,
 			// PutItem: last_used_at.
 			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem"}},

@@ -8,20 +8,24 @@ import (
 	"strings"
 )
 
-// TokenKind tells personal access tokens from bot API tokens.
+// TokenKind tells personal access tokens, bot API tokens and SDK installation tokens apart.
 type TokenKind string
 
-// The credential kinds /api/* accepts.
+// The credential kinds. /api/* accepts KindPAT and KindBot; KindInstallation is the customer
+// SDK's device credential, which only /sdk/v1/* accepts (functions/customersdk keeps them:
+// no credential record exists for one, so /api/* finds none and answers 401).
 const (
-	KindPAT TokenKind = "pat"
-	KindBot TokenKind = "bot"
+	KindPAT          TokenKind = "pat"
+	KindBot          TokenKind = "bot"
+	KindInstallation TokenKind = "installation"
 )
 
 // Token prefixes. Distinct prefixes let a secret scanner (and a human) tell the kinds
 // apart and let us refuse a token of the wrong kind before any lookup.
 const (
-	PATPrefix = "mbp_"
-	BotPrefix = "mbb_"
+	PATPrefix          = "mbp_"
+	BotPrefix          = "mbb_"
+	InstallationPrefix = "mbi_"
 )
 
 const (
@@ -37,8 +41,11 @@ const (
 // candidate without a lookup.
 func NewToken(kind TokenKind) string {
 	prefix := PATPrefix
-	if kind == KindBot {
+	switch kind {
+	case KindBot:
 		prefix = BotPrefix
+	case KindInstallation:
+		prefix = InstallationPrefix
 	}
 	secret := make([]byte, secretLen)
 	// Rejection sampling keeps every character uniformly likely: 248 = 4*62.
@@ -80,6 +87,8 @@ func ParseToken(tok string) (TokenKind, bool) {
 		kind = KindPAT
 	case BotPrefix:
 		kind = KindBot
+	case InstallationPrefix:
+		kind = KindInstallation
 	default:
 		return "", false
 	}

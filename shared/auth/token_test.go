@@ -16,6 +16,7 @@ func TestNewTokenShape(t *testing.T) {
 	}{
 		{KindPAT, "mbp_"},
 		{KindBot, "mbb_"},
+		{KindInstallation, "mbi_"},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.kind), func(t *testing.T) {
@@ -42,7 +43,7 @@ func TestNewTokenShape(t *testing.T) {
 func TestParseTokenRejectsEverySingleCharacterChange(t *testing.T) {
 	t.Parallel()
 	alphabet := base62 + "_"
-	for _, kind := range []TokenKind{KindPAT, KindBot} {
+	for _, kind := range []TokenKind{KindPAT, KindBot, KindInstallation} {
 		for range 5 {
 			tok := NewToken(kind)
 			for i := range len(tok) {
@@ -108,7 +109,7 @@ func TestHashToken(t *testing.T) {
 
 func TestMaskToken(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []TokenKind{KindPAT, KindBot} {
+	for _, kind := range []TokenKind{KindPAT, KindBot, KindInstallation} {
 		for range 50 {
 			tok := NewToken(kind)
 			m := MaskToken(tok)

@@ -7,6 +7,7 @@
 package family
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -76,6 +77,9 @@ type Env struct {
 	// Events is the bots' event log (shared/eventlog), which the platform's emitters append
 	// to and reports read: sqlitelog locally, storelog over the table on AWS.
 	Events eventlog.Log
+	// SDKKey signs and checks the customer SDK's project keys (32 bytes or more); nil where
+	// the deployment has none: enabling the SDK answers 503 sdk_not_configured.
+	SDKKey []byte
 
 	runner   *jobs.QueueRunner // Jobs, to register its step handler on a queue mux
 	registry *jobs.Registry    // the job kinds Compose adds
@@ -119,6 +123,8 @@ type Deps struct {
 	EmailSettings EmailSettings
 	// Events is Env.Events (required).
 	Events eventlog.Log
+	// SDKKey is Env.SDKKey (optional; 32 bytes or more).
+	SDKKey []byte
 }
 
 // EmailSettings configure the email families (sending domains, campaigns, provider
@@ -199,6 +205,7 @@ func NewEnv(d Deps) (*Env, error) {
 		Email:               d.Email,
 		EmailSettings:       d.EmailSettings,
 		Events:              d.Events,
+		SDKKey:              d.SDKKey,
 		registry:            jobs.NewRegistry(),
 	}
 	if d.Queue != nil {
@@ -209,6 +216,9 @@ func NewEnv(d Deps) (*Env, error) {
 		if env.Links, err = emaillinks.New(d.LinkKey); err != nil {
 			return nil, err
 		}
+	}
+	if d.SDKKey != nil && len(d.SDKKey) < 32 {
+		return nil, errors.New("family: the SDK key must be at least 32 bytes")
 	}
 	env.Tenancy = d.Tenancy(env)
 	return env, nil

@@ -8,6 +8,7 @@
 //	go run ./tests/bench -email [-recipients 10000] [-durability full]   (an email campaign against a bare SMTP client)
 //	go run ./tests/bench -funnel [-events 1000000] [-subscribers 100000] [-keep dir]   (a funnel report against a hand-written SQL query)
 //	go run ./tests/bench -broadcast [-plan-recipients 100000] [-send-recipients 20000] [-rate 1000]   (a broadcast's plan against a bare insert loop; its send rate against a rate-limited fake Telegram)
+//	go run ./tests/bench -webpush [-messages 2000] [-durability full]   (browser push encryption and signing per message against webpush-go alone)
 package main
 
 import (
@@ -30,6 +31,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/botplatform/api/shared/store/sqlite"
 )
 
 func main() {
@@ -55,7 +58,20 @@ func main() {
 	planRecipients := flag.Int("plan-recipients", 100_000, "with -broadcast: recipients of the broadcast whose planning is measured")
 	sendRecipients := flag.Int("send-recipients", 20_000, "with -broadcast: recipients of the broadcast whose sending is measured")
 	sendRate := flag.Int("rate", 1000, "with -broadcast: BROADCAST_RATE_TELEGRAM and the fake's limit, messages a second")
+	webpushes := flag.Bool("webpush", false, "measure browser push encryption and signing per message against webpush-go alone instead")
+	messages := flag.Int("messages", 2000, "with -webpush: messages per run")
 	flag.Parse()
+	if *webpushes {
+		d, err := sqlite.ParseDurability(*durability)
+		if err == nil {
+			err = webpushBench(*messages, d)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *broadcasts {
 		if err := broadcastBench(*planRecipients, *sendRecipients, *sendRate); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)

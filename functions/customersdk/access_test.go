@@ -1,0 +1,12 @@
+package customersdk
+
+import (
+	"os"
+	"testing"
+
+	"github.com/botplatform/api/infra/access/accesstest"
+)
+
+// The store operations these tests make must be granted to the customersdk Lambda
+// (infra/access).
+func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "customersdk")) }
