@@ -10,3 +10,14 @@ import _ "embed"
 //
 //go:embed openapi.yaml
 var OpenAPI []byte
+
+// SDKOpenAPI is the OpenAPI 3.1 document of the customer SDK's device surface
+// (docs/sdk-openapi.yaml), served at GET /sdk/openapi.yaml. It is kept apart from OpenAPI
+// because its callers are devices holding installation tokens, not token-API clients.
+//
+//go:embed sdk-openapi.yaml
+var SDKOpenAPI []byte
+
+// Documents are every published document: the gateway routes, and the families register,
+// the operations of all of them.
+var Documents = [][]byte{OpenAPI, SDKOpenAPI}

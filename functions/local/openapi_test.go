@@ -102,18 +102,25 @@ func TestOpenAPIServed(t *testing.T) {
 // document describes an operation the process does not serve.
 func TestOpenAPIRoutesMatch(t *testing.T) {
 	t.Parallel()
-	doc := loadOpenAPI(t)
 	_, mux := newTestApp(t)
 
-	documented := operations(doc)
+	// The token API's document and the SDK's device document between them.
+	documented := operations(loadOpenAPI(t))
+	sdkDoc, err := openapi3.NewLoader().LoadFromData(docs.SDKOpenAPI)
+	require.NoError(t, err, "docs/sdk-openapi.yaml does not load")
+	require.NoError(t, sdkDoc.Validate(context.Background()), "docs/sdk-openapi.yaml is not a valid OpenAPI document")
+	for key, op := range operations(sdkDoc) {
+		assert.NotContains(t, documented, key, "both documents describe %s", key)
+		documented[key] = op
+	}
 	registered := map[string]bool{}
 	for _, rt := range mux.Routes() {
 		key := rt.Method + " " + openAPIPath(rt.Path)
 		registered[key] = true
-		assert.Contains(t, documented, key, "route %q is served but missing from docs/openapi.yaml", rt.Pattern())
+		assert.Contains(t, documented, key, "route %q is served but missing from docs/openapi.yaml and docs/sdk-openapi.yaml", rt.Pattern())
 	}
 	for key := range documented {
-		assert.True(t, registered[key], "docs/openapi.yaml describes %s, which no route serves", key)
+		assert.True(t, registered[key], "the documents describe %s, which no route serves", key)
 	}
 }
 

@@ -62,6 +62,10 @@ type AWSConfig struct {
 	// (WHATSAPP_APP_SECRET_PARAMETER, WHATSAPP_VERIFY_TOKEN_PARAMETER); AWS.Providers reads
 	// them at cold start.
 	SecretParameters SecretParameters
+	// SDKKeyParameter (SDK_KEY_PARAMETER) names the SSM SecureString parameter of the
+	// customer SDK's project-key secret, which AWS.SDKKey reads at cold start; "" where
+	// the Lambda has none (family.Deps.SDKKey stays nil).
+	SDKKeyParameter string
 }
 
 // AWSConfigFromEnv reads the contract from the process environment.
@@ -81,6 +85,7 @@ func AWSConfigFromEnv() AWSConfig {
 			WhatsAppAppSecret:   strings.TrimSpace(os.Getenv(EnvWhatsAppAppSecretParameter)),
 			WhatsAppVerifyToken: strings.TrimSpace(os.Getenv(EnvWhatsAppVerifyTokenParameter)),
 		},
+		SDKKeyParameter: strings.TrimSpace(os.Getenv(EnvSDKKeyParameter)),
 	}
 }
 
@@ -207,8 +212,9 @@ func loadStore(ctx context.Context, log *slog.Logger) (*AWS, *dynamo.Store, erro
 }
 
 // deps are the dependencies shared by the Lambdas that build an environment: the store, the
-// tenancy check, and what talks to providers (the secrets sealer, the adapters with their
-// configuration and secrets, the public URL) and to the jobs queue. Callers add the rest
+// tenancy check, what talks to providers (the secrets sealer, the adapters with their
+// configuration and secrets, the public URL) and to the jobs queue, and the customer SDK's
+// project-key secret where the environment names its parameter. Callers add the rest
 // (audit, cursor key, request log).
 func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now func() time.Time) (family.Deps, error) {
 	sealer, err := a.Secrets()
@@ -219,8 +225,12 @@ func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now 
 	if err != nil {
 		return family.Deps{}, err
 	}
+	sdkKey, err := a.SDKKey(ctx)
+	if err != nil {
+		return family.Deps{}, err
+	}
 	d := family.Deps{Store: st, Log: log, Now: now, Tenancy: bots.Tenancy, Secrets: sealer, Adapters: providers.Adapters(),
-		PublicURL: a.cfg.PublicURL, WhatsAppVerifyToken: providers.WhatsAppVerifyToken,
+		PublicURL: a.cfg.PublicURL, WhatsAppVerifyToken: providers.WhatsAppVerifyToken, SDKKey: sdkKey,
 		// The event log is items of the same table (shared/eventlog/storelog).
 		Events: storelog.New(st)}
 	if a.cfg.SESConfigurationSet != "" {
@@ -240,10 +250,10 @@ func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now 
 }
 
 // FamilyHandler builds, once per container, the Lambda handler of one HTTP family: its
-// environment on DynamoDB, EventBridge and KMS (and the provider secrets from SSM where the
-// environment names their parameters), and a router that trusts only the authorizer's
-// context. tools are families composed beside it for their MCP tools alone
-// (family.ToolsOnly): the MCP Lambda's.
+// environment on DynamoDB, EventBridge and KMS (and the provider secrets and the customer
+// SDK's project-key secret from SSM where the environment names their parameters), and a
+// router that trusts only the authorizer's context. tools are families composed beside it
+// for their MCP tools alone (family.ToolsOnly): the MCP Lambda's.
 func FamilyHandler(ctx context.Context, f family.Family, log *slog.Logger, tools ...family.Family) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
 	a, st, err := loadStore(ctx, log)
 	if err != nil {

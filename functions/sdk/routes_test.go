@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/botplatform/api/docs"
+
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -57,7 +59,7 @@ func (s *server) register(t *testing.T) (string, string) {
 // The document describes exactly the routes served.
 func TestDocumentMatchesRoutes(t *testing.T) {
 	t.Parallel()
-	doc, err := openapi3.NewLoader().LoadFromData(sdk.OpenAPI)
+	doc, err := openapi3.NewLoader().LoadFromData(docs.SDKOpenAPI)
 	require.NoError(t, err)
 	require.NoError(t, doc.Validate(context.Background()))
 	documented := map[string]bool{}

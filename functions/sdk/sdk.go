@@ -15,16 +15,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/botplatform/api/docs"
+
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ratelimit"
 )
-
-// OpenAPI is the device surface's OpenAPI document, served at GET /sdk/openapi.yaml.
-//
-//go:embed openapi.yaml
-var OpenAPI []byte
 
 //go:embed sdk.js
 var script []byte
@@ -129,7 +126,7 @@ func Routes(mux *httpapi.Mux, c Config) {
 func (h *Handlers) openapi(w http.ResponseWriter, _ *http.Request) error {
 	w.Header().Set("Content-Type", "application/yaml")
 	w.WriteHeader(http.StatusOK)
-	_, err := w.Write(OpenAPI)
+	_, err := w.Write(docs.SDKOpenAPI)
 	return err
 }
 

@@ -36,6 +36,12 @@ const (
 	// whatsappVerifyTokenParameter), and a grant on one applies only when it is named.
 	WhatsAppAppSecretParameter
 	WhatsAppVerifyTokenParameter
+	// SDKKeyParameter is the SSM Parameter Store SecureString parameter that holds the
+	// customer SDK's project-key secret (family.Env.SDKKey: 32 random bytes or more, in
+	// base64), which signs project keys (customersdk) and checks them (sdk). Like the
+	// WhatsApp ones, the operator creates it, the stack knows only its name (context
+	// sdkKeyParameter), and the grant applies only when it is named.
+	SDKKeyParameter
 	// Schedules are the EventBridge Scheduler one-time schedules the jobs Lambda creates for
 	// messages due later than SQS can delay one (sqs.Schedules): names starting with q- in
 	// the default schedule group.
@@ -94,8 +100,9 @@ func ServiceRoles() []string {
 // KMS Decrypt/GenerateDataKey on SecretsKey goes to the Lambdas that seal or open provider
 // credentials (the channels family), which also gives them SECRETS_KEY_ID. Likewise
 // states:StartExecution on JobsStateMachine gives JOBS_STATE_MACHINE_ARN, and
-// ssm:GetParameter on a secret's parameter gives its name (WHATSAPP_APP_SECRET_PARAMETER).
-// Grants on parameters the configuration does not name are left out (AccessFor).
+// ssm:GetParameter on a secret's parameter gives its name (WHATSAPP_APP_SECRET_PARAMETER,
+// SDK_KEY_PARAMETER). Grants on parameters the configuration does not name are left out
+// (AccessFor), and so is the ParameterKey grant of a Lambda left with none.
 func Access() map[string][]Grant {
 	logs := Grant{OwnLogGroup, []string{"logs:CreateLogStream", "logs:PutLogEvents"}}
 	tableReadWrite := []string{
@@ -303,20 +310,32 @@ func Access() map[string][]Grant {
 		// The customer SDK's management routes: the project (identity secrets sealed:
 		// GenerateDataKey to seal at enable and rotation, Decrypt to open), installations,
 		// revocations (TransactWriteItems) and counters (UpdateItem, store.Add).
+		//
+		// The project-key secret signs the project keys it shows: read once per cold start
+		// from its SSM parameter (GetParameter with decryption, which has SSM call
+		// kms:Decrypt for the role). Not configured, enabling the SDK answers 503.
 		"customersdk": {logs,
 			{Table, tableReadWrite},
 			{Bus, []string{"events:PutEvents"}},
 			{CursorKey, []string{"kms:GenerateMac"}},
 			{SecretsKey, []string{"kms:Decrypt", "kms:GenerateDataKey"}},
+			{SDKKeyParameter, []string{"ssm:GetParameter"}},
+			{ParameterKey, []string{"kms:Decrypt"}},
 		},
 		// The device surface /sdk/v1/*: installations registered and authenticated (the
 		// token lookup, GetItem), identity secrets opened (Decrypt), push credentials sealed
 		// (GenerateDataKey), receipts and rate limits (TransactWriteItems, UpdateItem),
 		// device events appended to the event log (in the same table on AWS), and browser
-		// push's VAPID public key read (GetItem).
+		// push's VAPID public key read (GetItem). The project-key secret checks the project
+		// key a registration presents: read at cold start as the customersdk Lambda reads it.
+		// GenerateMac although it serves no list: platform.FamilyHandler derives the cursor
+		// and link keys at every cold start, and fails without CURSOR_KEY_ID.
 		"sdk": {logs,
 			{Table, tableReadWrite},
+			{CursorKey, []string{"kms:GenerateMac"}},
 			{SecretsKey, []string{"kms:Decrypt", "kms:GenerateDataKey"}},
+			{SDKKeyParameter, []string{"ssm:GetParameter"}},
+			{ParameterKey, []string{"kms:Decrypt"}},
 		},
 		"authorizer": {logs,
 			// PutItem: last_used_at.

@@ -30,6 +30,7 @@ const (
 	NoResource                   = access.NoResource
 	WhatsAppAppSecretParameter   = access.WhatsAppAppSecretParameter
 	WhatsAppVerifyTokenParameter = access.WhatsAppVerifyTokenParameter
+	SDKKeyParameter              = access.SDKKeyParameter
 	ParameterKey                 = access.ParameterKey
 	Schedules                    = access.Schedules
 	ScheduleRole                 = access.ScheduleRole
@@ -46,7 +47,7 @@ func Access() map[string][]Grant { return access.Access() }
 func ServiceRoles() []string { return access.ServiceRoles() }
 
 // parameters are the Resources that are SSM parameters named in the configuration.
-var parameters = []Resource{WhatsAppAppSecretParameter, WhatsAppVerifyTokenParameter}
+var parameters = []Resource{WhatsAppAppSecretParameter, WhatsAppVerifyTokenParameter, SDKKeyParameter}
 
 // parameterName is the name the configuration gives parameter r ("" when unset or when r
 // is no parameter).
@@ -56,6 +57,8 @@ func (c Config) parameterName(r Resource) string {
 		return c.WhatsAppAppSecretParameter
 	case WhatsAppVerifyTokenParameter:
 		return c.WhatsAppVerifyTokenParameter
+	case SDKKeyParameter:
+		return c.SDKKeyParameter
 	}
 	return ""
 }
@@ -144,6 +147,7 @@ const (
 	EnvWhatsAppAppID                = platform.EnvWhatsAppAppID
 	EnvWhatsAppAppSecretParameter   = platform.EnvWhatsAppAppSecretParameter
 	EnvWhatsAppVerifyTokenParameter = platform.EnvWhatsAppVerifyTokenParameter
+	EnvSDKKeyParameter              = platform.EnvSDKKeyParameter
 )
 
 // settingVar is the variable of s, and its value in cfg ("" for PublicURL means the stack's
@@ -190,6 +194,8 @@ func envVar(r Resource) (string, bool) {
 		return EnvWhatsAppAppSecretParameter, true
 	case WhatsAppVerifyTokenParameter:
 		return EnvWhatsAppVerifyTokenParameter, true
+	case SDKKeyParameter:
+		return EnvSDKKeyParameter, true
 	}
 	return "", false
 }

@@ -55,6 +55,12 @@ type Config struct {
 	// verify token. The operator creates them; the stack never holds a secret's value.
 	WhatsAppAppSecretParameter   string
 	WhatsAppVerifyTokenParameter string
+	// SDKKeyParameter names the SSM SecureString parameter holding the customer SDK's
+	// project-key secret: at least 32 random bytes in standard base64 (`openssl rand
+	// -base64 32`), checked when the customersdk and sdk Lambdas read it at cold start.
+	// Unset, those Lambdas run without it and enabling the SDK answers 503
+	// sdk_not_configured.
+	SDKKeyParameter string
 	// SNSTopicARNs are the SNS topics (comma-separated in context snsTopicArns) whose
 	// deliveries the email provider routes accept: SES events and SES inbound mail. Unset,
 	// every SNS delivery is refused.
@@ -94,6 +100,7 @@ const (
 	CtxWhatsAppAppID                = "whatsappAppId"
 	CtxWhatsAppAppSecretParameter   = "whatsappAppSecretParameter"
 	CtxWhatsAppVerifyTokenParameter = "whatsappVerifyTokenParameter"
+	CtxSDKKeyParameter              = "sdkKeyParameter"
 	CtxSNSTopicARNs                 = "snsTopicArns"
 )
 
@@ -102,6 +109,7 @@ const (
 var secretContext = map[string]string{
 	"whatsappAppSecret":   CtxWhatsAppAppSecretParameter,
 	"whatsappVerifyToken": CtxWhatsAppVerifyTokenParameter,
+	"sdkKey":              CtxSDKKeyParameter,
 }
 
 // Prod reports whether the stage is production: its data is retained and protected.
@@ -160,6 +168,7 @@ func ConfigFrom(get func(key string) any) (Config, error) {
 		SNSTopicARNs:                 str(CtxSNSTopicARNs, ""),
 		WhatsAppAppSecretParameter:   str(CtxWhatsAppAppSecretParameter, ""),
 		WhatsAppVerifyTokenParameter: str(CtxWhatsAppVerifyTokenParameter, ""),
+		SDKKeyParameter:              str(CtxSDKKeyParameter, ""),
 	}
 	for _, key := range slices.Sorted(maps.Keys(secretContext)) {
 		if get(key) != nil {
@@ -264,19 +273,25 @@ func (c Config) Validate() error {
 	if c.WhatsAppAppID != "" && !whatsapp.ValidAppID(c.WhatsAppAppID) {
 		bad("%s %q: want the numeric id of the Meta app", CtxWhatsAppAppID, c.WhatsAppAppID)
 	}
+	// Each secret has its own parameter: one shared would make two secrets one value (and
+	// the SDK key's base64 a WhatsApp secret, or the reverse).
+	named := map[string]string{} // parameter name -> the first key naming it
 	for _, p := range []struct{ key, name string }{
 		{CtxWhatsAppAppSecretParameter, c.WhatsAppAppSecretParameter},
 		{CtxWhatsAppVerifyTokenParameter, c.WhatsAppVerifyTokenParameter},
+		{CtxSDKKeyParameter, c.SDKKeyParameter},
 	} {
-		if p.name != "" {
-			if err := checkParameterName(p.name); err != nil {
-				bad("%s %q: %v", p.key, p.name, err)
-			}
+		if p.name == "" {
+			continue
 		}
-	}
-	if c.WhatsAppAppSecretParameter != "" && c.WhatsAppAppSecretParameter == c.WhatsAppVerifyTokenParameter {
-		bad("%s and %s name the same parameter: the app secret and the verify token are different secrets",
-			CtxWhatsAppAppSecretParameter, CtxWhatsAppVerifyTokenParameter)
+		if err := checkParameterName(p.name); err != nil {
+			bad("%s %q: %v", p.key, p.name, err)
+		}
+		if first, ok := named[p.name]; ok {
+			bad("%s and %s name the same parameter: they are different secrets", first, p.key)
+			continue
+		}
+		named[p.name] = p.key
 	}
 	return errors.Join(problems...)
 }

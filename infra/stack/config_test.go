@@ -100,6 +100,7 @@ func TestConfigProviders(t *testing.T) {
 		"whatsappAppId": "1029384756", "whatsappAppSecretParameter": "/botplatform/prod/whatsapp/app-secret",
 		"whatsappVerifyTokenParameter": "whatsapp-verify-token",
 		"snsTopicArns":                 "arn:aws:sns:eu-west-1:123456789012:ses-events,arn:aws:sns:eu-west-1:123456789012:ses-inbound",
+		"sdkKeyParameter":              " /botplatform/prod/customer-sdk/key ",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +109,8 @@ func TestConfigProviders(t *testing.T) {
 		VKBaseURL: "https://vk.example.com/method", WhatsAppBaseURL: "https://graph.example.com/v21.0",
 		WhatsAppAppID: "1029384756", WhatsAppAppSecretParameter: "/botplatform/prod/whatsapp/app-secret",
 		WhatsAppVerifyTokenParameter: "whatsapp-verify-token",
-		SNSTopicARNs:                 "arn:aws:sns:eu-west-1:123456789012:ses-events,arn:aws:sns:eu-west-1:123456789012:ses-inbound"}
+		SNSTopicARNs:                 "arn:aws:sns:eu-west-1:123456789012:ses-events,arn:aws:sns:eu-west-1:123456789012:ses-inbound",
+		SDKKeyParameter:              "/botplatform/prod/customer-sdk/key"}
 	got := c
 	got.Stage, got.AssetDir, got.LogRetentionDays, got.ThrottleRateLimit, got.ThrottleBurstLimit, got.Alarm5xxThreshold = "", "", 0, 0, 0, 0
 	if got != want {
@@ -145,6 +147,16 @@ func TestConfigValidateProviders(t *testing.T) {
 		{func(c *Config) {
 			c.WhatsAppAppSecretParameter, c.WhatsAppVerifyTokenParameter = "/same", "/same"
 		}, "the same parameter"},
+		{func(c *Config) { c.SDKKeyParameter = "botplatform/prod/sdk-key/" }, "sdkKeyParameter"},
+		{func(c *Config) { c.SDKKeyParameter = "arn:aws:ssm:eu-west-1:123456789012:parameter/sdk-key" }, "not its ARN"},
+		{func(c *Config) { c.SDKKeyParameter = "/ssm/sdk-key" }, "reserved"},
+		// The project-key secret is neither WhatsApp secret.
+		{func(c *Config) {
+			c.WhatsAppVerifyTokenParameter, c.SDKKeyParameter = "/same", "/same"
+		}, "whatsappVerifyTokenParameter and sdkKeyParameter name the same parameter"},
+		{func(c *Config) {
+			c.WhatsAppAppSecretParameter, c.SDKKeyParameter = "/same", "/same"
+		}, "whatsappAppSecretParameter and sdkKeyParameter name the same parameter"},
 	} {
 		c := base
 		tt.change(&c)
@@ -157,19 +169,31 @@ func TestConfigValidateProviders(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Error(err)
 	}
+	// The SDK key's parameter alone, or beside both WhatsApp ones: each its own.
+	ok = base
+	ok.SDKKeyParameter = "botplatform-dev-sdk-key"
+	if err := ok.Validate(); err != nil {
+		t.Error(err)
+	}
+	ok.WhatsAppAppSecretParameter, ok.WhatsAppVerifyTokenParameter = "/botplatform/dev/app-secret", "/botplatform/dev/verify-token"
+	if err := ok.Validate(); err != nil {
+		t.Error(err)
+	}
 }
 
 // A secret given as a context value would be written to cdk.context.json, the cloud
 // assembly and the template: refused, naming the parameter to use instead.
 func TestConfigRefusesSecretsAsContext(t *testing.T) {
 	t.Parallel()
-	_, err := ConfigFrom(context(map[string]any{"whatsappAppSecret": "s3cret", "whatsappVerifyToken": "vt"}))
-	for _, want := range []string{"whatsappAppSecret", "whatsappAppSecretParameter", "whatsappVerifyToken:", "whatsappVerifyTokenParameter"} {
+	_, err := ConfigFrom(context(map[string]any{"whatsappAppSecret": "s3cret", "whatsappVerifyToken": "vt",
+		"sdkKey": "c2RrLWtleS1ieXRlcw=="}))
+	for _, want := range []string{"whatsappAppSecret", "whatsappAppSecretParameter", "whatsappVerifyToken:", "whatsappVerifyTokenParameter",
+		"sdkKey:", "sdkKeyParameter"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not name %s", err, want)
 		}
 	}
-	if err != nil && (strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), `"vt"`)) {
+	if err != nil && (strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), `"vt"`) || strings.Contains(err.Error(), "c2RrLWtleS1ieXRlcw")) {
 		t.Errorf("error %v repeats the secret", err)
 	}
 }

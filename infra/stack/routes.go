@@ -14,7 +14,7 @@ type Route struct {
 	Method string // upper case, as in the route key
 	Path   string // with {name} parameters, which HTTP API routes share with OpenAPI
 	Family string // x-family: the family whose Lambda serves it
-	Public bool   // security: [] — no authorizer
+	Public bool   // security: [] or x-gateway-public: true — no authorizer
 }
 
 // Key is the HTTP API route key, "METHOD /path".
@@ -39,52 +39,50 @@ func PublicRoutes() []string {
 		// The tracked link buttons of sent broadcasts (signed tokens: functions/broadcasts).
 		"GET /b/c/{token}",
 		"POST /esp/{provider}/webhook", "POST /esp/{provider}/inbound",
+		// The customer SDK's device surface (docs/sdk-openapi.yaml): registration takes the
+		// project key, every other call an installation token, both checked by the sdk
+		// family itself since the authorizer knows PATs and bot tokens only.
+		// Browsers' CORS preflights are answered for any origin; the call itself is held to
+		// the project's web origins.
+		"POST /sdk/v1/installations", "POST /sdk/v1/identify", "POST /sdk/v1/push-tokens",
+		"POST /sdk/v1/receipts", "POST /sdk/v1/events", "GET /sdk/v1/web-push/config",
+		"OPTIONS /sdk/v1/installations", "OPTIONS /sdk/v1/identify", "OPTIONS /sdk/v1/push-tokens",
+		"OPTIONS /sdk/v1/receipts", "OPTIONS /sdk/v1/events", "OPTIONS /sdk/v1/web-push/config",
+		"GET /sdk/v1/sdk.js", "GET /sdk/v1/sw.js", "GET /sdk/openapi.yaml",
 	}
 }
 
-// Routes returns every operation of the OpenAPI document doc, sorted by route key. It
+// routeMethods are the methods an HTTP API route can have (besides ANY, which the documents
+// never use).
+var routeMethods = []string{"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"}
+
+// Routes returns every operation of the OpenAPI documents, sorted by route key. It
 // reports every problem at once: an operation without a known x-family, a family that
-// serves nothing, a security requirement an HTTP API cannot express, a public set other
-// than PublicRoutes.
-func Routes(doc []byte, families []string) ([]Route, error) {
-	d, err := openapi3.NewLoader().LoadFromData(doc)
-	if err != nil {
-		return nil, fmt.Errorf("openapi: %w", err)
-	}
-	// The methods an HTTP API route can have (besides ANY, which the document never uses).
-	routeMethods := []string{"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"}
+// serves nothing, a route two documents both define, a security requirement an HTTP API
+// cannot express, a public set other than PublicRoutes.
+func Routes(families []string, documents ...[]byte) ([]Route, error) {
 	var (
 		routes   []Route
 		problems []error
 		served   = map[string]bool{}
+		seen     = map[string]bool{}
 	)
-	for path, item := range d.Paths.Map() {
-		for method, op := range item.Operations() {
-			r := Route{Method: strings.ToUpper(method), Path: path}
-			if !slices.Contains(routeMethods, r.Method) {
-				problems = append(problems, fmt.Errorf("%s: an HTTP API route cannot have method %s", r.Key(), r.Method))
-			}
-			r.Family, _ = op.Extensions["x-family"].(string)
-			switch {
-			case r.Family == "":
-				problems = append(problems, fmt.Errorf("%s: no x-family", r.Key()))
-			case !slices.Contains(families, r.Family):
-				problems = append(problems, fmt.Errorf("%s: x-family %q is not a family of families.All()", r.Key(), r.Family))
-			}
-			served[r.Family] = true
-			security := d.Security
-			if op.Security != nil {
-				security = *op.Security
-			}
-			r.Public = len(security) == 0
-			for _, req := range security {
-				if len(req) == 0 {
-					// {} among the alternatives means "credentials optional"; an HTTP API
-					// route either has the authorizer or has none.
-					problems = append(problems, fmt.Errorf("%s: optional security ({}) cannot be expressed on an HTTP API route", r.Key()))
+	for _, doc := range documents {
+		d, err := openapi3.NewLoader().LoadFromData(doc)
+		if err != nil {
+			return nil, fmt.Errorf("openapi: %w", err)
+		}
+		for path, item := range d.Paths.Map() {
+			for method, op := range item.Operations() {
+				r, errs := route(d, path, method, op, families)
+				problems = append(problems, errs...)
+				if seen[r.Key()] {
+					problems = append(problems, fmt.Errorf("%s: defined by two documents", r.Key()))
 				}
+				seen[r.Key()] = true
+				served[r.Family] = true
+				routes = append(routes, r)
 			}
-			routes = append(routes, r)
 		}
 	}
 	for _, f := range families {
@@ -108,4 +106,36 @@ func Routes(doc []byte, families []string) ([]Route, error) {
 		return nil, fmt.Errorf("openapi: %w", errors.Join(problems...))
 	}
 	return routes, nil
+}
+
+// route reads one operation of document d: its route, and what keeps it from being one.
+func route(d *openapi3.T, path, method string, op *openapi3.Operation, families []string) (Route, []error) {
+	var problems []error
+	r := Route{Method: strings.ToUpper(method), Path: path}
+	if !slices.Contains(routeMethods, r.Method) {
+		problems = append(problems, fmt.Errorf("%s: an HTTP API route cannot have method %s", r.Key(), r.Method))
+	}
+	r.Family, _ = op.Extensions["x-family"].(string)
+	switch {
+	case r.Family == "":
+		problems = append(problems, fmt.Errorf("%s: no x-family", r.Key()))
+	case !slices.Contains(families, r.Family):
+		problems = append(problems, fmt.Errorf("%s: x-family %q is not a family of families.All()", r.Key(), r.Family))
+	}
+	security := d.Security
+	if op.Security != nil {
+		security = *op.Security
+	}
+	// x-gateway-public marks an operation whose family checks its own credentials (the
+	// SDK's installation tokens): documented with them, routed without the authorizer.
+	gatewayPublic, _ := op.Extensions["x-gateway-public"].(bool)
+	r.Public = len(security) == 0 || gatewayPublic
+	for _, req := range security {
+		if len(req) == 0 {
+			// {} among the alternatives means "credentials optional"; an HTTP API
+			// route either has the authorizer or has none.
+			problems = append(problems, fmt.Errorf("%s: optional security ({}) cannot be expressed on an HTTP API route", r.Key()))
+		}
+	}
+	return r, problems
 }

@@ -102,7 +102,7 @@ const healthz = `  /healthz:
 
 func TestRoutesOfTheDocument(t *testing.T) {
 	t.Parallel()
-	routes, err := Routes(docs.OpenAPI, familyNames())
+	routes, err := Routes(familyNames(), docs.Documents...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +115,9 @@ func TestRoutesOfTheDocument(t *testing.T) {
 	}
 	if r := byKey["GET /healthz"]; r.Family != "public" || !r.Public {
 		t.Errorf("GET /healthz: %+v", r)
+	}
+	if r := byKey["POST /sdk/v1/events"]; r.Family != "sdk" || !r.Public {
+		t.Errorf("POST /sdk/v1/events: %+v", r)
 	}
 }
 
@@ -162,14 +165,28 @@ func TestRoutesRefuses(t *testing.T) {
       x-family: public
       responses: {'200': {description: ok}}
 `, []string{"public"}, "cannot have method TRACE"},
+		{"an SDK route behind the authorizer", strings.ReplaceAll(healthz, "/healthz:", "/healthz-old:") + `  /healthz:
+    get:
+      x-family: public
+      responses: {'200': {description: ok}}
+`, []string{"public"}, "differ from the reviewed list"},
 	} {
-		_, err := Routes(doc(tt.paths), tt.families)
+		_, err := Routes(tt.families, doc(tt.paths), docs.SDKOpenAPI)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: error %v, want %q", tt.name, err, tt.want)
 		}
 	}
-	if _, err := Routes(doc(healthz), []string{"public"}); err != nil {
-		t.Errorf("the minimal document: %v", err)
+	// A route two documents define would reach one Lambda only.
+	if _, err := Routes([]string{"public", "sdk"}, doc(healthz), docs.SDKOpenAPI, doc(healthz)); err == nil || !strings.Contains(err.Error(), "defined by two documents") {
+		t.Errorf("a route of two documents: error %v", err)
+	}
+	// The SDK document's operations are documented with installation tokens yet routed
+	// without the authorizer (x-gateway-public): the minimal pair of documents passes.
+	if _, err := Routes([]string{"public", "sdk"}, doc(healthz), docs.SDKOpenAPI); err != nil {
+		t.Errorf("the minimal documents: %v", err)
+	}
+	if _, err := Routes([]string{"public"}, doc(healthz)); err == nil || !strings.Contains(err.Error(), "differ from the reviewed list") {
+		t.Errorf("without the SDK's routes: error %v", err)
 	}
 }
 

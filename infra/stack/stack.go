@@ -89,8 +89,10 @@ const AuditArchiveRetention = 365 * 24 * time.Hour
 type Stack struct {
 	awscdk.Stack
 	Config Config
-	// Routes are the API's routes, from the OpenAPI document.
+	// Routes are the API's routes, from the OpenAPI documents.
 	Routes []Route
+	// RouteStack is the nested stack that holds the API's routes.
+	RouteStack awscdk.NestedStack
 	// Lambdas are the names of every Lambda, families first.
 	Lambdas []string
 }
@@ -154,7 +156,7 @@ func New(scope constructs.Construct, id string, cfg Config) (*Stack, error) {
 	add(cfg.Validate())
 	names, err := LambdaNames()
 	add(err)
-	routes, err := Routes(docs.OpenAPI, familyNames())
+	routes, err := Routes(familyNames(), docs.Documents...)
 	add(err)
 	add(checkAccess(names))
 	if cfg.AssetDir != "" {
@@ -193,7 +195,7 @@ func New(scope constructs.Construct, id string, cfg Config) (*Stack, error) {
 	b.applySettings(names) // after the API: PUBLIC_URL defaults to its endpoint
 	b.defineAlarms(names)
 	b.defineOutputs()
-	return &Stack{Stack: st, Config: cfg, Routes: routes, Lambdas: names}, nil
+	return &Stack{Stack: st, Config: cfg, Routes: routes, RouteStack: b.routeStack, Lambdas: names}, nil
 }
 
 // checkAccess makes sure every Lambda has a row in Access, no row names an unknown role,
@@ -264,9 +266,11 @@ type builder struct {
 	// sesSet is the SES configuration set email is sent with (configurationSet).
 	sesSet awsses.ConfigurationSet
 	api    awsapigatewayv2.HttpApi
-	stage  awsapigatewayv2.HttpStage
-	domain awsapigatewayv2.DomainName
-	fns    map[string]*lambdaFn
+	// routeStack is the nested stack of the API's routes (defineAPI).
+	routeStack awscdk.NestedStack
+	stage      awsapigatewayv2.HttpStage
+	domain     awsapigatewayv2.DomainName
+	fns        map[string]*lambdaFn
 }
 
 func duration(d time.Duration) awscdk.Duration {
@@ -730,7 +734,7 @@ func (b *builder) resolve(r Resource, f *lambdaFn) ([]string, *string, error) {
 		}, set.ConfigurationSetName(), nil
 	case AuditDLQ:
 		return []string{*b.auditDLQ.QueueArn()}, nil, nil
-	case WhatsAppAppSecretParameter, WhatsAppVerifyTokenParameter:
+	case WhatsAppAppSecretParameter, WhatsAppVerifyTokenParameter, SDKKeyParameter:
 		name := b.cfg.parameterName(r)
 		return []string{*b.parameterARN(name)}, jsii.String(name), nil
 	case OwnLogGroup:
@@ -801,6 +805,15 @@ func (b *builder) defineAPI(routes []Route) {
 			IdentitySource:  jsii.Strings("$request.header.Authorization"),
 			ResultsCacheTtl: duration(AuthorizerCacheTTL),
 		})
+	// The routes live in a nested stack of their own: one resource each, they would take the
+	// parent past CloudFormation's 500 resources as families are added. The route constructs
+	// bind each family's integration and its one invoke permission there too; the API, its
+	// authorizer and the functions stay in the parent and reach the nested stack as
+	// parameters (about 30, of CloudFormation's 200).
+	routeStack := awscdk.NewNestedStack(b.st, jsii.String("Routes"), &awscdk.NestedStackProps{
+		Description: jsii.String("Bot platform token API routes (" + b.cfg.Stage + ")"),
+	})
+	b.routeStack = routeStack
 	integrations := map[string]awsapigatewayv2.HttpRouteIntegration{}
 	for _, r := range routes {
 		in, ok := integrations[r.Family]
@@ -822,7 +835,7 @@ func (b *builder) defineAPI(routes []Route) {
 		}
 		// The id is the route key, so a route keeps its logical id as long as it exists.
 		id := strings.NewReplacer("/", "_", "{", "", "}", "").Replace(r.Key())
-		awsapigatewayv2.NewHttpRoute(b.api, jsii.String(id), &awsapigatewayv2.HttpRouteProps{
+		awsapigatewayv2.NewHttpRoute(routeStack, jsii.String(id), &awsapigatewayv2.HttpRouteProps{
 			HttpApi:     b.api,
 			RouteKey:    awsapigatewayv2.HttpRouteKey_With(jsii.String(r.Path), awsapigatewayv2.HttpMethod(r.Method)),
 			Integration: in,

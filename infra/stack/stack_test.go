@@ -2,7 +2,9 @@ package stack_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -65,6 +67,7 @@ var withProviders *synthesized
 const (
 	appSecretParameter   = "/botplatform/staging/whatsapp-app-secret"
 	verifyTokenParameter = "botplatform-staging-whatsapp-verify-token" // a name without a hierarchy
+	sdkKeyParameter      = "/botplatform/staging/customer-sdk/project-key"
 )
 
 var providerContext = map[string]any{
@@ -76,6 +79,7 @@ var providerContext = map[string]any{
 	stack.CtxWhatsAppAppID:                "1029384756",
 	stack.CtxWhatsAppAppSecretParameter:   appSecretParameter,
 	stack.CtxWhatsAppVerifyTokenParameter: verifyTokenParameter,
+	stack.CtxSDKKeyParameter:              sdkKeyParameter,
 }
 
 type synthesized struct {
@@ -83,6 +87,9 @@ type synthesized struct {
 	tmpl    assertions.Template
 	res     map[string]resource // logical id -> resource
 	outputs map[string]any
+	// routes are the resources of the nested route stack, with every reference to one of
+	// its parameters replaced by the parent's expression the parameter is given.
+	routes  map[string]resource
 	cleanup func()
 }
 
@@ -162,7 +169,62 @@ func synth(context map[string]any) (s *synthesized, err error) {
 		cleanup()
 		return nil, err
 	}
-	return &synthesized{stack: st, tmpl: tmpl, res: doc.Resources, outputs: doc.Outputs, cleanup: cleanup}, nil
+	routes, err := nestedResources(st.RouteStack, doc.Resources)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	return &synthesized{stack: st, tmpl: tmpl, res: doc.Resources, outputs: doc.Outputs, routes: routes, cleanup: cleanup}, nil
+}
+
+// nestedResources reads the template of a nested stack of the parent whose resources are
+// given, and substitutes each {"Ref": parameter} with what the parent passes it.
+func nestedResources(nested awscdk.NestedStack, parent map[string]resource) (map[string]resource, error) {
+	raw, err := json.Marshal(assertions.Template_FromStack(nested, nil).ToJSON())
+	if err != nil {
+		return nil, err
+	}
+	var doc struct{ Resources map[string]resource }
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	var params map[string]any
+	for _, r := range parent {
+		if r.Type == "AWS::CloudFormation::Stack" {
+			if params != nil {
+				return nil, errors.New("more than one nested stack")
+			}
+			params, _ = r.Properties["Parameters"].(map[string]any)
+		}
+	}
+	var subst func(v any) any
+	subst = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			if name, ok := x["Ref"].(string); ok && len(x) == 1 {
+				if p, ok := params[name]; ok {
+					return p
+				}
+			}
+			out := map[string]any{}
+			for k, e := range x {
+				out[k] = subst(e)
+			}
+			return out
+		case []any:
+			out := make([]any, len(x))
+			for i, e := range x {
+				out[i] = subst(e)
+			}
+			return out
+		}
+		return v
+	}
+	for id, r := range doc.Resources {
+		r.Properties = subst(r.Properties).(map[string]any)
+		doc.Resources[id] = r
+	}
+	return doc.Resources, nil
 }
 
 // check runs a jsii assertion: a failed one panics, which would end the test binary.
@@ -258,18 +320,21 @@ func (s *synthesized) functions(t *testing.T) map[string]string {
 // and the set of public route keys.
 func documented(t *testing.T) (map[string]string, []string) {
 	t.Helper()
-	doc, err := openapi3.NewLoader().LoadFromData(docs.OpenAPI)
-	if err != nil {
-		t.Fatal(err)
-	}
 	families := map[string]string{}
 	var public []string
-	for path, item := range doc.Paths.Map() {
-		for method, op := range item.Operations() {
-			key := method + " " + path
-			families[key], _ = op.Extensions["x-family"].(string)
-			if op.Security != nil && len(*op.Security) == 0 {
-				public = append(public, key)
+	for _, raw := range docs.Documents {
+		doc, err := openapi3.NewLoader().LoadFromData(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for path, item := range doc.Paths.Map() {
+			for method, op := range item.Operations() {
+				key := method + " " + path
+				families[key], _ = op.Extensions["x-family"].(string)
+				gatewayPublic, _ := op.Extensions["x-gateway-public"].(bool)
+				if op.Security != nil && len(*op.Security) == 0 || gatewayPublic {
+					public = append(public, key)
+				}
 			}
 		}
 	}
@@ -281,7 +346,15 @@ func TestEveryOperationHasItsRoute(t *testing.T) {
 	families, public := documented(t)
 	fns := dev.functions(t)
 	authorizerID, _ := dev.only(t, "AWS::ApiGatewayV2::Authorizer", nil)
-	routes := dev.ofType("AWS::ApiGatewayV2::Route")
+	routes := map[string]resource{}
+	for id, r := range dev.routes {
+		if r.Type == "AWS::ApiGatewayV2::Route" {
+			routes[id] = r
+		}
+	}
+	if n := len(dev.ofType("AWS::ApiGatewayV2::Route")); n != 0 {
+		t.Errorf("%d routes in the parent stack, want all in the nested route stack", n)
+	}
 	if len(routes) != len(families) {
 		t.Errorf("%d routes for %d operations", len(routes), len(families))
 	}
@@ -299,7 +372,7 @@ func TestEveryOperationHasItsRoute(t *testing.T) {
 		}
 		seen[key] = true
 
-		integration := dev.res[ref(t, r.Properties["Target"])]
+		integration := dev.routes[ref(t, r.Properties["Target"])]
 		if integration.Type != "AWS::ApiGatewayV2::Integration" {
 			t.Fatalf("route %q targets a %s", key, integration.Type)
 		}
@@ -444,7 +517,7 @@ func TestEnvironmentContract(t *testing.T) {
 		"experiments":    append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		"webpush":        append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		"customersdk":    append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
-		"sdk":            append([]string{"SECRETS_KEY_ID", "TABLE_NAME"}, base...),
+		"sdk":            append([]string{"CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		"mcp":            append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "TABLE_NAME"}, base...),
 		stack.Jobs:       append([]string{"CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, base...),
 	}
@@ -461,7 +534,8 @@ func TestEnvironmentContract(t *testing.T) {
 }
 
 // With every provider context value set: the settings go to the Lambdas that use them, and
-// of the secrets only the parameters' names, to the webhooks Lambda alone.
+// of the secrets only the parameters' names: the WhatsApp ones to the webhooks Lambda alone,
+// the customer SDK's project-key secret to the customersdk and sdk Lambdas alone.
 func TestEnvironmentContractWithProviders(t *testing.T) {
 	base := []string{"LOG_LEVEL", "STAGE"}
 	urls := []string{"PUBLIC_URL", "TELEGRAM_BASE_URL", "VK_BASE_URL", "WHATSAPP_BASE_URL"}
@@ -472,7 +546,9 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 			"WHATSAPP_APP_SECRET_PARAMETER", "WHATSAPP_VERIFY_TOKEN_PARAMETER"},
 		stack.Jobs: append([]string{"CURSOR_KEY_ID", "JOBS_QUEUE_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, urls...),
 		// A test send of a message goes out through the providers' APIs.
-		"content": append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, urls[1:]...),
+		"content":     append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, urls[1:]...),
+		"customersdk": {"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SDK_KEY_PARAMETER", "SECRETS_KEY_ID", "TABLE_NAME"},
+		"sdk":         {"CURSOR_KEY_ID", "SDK_KEY_PARAMETER", "SECRETS_KEY_ID", "TABLE_NAME"},
 	} {
 		want[name] = append(vars, base...)
 	}
@@ -488,8 +564,10 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 		"channels": {"PUBLIC_URL": "https://hooks.example.com/bots", "TELEGRAM_BASE_URL": "https://telegram-proxy.example.com",
 			"VK_BASE_URL": "https://vk-proxy.example.com/method", "WHATSAPP_BASE_URL": "https://graph.example.com/v21.0",
 			"WHATSAPP_APP_ID": "1029384756"},
-		stack.Jobs: {"PUBLIC_URL": "https://hooks.example.com/bots", "TELEGRAM_BASE_URL": "https://telegram-proxy.example.com"},
-		"webhooks": {"WHATSAPP_APP_SECRET_PARAMETER": appSecretParameter, "WHATSAPP_VERIFY_TOKEN_PARAMETER": verifyTokenParameter},
+		stack.Jobs:    {"PUBLIC_URL": "https://hooks.example.com/bots", "TELEGRAM_BASE_URL": "https://telegram-proxy.example.com"},
+		"webhooks":    {"WHATSAPP_APP_SECRET_PARAMETER": appSecretParameter, "WHATSAPP_VERIFY_TOKEN_PARAMETER": verifyTokenParameter},
+		"customersdk": {"SDK_KEY_PARAMETER": sdkKeyParameter},
+		"sdk":         {"SDK_KEY_PARAMETER": sdkKeyParameter},
 	} {
 		env := withProviders.env(t, name)
 		for k, v := range vars {
@@ -950,6 +1028,8 @@ func checkRoles(t *testing.T, s *synthesized) {
 			return parameterARN(cfg.WhatsAppAppSecretParameter)
 		case stack.WhatsAppVerifyTokenParameter:
 			return parameterARN(cfg.WhatsAppVerifyTokenParameter)
+		case stack.SDKKeyParameter:
+			return parameterARN(cfg.SDKKeyParameter)
 		case stack.ParameterKey:
 			return parameterKeys
 		case stack.Schedules:
@@ -1027,15 +1107,20 @@ func (s *synthesized) policyOf(t *testing.T, name string) []map[string]any {
 	return statements(pol.Properties["PolicyDocument"])
 }
 
-// The WhatsApp secrets: the stack creates no parameter and holds no value; the webhooks
-// Lambda alone may read exactly the two named parameters, and decrypt only them, only
+// The secrets in SSM: the stack creates no parameter and holds no value; the webhooks Lambda
+// alone may read exactly the two WhatsApp parameters, the customersdk and sdk Lambdas alone
+// exactly the customer SDK's project-key parameter, and each may decrypt only those, only
 // through SSM.
 func TestProviderSecretsLeastPrivilege(t *testing.T) {
 	check(t, "no parameter is created", func() {
 		withProviders.tmpl.ResourceCountIs(jsii.String("AWS::SSM::Parameter"), jsii.Number(0))
 		withProviders.tmpl.ResourceCountIs(jsii.String("AWS::SecretsManager::Secret"), jsii.Number(0))
 	})
-	secretARNs := slices.Sorted(slices.Values([]string{parameterARN(appSecretParameter), parameterARN(verifyTokenParameter)}))
+	readers := map[string][]string{
+		"webhooks":    {parameterARN(appSecretParameter), parameterARN(verifyTokenParameter)},
+		"customersdk": {parameterARN(sdkKeyParameter)},
+		"sdk":         {parameterARN(sdkKeyParameter)},
+	}
 	for name := range withProviders.functions(t) {
 		var reads, decrypts []map[string]any
 		for _, st := range withProviders.policyOf(t, name) {
@@ -1049,37 +1134,39 @@ func TestProviderSecretsLeastPrivilege(t *testing.T) {
 				decrypts = append(decrypts, st)
 			}
 		}
-		if name != "webhooks" {
+		secretARNs, ok := readers[name]
+		if !ok {
 			if len(reads)+len(decrypts) > 0 {
 				t.Errorf("%s may read or decrypt parameters: %v %v", name, reads, decrypts)
 			}
 			continue
 		}
+		secretARNs = slices.Sorted(slices.Values(secretARNs))
 		var granted []string
 		for _, st := range reads {
 			if acts, _ := actions(st); !slices.Equal(acts, []string{"ssm:GetParameter"}) {
-				t.Errorf("webhooks: parameter actions %v, want ssm:GetParameter only", acts)
+				t.Errorf("%s: parameter actions %v, want ssm:GetParameter only", name, acts)
 			}
 			granted = append(granted, render(st["Resource"]))
 		}
 		sort.Strings(granted)
 		if !slices.Equal(granted, secretARNs) {
-			t.Errorf("webhooks reads parameters %v, want exactly %v", granted, secretARNs)
+			t.Errorf("%s reads parameters %v, want exactly %v", name, granted, secretARNs)
 		}
 		if len(decrypts) != 1 {
-			t.Fatalf("webhooks: %d conditioned statements, want the one kms:Decrypt for the parameters", len(decrypts))
+			t.Fatalf("%s: %d conditioned statements, want the one kms:Decrypt for the parameters", name, len(decrypts))
 		}
 		st := decrypts[0]
 		if acts, _ := actions(st); !slices.Equal(acts, []string{"kms:Decrypt"}) || render(st["Resource"]) != parameterKeys {
-			t.Errorf("webhooks: parameter key grant %v on %s, want kms:Decrypt on %s", acts, render(st["Resource"]), parameterKeys)
+			t.Errorf("%s: parameter key grant %v on %s, want kms:Decrypt on %s", name, acts, render(st["Resource"]), parameterKeys)
 		}
 		cond, _ := st["Condition"].(map[string]any)
 		eq, _ := cond["StringEquals"].(map[string]any)
 		if len(cond) != 1 || len(eq) != 2 {
-			t.Fatalf("webhooks: key grant conditions %v, want StringEquals on the service and the encryption context", cond)
+			t.Fatalf("%s: key grant conditions %v, want StringEquals on the service and the encryption context", name, cond)
 		}
 		if got := render(eq["kms:ViaService"]); got != "ssm.${AWS::Region}.amazonaws.com" {
-			t.Errorf("webhooks: kms:ViaService %s, want SSM of the stack's region", got)
+			t.Errorf("%s: kms:ViaService %s, want SSM of the stack's region", name, got)
 		}
 		var contexts []string
 		for _, a := range eq["kms:EncryptionContext:PARAMETER_ARN"].([]any) {
@@ -1087,14 +1174,20 @@ func TestProviderSecretsLeastPrivilege(t *testing.T) {
 		}
 		sort.Strings(contexts)
 		if !slices.Equal(contexts, secretARNs) {
-			t.Errorf("webhooks may decrypt for %v, want exactly %v", contexts, secretARNs)
+			t.Errorf("%s may decrypt for %v, want exactly %v", name, contexts, secretARNs)
 		}
 	}
-	// With default context nothing reads a parameter.
+	// With default context nothing reads a parameter, and no Lambda is told of one: the
+	// customersdk and sdk Lambdas run without the key (503 sdk_not_configured).
 	for name := range dev.functions(t) {
 		for _, st := range dev.policyOf(t, name) {
 			if acts, _ := actions(st); strings.HasPrefix(acts[0], "ssm:") || st["Condition"] != nil {
 				t.Errorf("%s: %v without a configured parameter", name, st)
+			}
+		}
+		for k := range dev.env(t, name) {
+			if strings.HasSuffix(k, "_PARAMETER") {
+				t.Errorf("%s: %s without a configured parameter", name, k)
 			}
 		}
 	}
@@ -1239,9 +1332,12 @@ func TestStackSize(t *testing.T) {
 	if n := len(dev.res); n > 450 {
 		t.Errorf("the stack has %d resources: CloudFormation allows 500; split it before it fails to deploy", n)
 	}
+	if n := len(dev.routes); n > 450 {
+		t.Errorf("the route stack has %d resources: CloudFormation allows 500; split it before it fails to deploy", n)
+	}
 	perms := map[string]int{}
-	for _, p := range dev.ofType("AWS::Lambda::Permission") {
-		if p.Properties["Principal"] == "apigateway.amazonaws.com" {
+	for _, p := range slices.Concat(slices.Collect(maps.Values(dev.res)), slices.Collect(maps.Values(dev.routes))) {
+		if p.Type == "AWS::Lambda::Permission" && p.Properties["Principal"] == "apigateway.amazonaws.com" {
 			for _, fn := range refs(p.Properties["FunctionName"]) {
 				perms[fn]++
 			}

@@ -358,6 +358,7 @@ func TestAuthenticateRejects(t *testing.T) {
 		{"unknown PAT", bearer(NewToken(KindPAT)), ErrUnknownToken, true},
 		{"unknown bot token", bearer(NewToken(KindBot)), ErrUnknownToken, true},
 		{"wrong kind", bearer(wrongKind), ErrUnknownToken, true},
+		{"an SDK installation token", bearer(NewToken(KindInstallation)), ErrUnknownToken, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
