@@ -711,26 +711,33 @@ func (s *Service) ExpireWebPush(ctx context.Context, bot, subscriptionID, reason
 	if !ids.Valid("wps", subscriptionID) {
 		return httpapi.NotFound("web push subscription")
 	}
+	_, err := s.expireWebPush(ctx, bot, subscriptionID, reason)
+	return err
+}
+
+// expireWebPush is ExpireWebPush for a valid id; it reports whether it expired the
+// subscription (false: it was expired already).
+func (s *Service) expireWebPush(ctx context.Context, bot, subscriptionID, reason string) (bool, error) {
 	for range 3 {
 		it, err := s.store.Get(ctx, pushKey(bot, subscriptionID))
 		if errors.Is(err, store.ErrNotFound) {
-			return httpapi.NotFound("web push subscription")
+			return false, httpapi.NotFound("web push subscription")
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		pr, err := store.Decode[pushRecord](it)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if pr.State == PushExpired {
-			return nil
+			return false, nil
 		}
 		now := stamp(s.now())
 		pr.State, pr.ExpiryReason, pr.ExpiredAt, pr.UpdatedAt = PushExpired, reason, &now, now
 		b, err := store.Encode(pr)
 		if err != nil {
-			return err
+			return false, err
 		}
 		err = s.store.Transact(ctx, []store.Write{
 			store.PutOp(store.Item{Key: it.Key, Revision: it.Revision + 1, Data: b}, store.RevisionIs(it.Revision)),
@@ -740,13 +747,16 @@ func (s *Service) ExpireWebPush(ctx context.Context, bot, subscriptionID, reason
 		if errors.Is(err, store.ErrConditionFailed) {
 			continue
 		}
-		return err
+		return err == nil, err
 	}
-	return httpapi.E(httpapi.KindConflict, "concurrent_update", "the subscription changed meanwhile; retry")
+	return false, httpapi.E(httpapi.KindConflict, "concurrent_update", "the subscription changed meanwhile; retry")
 }
 
 // ExpireAllWebPush expires every active web push subscription of the bot (a VAPID key
-// rotation: they were made for the old key) and reports how many it expired.
+// rotation: they were made for the old key) and reports how many it expired. It writes a
+// page's subscriptions in as few transactions as store.MaxTransactWrites allows, each with
+// the counters moved by its size; a transaction that finds one of its subscriptions changed
+// meanwhile is redone one subscription at a time.
 func (s *Service) ExpireAllWebPush(ctx context.Context, bot string) (int64, error) {
 	var n int64
 	q := store.Query{PK: sdkPK(bot), Prefix: pushPrefix + pushPrefixes[PushWeb] + "_"}
@@ -755,6 +765,39 @@ func (s *Service) ExpireAllWebPush(ctx context.Context, bot string) (int64, erro
 		if err != nil {
 			return n, err
 		}
+		var (
+			puts   []store.Write
+			subIDs []string
+		)
+		flush := func() error {
+			if len(puts) == 0 {
+				return nil
+			}
+			writes := append(puts,
+				store.AddOp(countKey(bot, countPush(PushWeb, PushActive)), -int64(len(puts)), time.Time{}),
+				store.AddOp(countKey(bot, countPush(PushWeb, PushExpired)), int64(len(puts)), time.Time{}))
+			err := s.store.Transact(ctx, writes)
+			switch {
+			case err == nil:
+				n += int64(len(puts))
+			case errors.Is(err, store.ErrConditionFailed):
+				for _, id := range subIDs {
+					expired, err := s.expireWebPush(ctx, bot, id, "keys_rotated")
+					var he *httpapi.Error
+					if err != nil && !(errors.As(err, &he) && he.Kind == httpapi.KindNotFound) {
+						return err // a subscription deleted meanwhile needs no expiry
+					}
+					if expired {
+						n++
+					}
+				}
+			default:
+				return err
+			}
+			puts, subIDs = nil, nil
+			return nil
+		}
+		now := stamp(s.now())
 		for _, it := range page.Items {
 			pr, err := store.Decode[pushRecord](it)
 			if err != nil {
@@ -763,10 +806,21 @@ func (s *Service) ExpireAllWebPush(ctx context.Context, bot string) (int64, erro
 			if pr.State != PushActive {
 				continue
 			}
-			if err := s.ExpireWebPush(ctx, bot, pr.ID, "keys_rotated"); err != nil {
+			pr.State, pr.ExpiryReason, pr.ExpiredAt, pr.UpdatedAt = PushExpired, "keys_rotated", &now, now
+			b, err := store.Encode(pr)
+			if err != nil {
 				return n, err
 			}
-			n++
+			puts = append(puts, store.PutOp(store.Item{Key: it.Key, Revision: it.Revision + 1, Data: b}, store.RevisionIs(it.Revision)))
+			subIDs = append(subIDs, pr.ID)
+			if len(puts) == store.MaxTransactWrites-2 {
+				if err := flush(); err != nil {
+					return n, err
+				}
+			}
+		}
+		if err := flush(); err != nil {
+			return n, err
 		}
 		if page.Next == "" {
 			return n, nil

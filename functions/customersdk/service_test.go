@@ -1,6 +1,7 @@
 package customersdk
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/secrets/keyfile"
+	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
@@ -254,4 +256,35 @@ func TestWebPushLifecycle(t *testing.T) {
 	n, err = f.svc.ActiveWebPush(t.Context(), f.bot)
 	require.NoError(t, err)
 	assert.Zero(t, n)
+}
+
+// A key rotation expires subscriptions by the transaction-full, and the counters move by
+// exactly the number expired, across several transactions and pages.
+func TestExpireAllWebPushInBatches(t *testing.T) {
+	t.Parallel()
+	f, p, _ := enabled(t)
+	const n = 2*(store.MaxTransactWrites-2) + 7
+	var subs []WebPushSubscription
+	for i := range n {
+		inst, _ := f.register(t, p)
+		sub, err := f.svc.PutWebPush(t.Context(), inst, fmt.Sprintf("https://push.example/send/%d", i), p256dh, authKey, "granted")
+		require.NoError(t, err)
+		subs = append(subs, sub)
+	}
+	// One expired already (its push service said 410): not counted again.
+	require.NoError(t, f.svc.ExpireWebPush(t.Context(), f.bot, subs[3].ID, "gone"))
+
+	expired, err := f.svc.ExpireAllWebPush(t.Context(), f.bot)
+	require.NoError(t, err)
+	assert.EqualValues(t, n-1, expired)
+	c, err := f.svc.Counts(t.Context(), f.bot)
+	require.NoError(t, err)
+	assert.Equal(t, PushCounts{Expired: n}, c.PushTokens[PushWeb])
+	for _, sub := range []WebPushSubscription{subs[0], subs[n-1]} {
+		_, _, _, err = f.svc.WebPushTarget(t.Context(), f.bot, sub.ID)
+		assert.Equal(t, httpapi.KindNotFound, httpapi.KindOf(err))
+	}
+	again, err := f.svc.ExpireAllWebPush(t.Context(), f.bot)
+	require.NoError(t, err)
+	assert.Zero(t, again)
 }
