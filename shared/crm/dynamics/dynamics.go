@@ -1,0 +1,528 @@
+// Package dynamics is the crm.Client of Microsoft Dynamics 365 through the Dataverse Web API
+// (v9.2) at an environment URL, with tokens of the OAuth 2.0 client-credentials grant from
+// Microsoft Entra ID ({login}/{tenant}/oauth2/v2.0/token, scope "{environment}/.default"):
+// WhoAmI and the organization for the account, EntityDefinitions for fields and picklist
+// options, the opportunity sales stages as the pipeline, $filter queries then PATCH or POST
+// for upserts, modifiedon for changes and annotations for notes. Dataverse has no revocation
+// of client-credentials tokens: Revoke returns nil (the customer removes the application user).
+package dynamics
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/botplatform/api/shared/channel/httpclient"
+	"github.com/botplatform/api/shared/crm"
+	"github.com/botplatform/api/shared/crm/crmhttp"
+)
+
+// DefaultLoginURL is Microsoft Entra ID's authority host (sovereign clouds have their own).
+const DefaultLoginURL = "https://login.microsoftonline.com"
+
+// Bounds the client keeps to.
+const (
+	// pageSize is a page of records (odata.maxpagesize; Dataverse allows 5000).
+	pageSize = 100
+	// defaultRetry is the wait of a 429 without Retry-After.
+	defaultRetry = 5 * time.Second
+	// maxNoteText is the largest annotation notetext Dataverse keeps by default (100,000).
+	maxNoteText = 100000
+)
+
+// Config configures a client.
+type Config struct {
+	// LoginURL is Entra ID's authority host (DefaultLoginURL when empty).
+	LoginURL string
+	// HTTPClient sends the Web API and token requests (nil: crmhttp.NewHTTPClient(AllowPrivate)).
+	HTTPClient   *http.Client
+	AllowPrivate bool
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// Client is a Dataverse environment connection. It is safe for concurrent use.
+type Client struct {
+	api  string
+	http crmhttp.Client
+	now  func() time.Time
+}
+
+var _ crm.Client = (*Client)(nil)
+
+// tenantID is a directory id (a GUID) or a verified domain name.
+var tenantID = regexp.MustCompile(`^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[A-Za-z0-9][A-Za-z0-9.-]{0,252}\.[A-Za-z]{2,63})$`)
+
+// New returns a client of the environment creds.InstanceURL, authenticated as the
+// application creds.TenantID / ClientID / ClientSecret. Tokens are fetched on first use and
+// renewed before they expire (clientcredentials).
+func New(cfg Config, creds crm.Credentials) (*Client, error) {
+	env, err := crmhttp.CheckInstanceURL(creds.InstanceURL, cfg.AllowPrivate)
+	if err != nil {
+		return nil, fmt.Errorf("dynamics: environment %w", err)
+	}
+	login := strings.TrimRight(cfg.LoginURL, "/")
+	if login == "" {
+		login = DefaultLoginURL
+	}
+	if err := httpclient.CheckBaseURL(login); err != nil {
+		return nil, fmt.Errorf("dynamics: login URL %w", err)
+	}
+	switch {
+	case !tenantID.MatchString(creds.TenantID):
+		return nil, errors.New("dynamics: tenant_id must be a directory id or domain")
+	case strings.TrimSpace(creds.ClientID) == "" || creds.ClientSecret == "":
+		return nil, errors.New("dynamics: client_id and client_secret are required")
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = crmhttp.NewHTTPClient(cfg.AllowPrivate)
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	cc := clientcredentials.Config{ClientID: creds.ClientID, ClientSecret: creds.ClientSecret,
+		TokenURL: login + "/" + url.PathEscape(creds.TenantID) + "/oauth2/v2.0/token",
+		Scopes:   []string{env + "/.default"}, AuthStyle: oauth2.AuthStyleInParams}
+	// The token source outlives any one call, so its context is not a request's: it carries
+	// only the HTTP client the token requests use (timeouts bound them).
+	src := cc.TokenSource(context.WithValue(context.Background(), oauth2.HTTPClient, hc))
+	c := &Client{api: env + "/api/data/v9.2", now: now}
+	c.http = crmhttp.Client{HTTP: hc, Auth: crmhttp.Bearer(src), Refuse: c.refuse, Now: now}
+	return c, nil
+}
+
+func (c *Client) refuse(res *http.Response, body []byte) error {
+	var e struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(body, &e)
+	if res.StatusCode == http.StatusTooManyRequests {
+		wait := crmhttp.RetryAfter(res.Header, c.now())
+		if wait == 0 {
+			wait = defaultRetry
+		}
+		return &crm.RateLimitedError{RetryAfter: wait}
+	}
+	msg := e.Error.Message
+	if msg == "" && res.StatusCode >= 500 {
+		msg = "Dataverse is unavailable"
+	}
+	return crmhttp.Refusal(res.StatusCode, e.Error.Code, msg, 0)
+}
+
+var odataHeaders = http.Header{"OData-MaxVersion": {"4.0"}, "OData-Version": {"4.0"}}
+
+func (c *Client) do(ctx context.Context, method, u string, body, out any, extra http.Header) error {
+	h := odataHeaders.Clone()
+	for k, v := range extra {
+		h[k] = v
+	}
+	return c.http.Do(ctx, crmhttp.Request{Method: method, URL: u, JSON: body, Header: h}, out)
+}
+
+var guid = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// Account reads the application user and the organization.
+func (c *Client) Account(ctx context.Context) (crm.Account, error) {
+	var who struct {
+		UserID         string `json:"UserId"`
+		OrganizationID string `json:"OrganizationId"`
+	}
+	if err := c.do(ctx, http.MethodGet, c.api+"/WhoAmI", nil, &who, nil); err != nil {
+		return crm.Account{}, err
+	}
+	if !guid.MatchString(who.OrganizationID) {
+		return crm.Account{}, &crm.ProviderError{Status: 200, Code: "bad_response", Message: "no OrganizationId in WhoAmI"}
+	}
+	var org struct {
+		Name string `json:"name"`
+	}
+	if err := c.do(ctx, http.MethodGet, c.api+"/organizations("+who.OrganizationID+")?$select=name", nil, &org, nil); err != nil {
+		return crm.Account{}, err
+	}
+	return crm.Account{ID: who.OrganizationID, Name: org.Name, User: who.UserID}, nil
+}
+
+// objects are the entity sets the platform writes: their logical name and primary key.
+var objects = []struct {
+	crm.Object
+	logical, key string
+}{
+	{crm.Object{Name: "contacts", Label: "Contacts"}, "contact", "contactid"},
+	{crm.Object{Name: "leads", Label: "Leads"}, "lead", "leadid"},
+	{crm.Object{Name: "accounts", Label: "Accounts"}, "account", "accountid"},
+	{crm.Object{Name: "opportunities", Label: "Opportunities"}, "opportunity", "opportunityid"},
+}
+
+func known(object string) (int, error) {
+	for i, o := range objects {
+		if o.Name == object {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: dataverse entity set %q", crm.ErrNotFound, object)
+}
+
+// Objects lists contacts, leads, accounts and opportunities.
+func (c *Client) Objects(context.Context) ([]crm.Object, error) {
+	out := make([]crm.Object, 0, len(objects))
+	for _, o := range objects {
+		out = append(out, o.Object)
+	}
+	return out, nil
+}
+
+// logicalName is an attribute's logical name: the only thing that goes into OData unquoted.
+var logicalName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,99}$`)
+
+func checkNames(names ...string) error {
+	for _, n := range names {
+		if !logicalName.MatchString(n) {
+			return &crm.ProviderError{Status: 400, Code: "invalid_attribute", Message: fmt.Sprintf("%q is not a Dataverse attribute name", n)}
+		}
+	}
+	return nil
+}
+
+type label struct {
+	UserLocalizedLabel *struct {
+		Label string `json:"Label"`
+	} `json:"UserLocalizedLabel"`
+}
+
+func (l label) text(def string) string {
+	if l.UserLocalizedLabel != nil && l.UserLocalizedLabel.Label != "" {
+		return l.UserLocalizedLabel.Label
+	}
+	return def
+}
+
+// picklists reads the options of an entity's picklist attributes (values as text, which is
+// what the client writes back as numbers).
+func (c *Client) picklists(ctx context.Context, logical string) (map[string][]crm.Stage, error) {
+	var out struct {
+		Value []struct {
+			LogicalName string `json:"LogicalName"`
+			OptionSet   struct {
+				Options []struct {
+					Value int   `json:"Value"`
+					Label label `json:"Label"`
+				} `json:"Options"`
+			} `json:"OptionSet"`
+		} `json:"value"`
+	}
+	u := c.api + "/EntityDefinitions(LogicalName='" + logical + "')/Attributes/Microsoft.Dynamics.CRM.PicklistAttributeMetadata" +
+		"?$select=LogicalName&$expand=OptionSet($select=Options)"
+	if err := c.do(ctx, http.MethodGet, u, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	m := map[string][]crm.Stage{}
+	for _, a := range out.Value {
+		for _, o := range a.OptionSet.Options {
+			m[a.LogicalName] = append(m[a.LogicalName], crm.Stage{ID: strconv.Itoa(o.Value), Label: o.Label.text(strconv.Itoa(o.Value))})
+		}
+	}
+	return m, nil
+}
+
+// Fields reads the entity's attributes (not the virtual ones a lookup adds) with their
+// types; picklist options are their integer values.
+func (c *Client) Fields(ctx context.Context, object string) ([]crm.Field, error) {
+	i, err := known(object)
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Value []struct {
+			LogicalName      string  `json:"LogicalName"`
+			AttributeType    string  `json:"AttributeType"`
+			AttributeOf      *string `json:"AttributeOf"`
+			DisplayName      label   `json:"DisplayName"`
+			IsValidForCreate bool    `json:"IsValidForCreate"`
+			IsValidForUpdate bool    `json:"IsValidForUpdate"`
+			RequiredLevel    struct {
+				Value string `json:"Value"`
+			} `json:"RequiredLevel"`
+			FormatName *struct {
+				Value string `json:"Value"`
+			} `json:"FormatName"`
+		} `json:"value"`
+	}
+	logical := objects[i].logical
+	u := c.api + "/EntityDefinitions(LogicalName='" + logical + "')/Attributes" +
+		"?$select=LogicalName,AttributeType,AttributeOf,DisplayName,IsValidForCreate,IsValidForUpdate,RequiredLevel"
+	if err := c.do(ctx, http.MethodGet, u, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	options, err := c.picklists(ctx, logical)
+	if err != nil {
+		return nil, err
+	}
+	fields := make([]crm.Field, 0, len(out.Value))
+	for _, a := range out.Value {
+		if a.AttributeOf != nil && *a.AttributeOf != "" || a.AttributeType == "Virtual" || a.AttributeType == "EntityName" {
+			continue
+		}
+		format := ""
+		if a.FormatName != nil {
+			format = a.FormatName.Value
+		}
+		f := crm.Field{Object: object, Name: a.LogicalName, Label: a.DisplayName.text(a.LogicalName),
+			Type:     fieldType(a.LogicalName, a.AttributeType, format),
+			ReadOnly: !a.IsValidForCreate && !a.IsValidForUpdate, Required: a.RequiredLevel.Value == "SystemRequired" || a.RequiredLevel.Value == "ApplicationRequired"}
+		for _, o := range options[a.LogicalName] {
+			f.Options = append(f.Options, o.ID)
+		}
+		fields = append(fields, f)
+	}
+	return fields, nil
+}
+
+func fieldType(name, t, format string) crm.FieldType {
+	switch {
+	case format == "Email" || strings.HasPrefix(name, "emailaddress"):
+		return crm.TypeEmail
+	case format == "Phone" || strings.HasPrefix(name, "telephone") || name == "mobilephone":
+		return crm.TypePhone
+	}
+	switch t {
+	case "Integer", "BigInt", "Decimal", "Double", "Money":
+		return crm.TypeNumber
+	case "Boolean":
+		return crm.TypeBool
+	case "DateTime":
+		if format == "DateOnly" {
+			return crm.TypeDate
+		}
+		return crm.TypeDateTime
+	case "Picklist", "State", "Status", "MultiSelectPicklist":
+		return crm.TypeEnum
+	}
+	return crm.TypeString
+}
+
+// Pipelines is the opportunity's sales stages (salesstage) as one pipeline.
+func (c *Client) Pipelines(ctx context.Context) ([]crm.Pipeline, error) {
+	options, err := c.picklists(ctx, "opportunity")
+	if err != nil {
+		return nil, err
+	}
+	p := crm.Pipeline{ID: "opportunity", Label: "Opportunities", Stages: slices.Clone(options["salesstage"])}
+	if p.Stages == nil {
+		p.Stages = []crm.Stage{}
+	}
+	return []crm.Pipeline{p}, nil
+}
+
+// record normalizes an entity record: scalar attributes without OData annotations.
+func record(object, key string, m map[string]any) crm.Record {
+	id, _ := m[key].(string)
+	r := crm.Record{Object: object, ID: id, Properties: map[string]any{}}
+	for k, v := range m {
+		if strings.Contains(k, "@") {
+			continue
+		}
+		switch v.(type) {
+		case string, float64, bool, nil:
+			r.Properties[k] = v
+		}
+	}
+	if s, _ := m["modifiedon"].(string); s != "" {
+		if t, err := time.Parse(time.RFC3339, s); err == nil {
+			r.UpdatedAt = t.UTC()
+		}
+	}
+	return r
+}
+
+// literal is an OData string literal of s.
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func selectList(key string, fields []string) string {
+	list := []string{key, "modifiedon"}
+	for _, f := range fields {
+		if !slices.Contains(list, f) {
+			list = append(list, f)
+		}
+	}
+	return strings.Join(list, ",")
+}
+
+// query builds an entity set URL with OData options; the values are encoded as a query,
+// which keeps $ and , readable as Dataverse expects.
+func (c *Client) query(set string, opts [][2]string) string {
+	parts := make([]string, 0, len(opts))
+	for _, o := range opts {
+		parts = append(parts, o[0]+"="+url.QueryEscape(o[1]))
+	}
+	return c.api + "/" + set + "?" + strings.Join(parts, "&")
+}
+
+func values(props map[string]any) (map[string]any, error) {
+	out := make(map[string]any, len(props))
+	for k, v := range props {
+		if err := checkNames(k); err != nil {
+			return nil, err
+		}
+		if t, ok := v.(time.Time); ok {
+			v = t.UTC().Format(time.RFC3339)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// Upsert finds the record with $filter on key, then PATCHes it (If-Match: * so that a record
+// deleted meanwhile is not recreated) or POSTs a new one, and returns it as stored.
+func (c *Client) Upsert(ctx context.Context, object, key, value string, props map[string]any) (crm.Record, error) {
+	i, err := known(object)
+	if err != nil {
+		return crm.Record{}, err
+	}
+	if err := checkNames(key); err != nil {
+		return crm.Record{}, err
+	}
+	vals, err := values(props)
+	if err != nil {
+		return crm.Record{}, err
+	}
+	found, err := c.Find(ctx, object, key, value, nil)
+	if err != nil && !errors.Is(err, crm.ErrNotFound) {
+		return crm.Record{}, err
+	}
+	prefer := http.Header{"Prefer": {"return=representation"}}
+	var out map[string]any
+	if err == nil {
+		prefer.Set("If-Match", "*")
+		err = c.do(ctx, http.MethodPatch, c.api+"/"+object+"("+found.ID+")", vals, &out, prefer)
+	} else {
+		vals[key] = value
+		err = c.do(ctx, http.MethodPost, c.api+"/"+object, vals, &out, prefer)
+	}
+	if err != nil {
+		return crm.Record{}, err
+	}
+	r := record(object, objects[i].key, out)
+	if !guid.MatchString(r.ID) {
+		return crm.Record{}, &crm.ProviderError{Status: 200, Code: "bad_response", Message: "no record id in the answer"}
+	}
+	return r, nil
+}
+
+// Get reads a record by id.
+func (c *Client) Get(ctx context.Context, object, id string, fields []string) (crm.Record, error) {
+	i, err := known(object)
+	if err != nil {
+		return crm.Record{}, err
+	}
+	if !guid.MatchString(id) {
+		return crm.Record{}, fmt.Errorf("%w: %q is not a Dataverse id", crm.ErrNotFound, id)
+	}
+	if err := checkNames(fields...); err != nil {
+		return crm.Record{}, err
+	}
+	var out map[string]any
+	u := c.api + "/" + object + "(" + id + ")?$select=" + selectList(objects[i].key, fields)
+	if err := c.do(ctx, http.MethodGet, u, nil, &out, nil); err != nil {
+		return crm.Record{}, err
+	}
+	return record(object, objects[i].key, out), nil
+}
+
+// Find reads the record whose key equals value.
+func (c *Client) Find(ctx context.Context, object, key, value string, fields []string) (crm.Record, error) {
+	i, err := known(object)
+	if err != nil {
+		return crm.Record{}, err
+	}
+	if err := checkNames(append([]string{key}, fields...)...); err != nil {
+		return crm.Record{}, err
+	}
+	var out struct {
+		Value []map[string]any `json:"value"`
+	}
+	u := c.query(object, [][2]string{{"$select", selectList(objects[i].key, fields)}, {"$filter", key + " eq " + literal(value)},
+		{"$orderby", "createdon asc"}, {"$top", "1"}})
+	if err := c.do(ctx, http.MethodGet, u, nil, &out, nil); err != nil {
+		return crm.Record{}, err
+	}
+	if len(out.Value) == 0 {
+		return crm.Record{}, crm.ErrNotFound
+	}
+	return record(object, objects[i].key, out.Value[0]), nil
+}
+
+// ChangedSince queries records by modifiedon (whole seconds), oldest first, in pages of
+// odata.maxpagesize; the cursor is the @odata.nextLink Dataverse answered, which must stay
+// under this environment's entity set.
+func (c *Client) ChangedSince(ctx context.Context, object string, since time.Time, fields []string, cursor string) ([]crm.Record, string, error) {
+	i, err := known(object)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := checkNames(fields...); err != nil {
+		return nil, "", err
+	}
+	u := cursor
+	if u == "" {
+		u = c.query(object, [][2]string{{"$select", selectList(objects[i].key, fields)},
+			{"$filter", "modifiedon ge " + since.UTC().Truncate(time.Second).Format(time.RFC3339)},
+			{"$orderby", "modifiedon asc," + objects[i].key + " asc"}})
+	} else if !strings.HasPrefix(cursor, c.api+"/"+object+"?") {
+		return nil, "", &crm.ProviderError{Status: 400, Code: "invalid_cursor", Message: "the cursor is not this environment's next link"}
+	}
+	var out struct {
+		Value    []map[string]any `json:"value"`
+		NextLink string           `json:"@odata.nextLink"`
+	}
+	if err := c.do(ctx, http.MethodGet, u, nil, &out, http.Header{"Prefer": {fmt.Sprintf("odata.maxpagesize=%d", pageSize)}}); err != nil {
+		return nil, "", err
+	}
+	recs := make([]crm.Record, 0, len(out.Value))
+	for _, m := range out.Value {
+		recs = append(recs, record(object, objects[i].key, m))
+	}
+	if out.NextLink != "" && !strings.HasPrefix(out.NextLink, c.api+"/"+object+"?") {
+		return nil, "", &crm.ProviderError{Status: 200, Code: "bad_response", Message: "a next link outside the environment"}
+	}
+	return recs, out.NextLink, nil
+}
+
+// AddNote creates an annotation regarding the record; its subject is the text's first line.
+func (c *Client) AddNote(ctx context.Context, object, id, text string) error {
+	i, err := known(object)
+	if err != nil {
+		return err
+	}
+	if !guid.MatchString(id) {
+		return fmt.Errorf("%w: %q is not a Dataverse id", crm.ErrNotFound, id)
+	}
+	subject, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
+	subject = crmhttp.Truncate(strings.TrimSpace(subject), 500)
+	if subject == "" {
+		subject = "Conversation"
+	}
+	note := map[string]any{"subject": subject, "notetext": crmhttp.Truncate(text, maxNoteText),
+		"objectid_" + objects[i].logical + "@odata.bind": "/" + object + "(" + id + ")"}
+	return c.do(ctx, http.MethodPost, c.api+"/annotations", note, nil, nil)
+}
+
+// Revoke does nothing: Entra ID has no revocation of client-credentials tokens; access ends
+// when the customer removes the application user or its secret.
+func (c *Client) Revoke(context.Context) error { return nil }

@@ -1,0 +1,661 @@
+// Package dynamics is a fake of Microsoft Dynamics 365 on 127.0.0.1, for tests: an Entra ID
+// token endpoint for the OAuth 2.0 client-credentials grant ({tenant}/oauth2/v2.0/token) and
+// the Dataverse Web API v9.2 the platform uses (WhoAmI, organizations, EntityDefinitions
+// attributes and picklist options, contacts/leads/accounts/opportunities with $select,
+// $filter, $orderby, $top and server-driven paging, create and update, annotations). The
+// environment URL and the login URL are the fake's one URL.
+//
+// It checks what they check: the tenant, client id, client secret and the scope
+// "{environment}/.default" (AADSTS errors), and on every Web API call a bearer token the
+// fake's Entra issued for this environment and not expired; attribute names, values against
+// attribute types, OData binds of annotations, If-Match on updates. It answers in the Web
+// API's error shape {"error": {"code": "0x...", "message"}} and, over its limit, 429 with
+// Retry-After (Dataverse's service protection limits).
+package dynamics
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/botplatform/api/tests/fakes/crm/crmfake"
+	"github.com/botplatform/api/tests/fakes/fakehttp"
+)
+
+// The tenant, application and organization every fake starts with.
+const (
+	TenantID       = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+	ClientID       = "0b2a8f3c-1111-4c2d-9e8f-0123456789ab"
+	ClientSecret   = "fake~dynamics~client~secret"
+	OrganizationID = "b8b8c1f5-2c4e-ef11-a317-000d3a5c1234"
+	OrgName        = "Demo Shop CRM"
+	AppUserID      = "e2f1a0b9-3333-ef11-a317-000d3a5c9999"
+	// TokenTTL is how long the fake's access tokens live (Entra's are about an hour).
+	TokenTTL = time.Hour
+	apiPath  = "/api/data/v9.2/"
+	maxBody  = 1 << 20
+)
+
+type attribute struct {
+	Name, Type, Label, Format string
+	Options                   map[int]string
+	ReadOnly                  bool
+}
+
+type entity struct {
+	logical, set, key string
+	attrs             []attribute
+}
+
+var entities = []entity{
+	{"contact", "contacts", "contactid", []attribute{
+		{Name: "contactid", Type: "Uniqueidentifier", Label: "Contact", ReadOnly: true},
+		{Name: "firstname", Type: "String", Label: "First Name"},
+		{Name: "lastname", Type: "String", Label: "Last Name"},
+		{Name: "emailaddress1", Type: "String", Label: "Email", Format: "Email"},
+		{Name: "telephone1", Type: "String", Label: "Business Phone", Format: "Phone"},
+		{Name: "birthdate", Type: "DateTime", Label: "Birthday", Format: "DateOnly"},
+		{Name: "donotemail", Type: "Boolean", Label: "Do not allow Emails"},
+		{Name: "preferredcontactmethodcode", Type: "Picklist", Label: "Preferred Method of Contact", Options: map[int]string{1: "Any", 2: "Email", 3: "Phone"}},
+		{Name: "new_botconversations", Type: "Integer", Label: "Bot conversations"},
+		{Name: "createdon", Type: "DateTime", Label: "Created On", ReadOnly: true},
+		{Name: "modifiedon", Type: "DateTime", Label: "Modified On", ReadOnly: true},
+	}},
+	{"lead", "leads", "leadid", []attribute{
+		{Name: "leadid", Type: "Uniqueidentifier", Label: "Lead", ReadOnly: true},
+		{Name: "lastname", Type: "String", Label: "Last Name"},
+		{Name: "emailaddress1", Type: "String", Label: "Email", Format: "Email"},
+		{Name: "modifiedon", Type: "DateTime", Label: "Modified On", ReadOnly: true},
+	}},
+	{"account", "accounts", "accountid", []attribute{
+		{Name: "accountid", Type: "Uniqueidentifier", Label: "Account", ReadOnly: true},
+		{Name: "name", Type: "String", Label: "Account Name"},
+		{Name: "modifiedon", Type: "DateTime", Label: "Modified On", ReadOnly: true},
+	}},
+	{"opportunity", "opportunities", "opportunityid", []attribute{
+		{Name: "opportunityid", Type: "Uniqueidentifier", Label: "Opportunity", ReadOnly: true},
+		{Name: "name", Type: "String", Label: "Topic"},
+		{Name: "estimatedvalue", Type: "Money", Label: "Est. Revenue"},
+		{Name: "salesstage", Type: "Picklist", Label: "Sales Stage", Options: map[int]string{0: "Qualify", 1: "Develop", 2: "Propose", 3: "Close"}},
+		{Name: "modifiedon", Type: "DateTime", Label: "Modified On", ReadOnly: true},
+	}},
+	{"annotation", "annotations", "annotationid", []attribute{
+		{Name: "annotationid", Type: "Uniqueidentifier", Label: "Note", ReadOnly: true},
+		{Name: "subject", Type: "String", Label: "Title"},
+		{Name: "notetext", Type: "Memo", Label: "Description"},
+		{Name: "objecttypecode", Type: "EntityName", Label: "Object Type", ReadOnly: true},
+		{Name: "_objectid_value", Type: "Lookup", Label: "Regarding", ReadOnly: true},
+		{Name: "modifiedon", Type: "DateTime", Label: "Modified On", ReadOnly: true},
+	}},
+}
+
+func bySet(set string) (entity, bool) {
+	for _, e := range entities {
+		if e.set == set {
+			return e, true
+		}
+	}
+	return entity{}, false
+}
+
+func byLogical(name string) (entity, bool) {
+	for _, e := range entities {
+		if e.logical == name {
+			return e, true
+		}
+	}
+	return entity{}, false
+}
+
+func (e entity) attr(name string) (attribute, bool) {
+	for _, a := range e.attrs {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return attribute{}, false
+}
+
+// Server is the fake. Its methods are safe for concurrent use.
+type Server struct {
+	srv     *httptest.Server
+	Clock   crmfake.Clock
+	traffic *crmfake.Traffic
+	records *crmfake.Records
+
+	mu       sync.Mutex
+	apps     map[string]string // client id -> secret
+	tokens   map[string]time.Time
+	ttl      time.Duration
+	issued   int
+	tokenErr int
+}
+
+// New starts a fake on 127.0.0.1, closed when the test ends.
+func New(t testing.TB) *Server {
+	t.Helper()
+	s := newServer()
+	s.srv = fakehttp.Start(t, http.HandlerFunc(s.serve))
+	return s
+}
+
+// Listen starts the fake outside a test (make demo); close stops it.
+func Listen() (s *Server, close func()) {
+	s = newServer()
+	s.srv = fakehttp.Listen(http.HandlerFunc(s.serve))
+	return s, s.srv.Close
+}
+
+func newServer() *Server {
+	s := &Server{apps: map[string]string{ClientID: ClientSecret}, tokens: map[string]time.Time{}, ttl: TokenTTL}
+	s.traffic = crmfake.NewTraffic(&s.Clock)
+	s.records = crmfake.NewRecords(&s.Clock, func(_ string, n int) string {
+		return fmt.Sprintf("%08x-0000-ef11-a317-%012x", n, n)
+	})
+	return s
+}
+
+// URL is the environment URL (https://<org>.crm.dynamics.com) and the login URL
+// (https://login.microsoftonline.com).
+func (s *Server) URL() string { return s.srv.URL }
+
+// SetTokenTTL sets the lifetime of the tokens issued from now on.
+func (s *Server) SetTokenTTL(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ttl = d
+}
+
+// ExpireTokens expires every token issued so far.
+func (s *Server) ExpireTokens() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for t := range s.tokens {
+		s.tokens[t] = time.Time{}
+	}
+}
+
+// TokensIssued counts the tokens the token endpoint issued.
+func (s *Server) TokensIssued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.issued
+}
+
+// SetRateLimit allows n Web API requests per window; n <= 0 lifts it.
+func (s *Server) SetRateLimit(n int, window time.Duration) { s.traffic.SetLimit(n, window) }
+
+// FailNext makes the next n Web API requests answer status.
+func (s *Server) FailNext(n, status int) { s.traffic.FailNext(n, status) }
+
+// Requests counts the Web API requests received, refused ones included.
+func (s *Server) Requests() int { return s.traffic.Requests() }
+
+// Limited counts the Web API requests refused with 429.
+func (s *Server) Limited() int { return s.traffic.Limited() }
+
+// Records returns the records of an entity set (contacts, annotations, ...) as stored.
+func (s *Server) Records(set string) []crmfake.Record { return s.records.All(set) }
+
+// Record returns one record.
+func (s *Server) Record(set, id string) (crmfake.Record, bool) { return s.records.Get(set, id) }
+
+// Count returns how many records an entity set has.
+func (s *Server) Count(set string) int { return s.records.Count(set) }
+
+// Change sets attributes of a record as a Dynamics user would, moving its modifiedon.
+func (s *Server) Change(set, id string, props map[string]any) bool {
+	_, ok := s.records.Update(set, id, props)
+	return ok
+}
+
+// Create adds a record as a Dynamics user would, and returns its id.
+func (s *Server) Create(set string, props map[string]any) string {
+	return s.records.Create(set, props).ID
+}
+
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	fakehttp.WriteJSON(w, status, map[string]any{"error": map[string]any{"code": code, "message": message}})
+}
+
+var tokenPath = regexp.MustCompile(`^/([^/]+)/oauth2/v2\.0/token$`)
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if m := tokenPath.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodPost {
+		s.token(w, r, m[1])
+		return
+	}
+	rest, ok := strings.CutPrefix(r.URL.Path, apiPath)
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	v := s.traffic.Admit()
+	if v.Limited {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(v.RetryAfter.Seconds()))))
+		writeError(w, http.StatusTooManyRequests, "0x80072322",
+			fmt.Sprintf("Number of requests exceeded the limit of %d over time window of %d seconds.", v.Limit, int(v.Window.Seconds())))
+		return
+	}
+	if v.Fail != 0 {
+		writeError(w, v.Fail, "0x80040216", "An unexpected error occurred.")
+		return
+	}
+	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	s.mu.Lock()
+	exp, known := s.tokens[token]
+	s.mu.Unlock()
+	if !known || !s.Clock.Now().Before(exp) {
+		w.Header().Set("WWW-Authenticate", `Bearer authorization_uri=`+s.srv.URL+`/`+TenantID+`/oauth2/authorize, resource_id=`+s.srv.URL)
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	if r.Header.Get("OData-MaxVersion") != "4.0" || r.Header.Get("OData-Version") != "4.0" {
+		writeError(w, http.StatusBadRequest, "0x80060888", "OData-MaxVersion and OData-Version 4.0 headers are required")
+		return
+	}
+	s.api(w, r, rest)
+}
+
+func (s *Server) token(w http.ResponseWriter, r *http.Request, tenant string) {
+	aad := func(status int, code, desc string) {
+		s.mu.Lock()
+		s.tokenErr++
+		s.mu.Unlock()
+		fakehttp.WriteJSON(w, status, map[string]any{"error": code, "error_description": desc, "error_codes": []int{0},
+			"timestamp": s.Clock.Now().Format(time.DateTime), "trace_id": fakehttp.RandomString(16), "correlation_id": fakehttp.RandomString(16)})
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") || r.ParseForm() != nil {
+		aad(http.StatusBadRequest, "invalid_request", "AADSTS900144: The request body must contain the following parameter: 'grant_type'.")
+		return
+	}
+	f := r.PostForm
+	if tenant != TenantID {
+		aad(http.StatusBadRequest, "invalid_request", fmt.Sprintf("AADSTS90002: Tenant '%s' not found.", tenant))
+		return
+	}
+	if f.Get("grant_type") != "client_credentials" {
+		aad(http.StatusBadRequest, "unsupported_grant_type", "AADSTS70003: The app requested an unsupported grant type.")
+		return
+	}
+	s.mu.Lock()
+	secret, known := s.apps[f.Get("client_id")]
+	s.mu.Unlock()
+	if !known {
+		aad(http.StatusBadRequest, "unauthorized_client", "AADSTS700016: Application with identifier '"+f.Get("client_id")+"' was not found in the directory.")
+		return
+	}
+	if f.Get("client_secret") != secret {
+		aad(http.StatusUnauthorized, "invalid_client", "AADSTS7000215: Invalid client secret provided.")
+		return
+	}
+	if f.Get("scope") != s.srv.URL+"/.default" {
+		aad(http.StatusBadRequest, "invalid_scope", "AADSTS1002012: The provided value for scope "+f.Get("scope")+" is not valid. Client credential flows must have a scope value with /.default suffixed to the resource identifier.")
+		return
+	}
+	t := fakehttp.RandomString(64)
+	s.mu.Lock()
+	ttl := s.ttl
+	s.tokens[t] = s.Clock.Now().Add(ttl)
+	s.issued++
+	s.mu.Unlock()
+	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"token_type": "Bearer", "expires_in": int(ttl.Seconds()),
+		"ext_expires_in": int(ttl.Seconds()), "access_token": t})
+}
+
+var (
+	guid       = `[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`
+	recordPath = regexp.MustCompile(`^(\w+)\((` + guid + `)\)$`)
+	orgPath    = regexp.MustCompile(`^organizations\((` + guid + `)\)$`)
+	attrsPath  = regexp.MustCompile(`^EntityDefinitions\(LogicalName='(\w+)'\)/Attributes(/Microsoft\.Dynamics\.CRM\.PicklistAttributeMetadata)?$`)
+	filterRE   = regexp.MustCompile(`^(\w+) (eq|ge|gt|le|lt) ('(?:[^']|'')*'|[\w:.\-]+)$`)
+	bindRE     = regexp.MustCompile(`^/(\w+)\((` + guid + `)\)$`)
+)
+
+func (s *Server) api(w http.ResponseWriter, r *http.Request, rest string) {
+	switch {
+	case rest == "WhoAmI" && r.Method == http.MethodGet:
+		fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"@odata.context": s.srv.URL + apiPath + "$metadata#Microsoft.Dynamics.CRM.WhoAmIResponse",
+			"BusinessUnitId": "0f1e2d3c-4444-ef11-a317-000d3a5c0000", "UserId": AppUserID, "OrganizationId": OrganizationID})
+	case orgPath.MatchString(rest) && r.Method == http.MethodGet:
+		if orgPath.FindStringSubmatch(rest)[1] != OrganizationID {
+			writeError(w, http.StatusNotFound, "0x80040217", "organization Does Not Exist")
+			return
+		}
+		fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"organizationid": OrganizationID, "name": OrgName})
+	case attrsPath.MatchString(rest) && r.Method == http.MethodGet:
+		m := attrsPath.FindStringSubmatch(rest)
+		s.attributes(w, r, m[1], m[2] != "")
+	case recordPath.MatchString(rest):
+		m := recordPath.FindStringSubmatch(rest)
+		e, ok := bySet(m[1])
+		if !ok {
+			writeError(w, http.StatusNotFound, "0x8006088a", "Resource not found for the segment '"+m[1]+"'.")
+			return
+		}
+		switch r.Method {
+		case http.MethodGet:
+			s.get(w, r, e, m[2])
+		case http.MethodPatch:
+			s.write(w, r, e, m[2])
+		default:
+			writeError(w, http.StatusMethodNotAllowed, "0x80060888", "method not allowed")
+		}
+	default:
+		e, ok := bySet(rest)
+		if !ok {
+			writeError(w, http.StatusNotFound, "0x8006088a", "Resource not found for the segment '"+rest+"'.")
+			return
+		}
+		switch r.Method {
+		case http.MethodGet:
+			s.list(w, r, e)
+		case http.MethodPost:
+			s.write(w, r, e, "")
+		default:
+			writeError(w, http.StatusMethodNotAllowed, "0x80060888", "method not allowed")
+		}
+	}
+}
+
+func label(l string) map[string]any {
+	return map[string]any{"UserLocalizedLabel": map[string]any{"Label": l, "LanguageCode": 1033}}
+}
+
+func (s *Server) attributes(w http.ResponseWriter, r *http.Request, logical string, picklists bool) {
+	e, ok := byLogical(logical)
+	if !ok {
+		writeError(w, http.StatusNotFound, "0x80040217", "Could not find entity with name "+logical)
+		return
+	}
+	var out []map[string]any
+	for _, a := range e.attrs {
+		if picklists {
+			if a.Type != "Picklist" {
+				continue
+			}
+			var opts []map[string]any
+			keys := make([]int, 0, len(a.Options))
+			for k := range a.Options {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				opts = append(opts, map[string]any{"Value": k, "Label": label(a.Options[k])})
+			}
+			out = append(out, map[string]any{"LogicalName": a.Name, "OptionSet": map[string]any{"Options": opts}})
+			continue
+		}
+		required := "None"
+		if a.Name == "lastname" {
+			required = "ApplicationRequired"
+		}
+		out = append(out, map[string]any{"LogicalName": a.Name, "AttributeType": a.Type, "DisplayName": label(a.Label),
+			"IsValidForCreate": !a.ReadOnly, "IsValidForUpdate": !a.ReadOnly, "RequiredLevel": map[string]any{"Value": required},
+			"AttributeOf": nil, "FormatName": map[string]any{"Value": cmpOr(a.Format, "Text")}})
+	}
+	_ = r
+	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"value": out})
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// view is a record with the attributes selected (all when none), as the Web API answers it.
+func view(e entity, rec crmfake.Record, sel []string) map[string]any {
+	if len(sel) == 0 {
+		for _, a := range e.attrs {
+			sel = append(sel, a.Name)
+		}
+	}
+	out := map[string]any{"@odata.etag": fmt.Sprintf(`W/"%d"`, rec.Updated.UnixNano())}
+	for _, name := range sel {
+		switch {
+		case name == e.key:
+			out[name] = rec.ID
+		case name == "modifiedon":
+			out[name] = rec.Updated.UTC().Format(time.RFC3339)
+		case name == "createdon":
+			out[name] = rec.Created.UTC().Format(time.RFC3339)
+		default:
+			out[name] = rec.Props[name]
+		}
+	}
+	return out
+}
+
+func selection(w http.ResponseWriter, e entity, q url.Values) ([]string, bool) {
+	if q.Get("$select") == "" {
+		return nil, true
+	}
+	sel := strings.Split(q.Get("$select"), ",")
+	for _, a := range sel {
+		if _, ok := e.attr(a); !ok {
+			writeError(w, http.StatusBadRequest, "0x80060888", fmt.Sprintf("Could not find a property named '%s' on type 'Microsoft.Dynamics.CRM.%s'.", a, e.logical))
+			return nil, false
+		}
+	}
+	return sel, true
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request, e entity, id string) {
+	sel, ok := selection(w, e, r.URL.Query())
+	if !ok {
+		return
+	}
+	rec, found := s.records.Get(e.set, id)
+	if !found {
+		writeError(w, http.StatusNotFound, "0x80040217", fmt.Sprintf("%s With Id = %s Does Not Exist", e.logical, id))
+		return
+	}
+	fakehttp.WriteJSON(w, http.StatusOK, view(e, rec, sel))
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request, e entity) {
+	q := r.URL.Query()
+	sel, ok := selection(w, e, q)
+	if !ok {
+		return
+	}
+	match := func(crmfake.Record) bool { return true }
+	if f := q.Get("$filter"); f != "" {
+		m := filterRE.FindStringSubmatch(f)
+		if m == nil {
+			writeError(w, http.StatusBadRequest, "0x80060888", "The query parameter $filter is not supported by the fake: "+f)
+			return
+		}
+		a, known := e.attr(m[1])
+		if !known {
+			writeError(w, http.StatusBadRequest, "0x80060888", fmt.Sprintf("Could not find a property named '%s' on type 'Microsoft.Dynamics.CRM.%s'.", m[1], e.logical))
+			return
+		}
+		op, lit := m[2], m[3]
+		if a.Type == "DateTime" {
+			at, err := time.Parse(time.RFC3339, lit)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, "0x80060888", "A binary operator with incompatible types was detected: DateTimeOffset expected")
+				return
+			}
+			match = func(rec crmfake.Record) bool {
+				t := rec.Updated
+				if a.Name == "createdon" {
+					t = rec.Created
+				}
+				c := t.Truncate(time.Second).Compare(at)
+				return map[string]bool{"eq": c == 0, "ge": c >= 0, "gt": c > 0, "le": c <= 0, "lt": c < 0}[op]
+			}
+		} else {
+			if op != "eq" || !strings.HasPrefix(lit, "'") {
+				writeError(w, http.StatusBadRequest, "0x80060888", "the fake compares text attributes with eq only")
+				return
+			}
+			want := strings.ReplaceAll(lit[1:len(lit)-1], "''", "'")
+			match = func(rec crmfake.Record) bool {
+				v, _ := rec.Props[a.Name].(string)
+				return strings.EqualFold(v, want) // Dataverse's default collation ignores case
+			}
+		}
+	}
+	recs := s.records.Find(e.set, match)
+	if ob := q.Get("$orderby"); strings.HasPrefix(ob, "modifiedon") {
+		slices.SortStableFunc(recs, func(a, b crmfake.Record) int { return a.Updated.Compare(b.Updated) })
+	}
+	if t := q.Get("$top"); t != "" {
+		n, err := strconv.Atoi(t)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, "0x80060888", "$top must be a positive integer")
+			return
+		}
+		recs = recs[:min(n, len(recs))]
+	}
+	pageSize := 5000
+	if p := r.Header.Get("Prefer"); strings.Contains(p, "odata.maxpagesize=") {
+		n, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(strings.SplitAfter(p, "odata.maxpagesize=")[1], ",", 2)[0]))
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, "0x80060888", "bad odata.maxpagesize")
+			return
+		}
+		pageSize = min(n, 5000)
+		w.Header().Set("Preference-Applied", fmt.Sprintf("odata.maxpagesize=%d", pageSize))
+	}
+	skip := 0
+	if st := q.Get("$skiptoken"); st != "" {
+		n, err := strconv.Atoi(st)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "0x80060888", "bad $skiptoken")
+			return
+		}
+		skip = n
+	}
+	rows := []map[string]any{}
+	for i := skip; i < len(recs) && i < skip+pageSize; i++ {
+		rows = append(rows, view(e, recs[i], sel))
+	}
+	out := map[string]any{"@odata.context": s.srv.URL + apiPath + "$metadata#" + e.set, "value": rows}
+	if skip+pageSize < len(recs) {
+		q.Set("$skiptoken", strconv.Itoa(skip+pageSize))
+		out["@odata.nextLink"] = s.srv.URL + apiPath + e.set + "?" + q.Encode()
+	}
+	fakehttp.WriteJSON(w, http.StatusOK, out)
+}
+
+// write serves POST (id empty) and PATCH of a record.
+func (s *Server) write(w http.ResponseWriter, r *http.Request, e entity, id string) {
+	var in map[string]any
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err == nil {
+		err = json.Unmarshal(b, &in)
+	}
+	if err != nil || in == nil || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		writeError(w, http.StatusBadRequest, "0x80048d19", "Error identified in Payload provided by the user for Entity :'"+e.set+"'")
+		return
+	}
+	props := map[string]any{}
+	for k, v := range in {
+		if nav, ok := strings.CutSuffix(k, "@odata.bind"); ok && e.logical == "annotation" {
+			m := bindRE.FindStringSubmatch(fmt.Sprint(v))
+			target, known := byLogical(strings.TrimPrefix(nav, "objectid_"))
+			if !strings.HasPrefix(nav, "objectid_") || !known || m == nil || m[1] != target.set {
+				writeError(w, http.StatusBadRequest, "0x80048d19", "An undeclared property '"+nav+"' which only has property annotations in the payload.")
+				return
+			}
+			if _, found := s.records.Get(m[1], m[2]); !found {
+				writeError(w, http.StatusNotFound, "0x80040217", fmt.Sprintf("%s With Id = %s Does Not Exist", target.logical, m[2]))
+				return
+			}
+			props["_objectid_value"] = m[2]
+			props["objecttypecode"] = target.logical
+			continue
+		}
+		a, known := e.attr(k)
+		if !known {
+			writeError(w, http.StatusBadRequest, "0x80048d19", fmt.Sprintf("Error identified in Payload provided by the user for Entity :'%s'. The property '%s' does not exist on type 'Microsoft.Dynamics.CRM.%s'.", e.set, k, e.logical))
+			return
+		}
+		if a.ReadOnly {
+			writeError(w, http.StatusBadRequest, "0x80048d19", fmt.Sprintf("The property '%s' cannot be set.", k))
+			return
+		}
+		if msg := checkValue(a, v); msg != "" {
+			writeError(w, http.StatusBadRequest, "0x80048d19", msg)
+			return
+		}
+		props[k] = v
+	}
+	var rec crmfake.Record
+	status := http.StatusCreated
+	if id == "" {
+		rec = s.records.Create(e.set, props)
+	} else {
+		var found bool
+		if r.Header.Get("If-Match") != "*" {
+			// Without If-Match a PATCH to a missing id would create the record (an upsert).
+			if _, found = s.records.Get(e.set, id); !found {
+				writeError(w, http.StatusBadRequest, "0x80048d19", "the fake requires If-Match: * on updates")
+				return
+			}
+		}
+		rec, found = s.records.Update(e.set, id, props)
+		if !found {
+			writeError(w, http.StatusNotFound, "0x80040217", fmt.Sprintf("%s With Id = %s Does Not Exist", e.logical, id))
+			return
+		}
+		status = http.StatusOK
+	}
+	w.Header().Set("OData-EntityId", s.srv.URL+apiPath+e.set+"("+rec.ID+")")
+	if strings.Contains(r.Header.Get("Prefer"), "return=representation") {
+		fakehttp.WriteJSON(w, status, view(e, rec, nil))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func checkValue(a attribute, v any) string {
+	if v == nil {
+		return ""
+	}
+	bad := false
+	switch a.Type {
+	case "String", "Memo":
+		_, isString := v.(string)
+		bad = !isString
+	case "Integer", "Money", "Decimal", "Double", "BigInt":
+		n, isNum := v.(float64)
+		bad = !isNum || (a.Type == "Integer" && n != math.Trunc(n))
+	case "Boolean":
+		_, isBool := v.(bool)
+		bad = !isBool
+	case "Picklist":
+		n, isNum := v.(float64)
+		_, isOption := a.Options[int(n)]
+		bad = !isNum || !isOption
+	case "DateTime":
+		sv, _ := v.(string)
+		layout := time.RFC3339
+		if a.Format == "DateOnly" {
+			layout = time.DateOnly
+		}
+		_, err := time.Parse(layout, sv)
+		bad = err != nil
+	}
+	if bad {
+		return fmt.Sprintf("Cannot convert the literal '%v' to the expected type of attribute '%s' (%s).", v, a.Name, a.Type)
+	}
+	return ""
+}
