@@ -39,6 +39,10 @@ func PublicRoutes() []string {
 		// The tracked link buttons of sent broadcasts (signed tokens: functions/broadcasts).
 		"GET /b/c/{token}",
 		"POST /esp/{provider}/webhook", "POST /esp/{provider}/inbound",
+		// The OAuth providers' redirect after a CRM connection's consent screen: no token,
+		// only the single-use, 5-minute state a start issued authenticates it
+		// (functions/crm, docs/crm.md).
+		"GET /api/integrations/crm/{provider}/callback",
 	}
 }
 
