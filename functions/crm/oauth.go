@@ -44,16 +44,16 @@ func (r *StartRequest) Validate() error {
 // checkHostLike returns why s is not host-like (dot-separated labels of a-z, 0-9 and inner
 // hyphens, each 1 to 63 long, max characters in all), "" when it is.
 func checkHostLike(s string, maxLen int) string {
-	const want = "must be a host-like account identifier: letters, digits and hyphens in dot-separated labels, such as acme.my.salesforce.com"
+	const want = "a host-like account identifier: letters, digits and hyphens in dot-separated labels, such as acme.my.salesforce.com"
 	if s == "" {
-		return "is required; " + want[5:]
+		return "is required: " + want
 	}
 	if len(s) > maxLen {
 		return fmt.Sprintf("at most %d characters", maxLen)
 	}
 	for label := range strings.SplitSeq(s, ".") {
 		if !validLabel(label) {
-			return want
+			return "must be " + want
 		}
 	}
 	return ""
