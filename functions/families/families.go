@@ -14,6 +14,7 @@ import (
 	"github.com/botplatform/api/functions/channels"
 	"github.com/botplatform/api/functions/collections"
 	contentwiring "github.com/botplatform/api/functions/content/wiring"
+	crmwiring "github.com/botplatform/api/functions/crm/wiring"
 	customersdkwiring "github.com/botplatform/api/functions/customersdk/wiring"
 	emailcampaignswiring "github.com/botplatform/api/functions/emailcampaigns/wiring"
 	emaildomainswiring "github.com/botplatform/api/functions/emaildomains/wiring"
@@ -67,6 +68,7 @@ func All() []family.Family {
 		customersdkwiring.Family(),
 		sdkwiring.Family(),
 		webpushwiring.Family(),
+		crmwiring.Family(),
 		mcp.Family(),
 	}
 }

@@ -54,6 +54,8 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 		// subscriber (subscribers).
 		"popups": {"popups", "popups/wiring", "subscribers"},
 		// The customer SDK's management routes link nothing else.
+		// CRM connections: the family alone (the provider clients are in shared/crm).
+		"crm":         {"crm", "crm/wiring"},
 		"customersdk": {"customersdk", "customersdk/wiring"},
 		// The device surface serves the customer SDK's data (customersdk) and browser push's
 		// VAPID public key (webpush, which reads published push documents: content).

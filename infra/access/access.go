@@ -322,6 +322,18 @@ func Access() map[string][]Grant {
 			{SDKKeyParameter, []string{"ssm:GetParameter"}},
 			{ParameterKey, []string{"kms:Decrypt"}},
 		},
+		// CRM connections and the OAuth callback: the connections' credentials and the
+		// pending starts' PKCE verifiers are sealed (GenerateDataKey) and opened (Decrypt:
+		// the callback, token refreshes, revocation at disconnect); TransactWriteItems
+		// (PutItem, DeleteItem) writes and removes a connection with its credentials and
+		// account reservation; PutItem conditioned on the revision takes the refresh lease
+		// and counts OAuth starts. The providers are reached over the internet.
+		"crm": {logs,
+			{Table, tableReadWrite},
+			{Bus, []string{"events:PutEvents"}},
+			{CursorKey, []string{"kms:GenerateMac"}},
+			{SecretsKey, []string{"kms:Decrypt", "kms:GenerateDataKey"}},
+		},
 		// The device surface /sdk/v1/*: installations registered and authenticated (the
 		// token lookup, GetItem), identity secrets opened (Decrypt), push credentials sealed
 		// (GenerateDataKey), receipts and rate limits (TransactWriteItems, UpdateItem),

@@ -49,6 +49,10 @@ func PublicRoutes() []string {
 		"OPTIONS /sdk/v1/installations", "OPTIONS /sdk/v1/identify", "OPTIONS /sdk/v1/push-tokens",
 		"OPTIONS /sdk/v1/receipts", "OPTIONS /sdk/v1/events", "OPTIONS /sdk/v1/web-push/config",
 		"GET /sdk/v1/sdk.js", "GET /sdk/v1/sw.js", "GET /sdk/openapi.yaml",
+		// The OAuth providers' redirect after a CRM connection's consent screen: no token,
+		// only the single-use, 5-minute state a start issued authenticates it
+		// (functions/crm, docs/crm.md).
+		"GET /api/integrations/crm/{provider}/callback",
 	}
 }
 
