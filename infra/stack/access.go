@@ -123,6 +123,8 @@ func Settings() map[string][]Setting {
 		"emailcampaigns": {PublicURL},
 		"emailevents":    {PublicURL, SNSTopicARNs},
 		"emaildomains":   {SNSTopicARNs},
+		// An OAuth start's redirect_uri defaults to the callback at PUBLIC_URL.
+		"crm": {PublicURL},
 	}
 }
 

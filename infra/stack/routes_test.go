@@ -98,6 +98,11 @@ const healthz = `  /healthz:
       security: []
       x-family: public
       responses: {'200': {description: ok}}
+  /api/integrations/crm/{provider}/callback:
+    get:
+      security: []
+      x-family: public
+      responses: {'200': {description: ok}}
 `
 
 func TestRoutesOfTheDocument(t *testing.T) {
