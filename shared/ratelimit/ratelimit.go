@@ -1,5 +1,6 @@
-// Package ratelimit counts calls in fixed windows kept in the store, so that every process
-// (every Lambda instance) shares one count: test sends per bot, public events per origin.
+// Package ratelimit counts calls in windows kept in the store, so that every process (every
+// Lambda instance) shares one count: fixed windows for high limits (test sends per bot,
+// public events per origin), a sliding window for small ones (CRM OAuth starts per account).
 package ratelimit
 
 import (
