@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
 	crmapi "github.com/botplatform/api/shared/crm"
@@ -154,7 +155,7 @@ func (s *Service) environmentAllowed(env string) bool {
 func (s *Service) clientCredentials(creds crmapi.Credentials) *clientcredentials.Config {
 	return &clientcredentials.Config{ClientID: creds.ClientID, ClientSecret: creds.ClientSecret,
 		TokenURL: strings.TrimRight(s.settings.DynamicsLoginURL, "/") + "/" + url.PathEscape(creds.TenantID) + "/oauth2/v2.0/token",
-		Scopes:   []string{creds.InstanceURL + "/.default"}}
+		Scopes:   []string{creds.InstanceURL + "/.default"}, AuthStyle: oauth2.AuthStyleInParams}
 }
 
 // ConnectDynamics connects bot to a Dataverse environment with OIDC client credentials: it

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/botplatform/api/shared/auth"
 	crmapi "github.com/botplatform/api/shared/crm"
+	"github.com/botplatform/api/shared/crm/salesforce"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/store"
@@ -226,8 +228,11 @@ func (s *Service) Callback(ctx context.Context, provider string, q url.Values) (
 		return Connection{}, false, actor, exchangeProblem(err)
 	}
 	creds := crmapi.Credentials{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry.UTC()}
-	if inst, ok := tok.Extra("instance_url").(string); ok {
-		creds.InstanceURL = inst // Salesforce's: where the org's API is
+	if provider == crmapi.Salesforce {
+		// Where the org's API is: the platform will send the token there, so it is checked.
+		if creds.InstanceURL, err = s.instanceURL(tok); err != nil {
+			return Connection{}, false, actor, providerProblem(err)
+		}
 	}
 	acct, err := s.account(ctx, provider, creds)
 	if err != nil {
@@ -258,6 +263,17 @@ func exchangeProblem(err error) error {
 	return httpapi.E(httpapi.KindUnavailable, "provider_unavailable", "the provider's token endpoint could not be reached or failed; start again shortly").Wrap(err)
 }
 
+// instanceURL reads and checks the instance URL of a Salesforce token response (the code
+// exchange's, a refresh's): https unless the deployment allows private addresses. A
+// response without a usable one is the provider's fault, answered as unavailable.
+func (s *Service) instanceURL(tok *oauth2.Token) (string, error) {
+	u, err := salesforce.InstanceURL(tok, s.settings.AllowPrivate)
+	if err != nil {
+		return "", &crmapi.ProviderError{Status: http.StatusOK, Code: "bad_instance_url", Message: err.Error(), Temporary: true}
+	}
+	return u, nil
+}
+
 // tokenError turns a failed token request (a refresh, a client-credentials grant) into the
 // client contract's errors: a refusal is crmapi.ErrUnauthorized, anything else temporary.
 func tokenError(err error) error {
@@ -272,7 +288,9 @@ func tokenError(err error) error {
 func (s *Service) account(ctx context.Context, provider string, creds crmapi.Credentials) (crmapi.Account, error) {
 	cl, err := s.newClient(provider, creds)
 	if err != nil {
-		return crmapi.Account{}, httpapi.Errorf(httpapi.KindUnavailable, "provider_unavailable", "this deployment cannot reach %s (it has no client for it)", provider).Wrap(err)
+		// The client refuses what it may not call (an instance URL that is not https, on a
+		// deployment that allows only public addresses): nothing the caller can fix.
+		return crmapi.Account{}, httpapi.Errorf(httpapi.KindUnavailable, "provider_unavailable", "this deployment cannot call %s at this address", provider).Wrap(err)
 	}
 	acct, err := cl.Account(ctx)
 	if err != nil {

@@ -74,6 +74,10 @@ type Settings struct {
 	// PipedriveURL is the Pipedrive API root of every company ("" is
 	// https://<company_domain>.pipedrive.com, Pipedrive's own).
 	PipedriveURL string
+	// AllowPrivate lets instance URLs be plain http on private and loopback addresses (the
+	// fakes of local tests and the demo); otherwise an instance URL a provider names
+	// (Salesforce's instance_url) must be https.
+	AllowPrivate bool
 }
 
 // Config is the family's dependencies. Store, Sealer, Bots, Audit, NewClient, Log and Now

@@ -165,12 +165,19 @@ func (s *Service) refresh(ctx context.Context, c Connection, creds crmapi.Creden
 	if err != nil {
 		return crmapi.Credentials{}, tokenError(err)
 	}
+	if c.Provider == crmapi.Salesforce {
+		// Salesforce names the org's instance in every token response; it is where the new
+		// token goes, so it is checked as at the code exchange. Only Salesforce's is read: no
+		// other token endpoint may move a connection's API elsewhere.
+		inst, err := s.instanceURL(tok)
+		if err != nil {
+			return crmapi.Credentials{}, err
+		}
+		creds.InstanceURL = inst
+	}
 	creds.AccessToken, creds.Expiry = tok.AccessToken, tok.Expiry.UTC()
 	if tok.RefreshToken != "" {
 		creds.RefreshToken = tok.RefreshToken // rotated
-	}
-	if inst, ok := tok.Extra("instance_url").(string); ok && inst != "" {
-		creds.InstanceURL = inst
 	}
 	return creds, nil
 }

@@ -5,9 +5,7 @@ package wiring
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -15,6 +13,11 @@ import (
 
 	"github.com/botplatform/api/functions/crm"
 	crmapi "github.com/botplatform/api/shared/crm"
+	"github.com/botplatform/api/shared/crm/crmhttp"
+	"github.com/botplatform/api/shared/crm/dynamics"
+	"github.com/botplatform/api/shared/crm/hubspot"
+	"github.com/botplatform/api/shared/crm/pipedrive"
+	"github.com/botplatform/api/shared/crm/salesforce"
 	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ratelimit"
@@ -34,39 +37,39 @@ func Family() family.Family {
 // The environment variables of the family's configuration. The client secrets are secrets:
 // the local process reads them from the environment only (never flags, which show in ps).
 const (
-	EnvHubSpotClientID         = "CRM_HUBSPOT_CLIENT_ID"
-	EnvHubSpotClientSecret     = "CRM_HUBSPOT_CLIENT_SECRET"
-	EnvHubSpotRedirectURL      = "CRM_HUBSPOT_REDIRECT_URL"
-	EnvHubSpotAuthBaseURL      = "CRM_HUBSPOT_AUTH_BASE_URL"
-	EnvHubSpotAPIBaseURL       = "CRM_HUBSPOT_API_BASE_URL"
-	EnvSalesforceClientID      = "CRM_SALESFORCE_CLIENT_ID"
-	EnvSalesforceClientSecret  = "CRM_SALESFORCE_CLIENT_SECRET"
-	EnvSalesforceRedirectURL   = "CRM_SALESFORCE_REDIRECT_URL"
-	EnvSalesforceLoginBaseURL  = "CRM_SALESFORCE_LOGIN_BASE_URL"
-	EnvPipedriveAPIBaseURL     = "CRM_PIPEDRIVE_API_BASE_URL"
-	EnvDynamicsLoginBaseURL    = "CRM_DYNAMICS_LOGIN_BASE_URL"
-	EnvDynamicsHostSuffixes    = "CRM_DYNAMICS_HOST_SUFFIXES"
-	EnvDynamicsAllowedOrigins  = "CRM_DYNAMICS_ALLOWED_ORIGINS"
-	defaultHubSpotAuthBaseURL  = "https://app.hubspot.com"
-	defaultHubSpotAPIBaseURL   = "https://api.hubapi.com"
-	defaultSalesforceLoginBase = "https://login.salesforce.com"
-	defaultDynamicsLoginBase   = "https://login.microsoftonline.com"
+	EnvHubSpotClientID        = "CRM_HUBSPOT_CLIENT_ID"
+	EnvHubSpotClientSecret    = "CRM_HUBSPOT_CLIENT_SECRET"
+	EnvHubSpotRedirectURL     = "CRM_HUBSPOT_REDIRECT_URL"
+	EnvHubSpotAuthBaseURL     = "CRM_HUBSPOT_AUTH_BASE_URL"
+	EnvHubSpotAPIBaseURL      = "CRM_HUBSPOT_API_BASE_URL"
+	EnvSalesforceClientID     = "CRM_SALESFORCE_CLIENT_ID"
+	EnvSalesforceClientSecret = "CRM_SALESFORCE_CLIENT_SECRET"
+	EnvSalesforceRedirectURL  = "CRM_SALESFORCE_REDIRECT_URL"
+	EnvSalesforceLoginBaseURL = "CRM_SALESFORCE_LOGIN_BASE_URL"
+	EnvPipedriveAPIBaseURL    = "CRM_PIPEDRIVE_API_BASE_URL"
+	EnvDynamicsLoginBaseURL   = "CRM_DYNAMICS_LOGIN_BASE_URL"
+	EnvDynamicsHostSuffixes   = "CRM_DYNAMICS_HOST_SUFFIXES"
+	EnvDynamicsAllowedOrigins = "CRM_DYNAMICS_ALLOWED_ORIGINS"
+	// EnvPrivateAddresses set to "allow" lets the platform call providers on private and
+	// loopback addresses, over plain http: the fakes of local tests and the demo. Without
+	// it only public https addresses are called, because instance URLs are customer-given
+	// (a Dataverse environment, a Pipedrive domain) or provider-given (Salesforce's
+	// instance_url), and must not reach the deployment's own network.
+	EnvPrivateAddresses = "CRM_PRIVATE_PROVIDER_ADDRESSES"
 )
 
-// The scopes the platform asks for: read and write contacts and deals and read their
-// schemas (field discovery). Salesforce's refresh_token scope is what makes it issue one.
-var (
-	hubSpotScopes = []string{"oauth", "crm.objects.contacts.read", "crm.objects.contacts.write", "crm.objects.deals.read",
-		"crm.objects.deals.write", "crm.schemas.contacts.read", "crm.schemas.deals.read"}
-	salesforceScopes = []string{"api", "refresh_token"}
-)
+// tokenTimeout bounds one call of a provider's token endpoint (a code exchange, a
+// refresh): well within the refresh lease (functions/crm's leaseTTL).
+const tokenTimeout = 15 * time.Second
 
 // Config is the family's deployment configuration.
 type Config struct {
-	// Settings are the service's (OAuth applications, Dataverse host rules).
+	// Settings are the service's (OAuth applications, Dataverse host rules, the Pipedrive
+	// API root override, whether private addresses may be called).
 	Settings crm.Settings
-	// HubSpotAPIBaseURL and SalesforceLoginBaseURL are where the provider clients call
-	// (Salesforce's API is each org's instance URL, from its token response).
+	// HubSpotAPIBaseURL is where the HubSpot client calls; SalesforceLoginBaseURL is where
+	// Salesforce's OAuth endpoints are (its API is each org's instance URL, from its token
+	// response).
 	HubSpotAPIBaseURL      string
 	SalesforceLoginBaseURL string
 }
@@ -87,9 +90,11 @@ func ConfigFromEnv(getenv func(string) string, publicURL string) Config {
 		}
 		return strings.TrimRight(publicURL, "/") + "/api/integrations/crm/" + provider + "/callback"
 	}
-	hsAuth := strings.TrimRight(get(EnvHubSpotAuthBaseURL, defaultHubSpotAuthBaseURL), "/")
-	hsAPI := strings.TrimRight(get(EnvHubSpotAPIBaseURL, defaultHubSpotAPIBaseURL), "/")
-	sfLogin := strings.TrimRight(get(EnvSalesforceLoginBaseURL, defaultSalesforceLoginBase), "/")
+	// The endpoints and scopes are the client packages': one definition of each provider.
+	hsAPI := strings.TrimRight(get(EnvHubSpotAPIBaseURL, hubspot.DefaultBaseURL), "/")
+	hs := hubspot.Endpoint(get(EnvHubSpotAuthBaseURL, hubspot.DefaultAuthBaseURL), hsAPI)
+	sfLogin := strings.TrimRight(get(EnvSalesforceLoginBaseURL, salesforce.DefaultLoginURL), "/")
+	sf := salesforce.Endpoint(sfLogin)
 	return Config{
 		HubSpotAPIBaseURL:      hsAPI,
 		SalesforceLoginBaseURL: sfLogin,
@@ -97,15 +102,16 @@ func ConfigFromEnv(getenv func(string) string, publicURL string) Config {
 			OAuth: map[string]crm.OAuthApp{
 				crmapi.HubSpot: {ClientID: get(EnvHubSpotClientID, ""), ClientSecret: get(EnvHubSpotClientSecret, ""),
 					RedirectURL: get(EnvHubSpotRedirectURL, callback(crmapi.HubSpot)),
-					AuthURL:     hsAuth + "/oauth/authorize", TokenURL: hsAPI + "/oauth/v1/token", Scopes: hubSpotScopes},
+					AuthURL:     hs.AuthURL, TokenURL: hs.TokenURL, Scopes: hubspot.Scopes()},
 				crmapi.Salesforce: {ClientID: get(EnvSalesforceClientID, ""), ClientSecret: get(EnvSalesforceClientSecret, ""),
 					RedirectURL: get(EnvSalesforceRedirectURL, callback(crmapi.Salesforce)),
-					AuthURL:     sfLogin + "/services/oauth2/authorize", TokenURL: sfLogin + "/services/oauth2/token", Scopes: salesforceScopes},
+					AuthURL:     sf.AuthURL, TokenURL: sf.TokenURL, Scopes: salesforce.Scopes()},
 			},
-			DynamicsLoginURL:     strings.TrimRight(get(EnvDynamicsLoginBaseURL, defaultDynamicsLoginBase), "/"),
+			DynamicsLoginURL:     strings.TrimRight(get(EnvDynamicsLoginBaseURL, dynamics.DefaultLoginURL), "/"),
 			DynamicsHostSuffixes: list(getenv(EnvDynamicsHostSuffixes)),
 			DynamicsOrigins:      list(getenv(EnvDynamicsAllowedOrigins)),
 			PipedriveURL:         strings.TrimRight(get(EnvPipedriveAPIBaseURL, ""), "/"),
+			AllowPrivate:         strings.TrimSpace(getenv(EnvPrivateAddresses)) == "allow",
 		},
 	}
 }
@@ -126,7 +132,14 @@ func Service(env *family.Env, cfg Config) *crm.Service {
 	if sealer == nil {
 		sealer = noSealer{}
 	}
-	httpClient := providerHTTPClient()
+	// One HTTP client for the provider APIs and their token endpoints: bounded, no
+	// redirects followed (a token endpoint never redirects, and a redirect must not carry a
+	// client secret, a code or a token elsewhere), public addresses only unless allowed.
+	httpClient := crmhttp.NewHTTPClient(cfg.Settings.AllowPrivate)
+	// x/oauth2's token calls have only the request's context: bound them here (the API
+	// clients bound each call themselves).
+	tokenClient := *httpClient
+	tokenClient.Timeout = tokenTimeout
 	svc, err := crm.New(crm.Config{
 		Store:      env.Store,
 		Sealer:     sealer,
@@ -134,7 +147,7 @@ func Service(env *family.Env, cfg Config) *crm.Service {
 		Audit:      env.Audit,
 		Limiter:    ratelimit.New(env.Store, env.Now),
 		NewClient:  Clients(cfg, httpClient),
-		HTTPClient: httpClient,
+		HTTPClient: &tokenClient,
 		Settings:   cfg.Settings,
 		Log:        env.Log,
 		Now:        env.Now,
@@ -146,36 +159,35 @@ func Service(env *family.Env, cfg Config) *crm.Service {
 	return svc
 }
 
-// ErrNotLinked is what Clients answers for a provider whose client package this build
-// does not link.
-var ErrNotLinked = errors.New("provider clients not linked")
-
-// Clients is the seam of the provider clients (shared/crm/hubspot, salesforce, pipedrive,
-// dynamics): each is built with cfg's base URL for it and httpClient. Until they are
-// linked, every provider answers ErrNotLinked, which connecting turns into 503
-// provider_unavailable.
+// Clients builds a connection's provider client (shared/crm/hubspot, salesforce, pipedrive,
+// dynamics) with cfg's base URLs and httpClient (nil: each client's default). The
+// credentials carry the per-connection instance URL (Salesforce's org, the Pipedrive
+// company or cfg's Pipedrive override, the Dataverse environment); each client checks it,
+// https unless cfg allows private addresses.
 func Clients(cfg Config, httpClient *http.Client) crm.NewClient {
-	_, _ = cfg, httpClient // the provider clients' configuration, once they are linked
-	return func(provider string, _ crmapi.Credentials) (crmapi.Client, error) {
-		return nil, fmt.Errorf("crm wiring: %s: %w", provider, ErrNotLinked)
-	}
-}
-
-// providerHTTPClient calls the providers' token endpoints: every call bounded, no
-// redirects followed (a token endpoint never redirects, and a redirect must not carry a
-// client secret or a code elsewhere).
-func providerHTTPClient() *http.Client {
-	return &http.Client{
-		Timeout: 15 * time.Second,
-		Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			TLSHandshakeTimeout:   5 * time.Second,
-			ResponseHeaderTimeout: 10 * time.Second,
-			IdleConnTimeout:       90 * time.Second,
-			ForceAttemptHTTP2:     true,
-		},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	allow := cfg.Settings.AllowPrivate
+	return func(provider string, creds crmapi.Credentials) (crmapi.Client, error) {
+		var (
+			c   crmapi.Client
+			err error
+		)
+		switch provider {
+		case crmapi.HubSpot:
+			c, err = hubspot.New(hubspot.Config{BaseURL: cfg.HubSpotAPIBaseURL, HTTPClient: httpClient, AllowPrivate: allow}, creds)
+		case crmapi.Salesforce:
+			c, err = salesforce.New(salesforce.Config{HTTPClient: httpClient, AllowPrivate: allow}, creds)
+		case crmapi.Pipedrive:
+			c, err = pipedrive.New(pipedrive.Config{BaseURL: cfg.Settings.PipedriveURL, HTTPClient: httpClient, AllowPrivate: allow}, creds)
+		case crmapi.Dynamics:
+			c, err = dynamics.New(dynamics.Config{LoginURL: cfg.Settings.DynamicsLoginURL, HTTPClient: httpClient, AllowPrivate: allow}, creds)
+		default:
+			return nil, fmt.Errorf("crm wiring: unknown provider %q", provider)
+		}
+		if err != nil {
+			// A typed nil must not pass for a client.
+			return nil, err
+		}
+		return c, nil
 	}
 }
 

@@ -1,6 +1,7 @@
 package wiring
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -14,6 +15,10 @@ import (
 	"github.com/botplatform/api/shared/family/familytest"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/secrets/keyfile"
+	dynamicsfake "github.com/botplatform/api/tests/fakes/crm/dynamics"
+	hubspotfake "github.com/botplatform/api/tests/fakes/crm/hubspot"
+	pipedrivefake "github.com/botplatform/api/tests/fakes/crm/pipedrive"
+	salesforcefake "github.com/botplatform/api/tests/fakes/crm/salesforce"
 )
 
 func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "crm")) }
@@ -44,19 +49,77 @@ func TestConfigFromEnv(t *testing.T) {
 	assert.Equal(t, []string{"http://127.0.0.1:7"}, cfg.Settings.DynamicsOrigins)
 }
 
-// Until the provider packages are linked, every provider answers ErrNotLinked, and a
-// connect says the deployment cannot reach the CRM.
-func TestClientsNotLinked(t *testing.T) {
+// Clients builds each provider's real client with the configured base URLs: each answers
+// who its credentials act as from its fake. Private addresses (the fakes') are refused
+// unless the switch allows them.
+func TestClients(t *testing.T) {
 	t.Parallel()
-	_, err := Clients(Config{}, nil)(crmapi.Pipedrive, crmapi.Credentials{})
-	assert.ErrorIs(t, err, ErrNotLinked)
+	hs, sf, pd, dyn := hubspotfake.New(t), salesforcefake.New(t), pipedrivefake.New(t), dynamicsfake.New(t)
+	env := map[string]string{EnvHubSpotAPIBaseURL: hs.URL(), EnvSalesforceLoginBaseURL: sf.URL(), EnvPipedriveAPIBaseURL: pd.URL(),
+		EnvDynamicsLoginBaseURL: dyn.URL(), EnvPrivateAddresses: "allow"}
+	cfg := ConfigFromEnv(func(k string) string { return env[k] }, "")
+	require.True(t, cfg.Settings.AllowPrivate)
+	hsAccess, _ := hs.IssueToken()
+	sfAccess, _ := sf.IssueToken()
+	creds := map[string]crmapi.Credentials{
+		crmapi.HubSpot:    {AccessToken: hsAccess},
+		crmapi.Salesforce: {AccessToken: sfAccess, InstanceURL: sf.URL()},
+		crmapi.Pipedrive:  {APIKey: pipedrivefake.APIToken, InstanceURL: pd.URL()},
+		crmapi.Dynamics: {TenantID: dynamicsfake.TenantID, ClientID: dynamicsfake.ClientID, ClientSecret: dynamicsfake.ClientSecret,
+			InstanceURL: dyn.URL()},
+	}
+	want := map[string]string{crmapi.HubSpot: fmt.Sprint(hubspotfake.PortalID), crmapi.Salesforce: salesforcefake.OrgID,
+		crmapi.Pipedrive: fmt.Sprint(pipedrivefake.CompanyID), crmapi.Dynamics: dynamicsfake.OrganizationID}
+	newClient := Clients(cfg, nil)
+	for provider, c := range creds {
+		cl, err := newClient(provider, c)
+		require.NoError(t, err, provider)
+		acct, err := cl.Account(t.Context())
+		require.NoError(t, err, provider)
+		assert.Equal(t, want[provider], acct.ID, provider)
+	}
+	_, err := newClient("zoho", crmapi.Credentials{})
+	assert.Error(t, err)
 
+	// By default only public https addresses: a fake's http://127.0.0.1 is refused, before
+	// any request (an instance URL) or at the dial (a base URL).
+	strict := cfg
+	strict.Settings.AllowPrivate = false
+	_, err = Clients(strict, nil)(crmapi.Pipedrive, creds[crmapi.Pipedrive])
+	assert.Error(t, err, "a plain-http instance URL")
+	cl, err := Clients(strict, nil)(crmapi.HubSpot, creds[crmapi.HubSpot])
+	require.NoError(t, err)
+	before := hs.Requests()
+	_, err = cl.Account(t.Context())
+	assert.Error(t, err, "a loopback API base URL is not dialed")
+	assert.Equal(t, before, hs.Requests())
+	assert.False(t, ConfigFromEnv(func(k string) string { return map[string]string{EnvPrivateAddresses: "yes"}[k] }, "").Settings.AllowPrivate,
+		"only allow allows")
+}
+
+// The wired service connects through the real clients: a Pipedrive key is checked at
+// Pipedrive before anything is stored.
+func TestServiceConnects(t *testing.T) {
+	t.Parallel()
+	pd := pipedrivefake.New(t)
 	key, err := keyfile.New(make([]byte, 32))
 	require.NoError(t, err)
 	env := familytest.Env(t, family.Deps{Secrets: key})
-	svc := Service(env, ConfigFromEnv(func(string) string { return "" }, ""))
-	_, _, err = svc.ConnectPipedrive(t.Context(), "bot_1", crm.PipedriveRequest{APIKey: "k", CompanyDomain: "acme"})
+	vars := map[string]string{EnvPipedriveAPIBaseURL: pd.URL(), EnvPrivateAddresses: "allow"}
+	svc := Service(env, ConfigFromEnv(func(k string) string { return vars[k] }, ""))
+	_, _, err = svc.ConnectPipedrive(t.Context(), "bot_1", crm.PipedriveRequest{APIKey: "wrong-key", CompanyDomain: "acme"})
+	assert.Equal(t, "crm_credentials_rejected", httpapitest.AsError(t, err).Code)
+	c, created, err := svc.ConnectPipedrive(t.Context(), "bot_1", crm.PipedriveRequest{APIKey: pipedrivefake.APIToken, CompanyDomain: "acme"})
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.Equal(t, fmt.Sprint(pipedrivefake.CompanyID), c.Account.ID)
+	assert.Equal(t, pd.URL(), c.InstanceURL)
+
+	// Without the switch the fake's loopback address is not called.
+	strict := Service(env, ConfigFromEnv(func(k string) string { return map[string]string{EnvPipedriveAPIBaseURL: pd.URL()}[k] }, ""))
+	before := pd.Requests()
+	_, _, err = strict.ConnectPipedrive(t.Context(), "bot_1", crm.PipedriveRequest{APIKey: pipedrivefake.APIToken, CompanyDomain: "acme"})
 	assert.Equal(t, "provider_unavailable", httpapitest.AsError(t, err).Code)
-	assert.ErrorIs(t, err, ErrNotLinked)
+	assert.Equal(t, before, pd.Requests())
 	require.NotNil(t, Family().Build(env).Purge, "the family erases a deleted bot's connections")
 }

@@ -95,6 +95,7 @@ type OAuth struct {
 	refresh   map[string]string // refresh token -> client id
 	accessTTL time.Duration
 	exchanges int
+	revoked   int
 }
 
 // NewOAuth returns an authorization server on clock whose access tokens live ttl (0: they
@@ -275,7 +276,15 @@ func (o *OAuth) Revoke(token string) bool {
 			delete(o.access, t)
 		}
 	}
+	o.revoked++
 	return true
+}
+
+// Revocations counts the grants revoked (a known token presented for revocation).
+func (o *OAuth) Revocations() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.revoked
 }
 
 // RefreshValid reports whether a refresh token is still valid.

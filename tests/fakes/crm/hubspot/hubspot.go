@@ -169,6 +169,9 @@ func (s *Server) ExpireAccessTokens() { s.oauth.ExpireAccessTokens() }
 // RefreshTokenValid reports whether a refresh token is still valid (not revoked).
 func (s *Server) RefreshTokenValid(token string) bool { return s.oauth.RefreshValid(token) }
 
+// Revocations counts the grants revoked at the fake (a disconnect's revocation).
+func (s *Server) Revocations() int { return s.oauth.Revocations() }
+
 // TokenRequests counts calls of the token endpoint.
 func (s *Server) TokenRequests() int { return s.oauth.Exchanges() }
 

@@ -178,6 +178,9 @@ func (s *Server) ExpireAccessTokens() { s.oauth.ExpireAccessTokens() }
 // RefreshTokenValid reports whether a refresh token is still valid.
 func (s *Server) RefreshTokenValid(token string) bool { return s.oauth.RefreshValid(token) }
 
+// Revocations counts the grants revoked at the fake (a disconnect's revocation).
+func (s *Server) Revocations() int { return s.oauth.Revocations() }
+
 // SetRateLimit allows n API requests per window; n <= 0 lifts it.
 func (s *Server) SetRateLimit(n int, window time.Duration) { s.traffic.SetLimit(n, window) }
 
