@@ -327,15 +327,22 @@ func TestCRMProviders(t *testing.T) {
 	}
 
 	// Dynamics: a token from Entra ID, then WhoAmI at the environment.
-	dyn := func(secret string) resp {
-		return s.post(s.demo.Token, e.base+"/dynamics", map[string]any{"tenant_id": dynamicsfake.TenantID, "client_id": dynamicsfake.ClientID,
-			"client_secret": secret, "environment_url": e.dyn.URL()})
+	dyn := func(secret string, login ...string) resp {
+		body := map[string]any{"tenant_id": dynamicsfake.TenantID, "client_id": dynamicsfake.ClientID,
+			"client_secret": secret, "environment_url": e.dyn.URL()}
+		if len(login) > 0 {
+			body["login"] = login[0]
+		}
+		return s.post(s.demo.Token, e.base+"/dynamics", body)
 	}
+	// A login names the application user the credentials must act as (its domainname).
+	res = dyn(dynamicsfake.ClientSecret, "someone-else@demoshop.onmicrosoft.com")
+	assert.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s", res.Body)
 	res = dyn(wrongDynamicsKey)
 	assert.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s", res.Body)
 	assert.Equal(t, "crm_credentials_rejected", res.Code(t))
 	conforms(t, http.MethodPost, "/api/bots/{botID}/crm/connections/dynamics", e.base+"/dynamics", res)
-	res = dyn(dynamicsfake.ClientSecret)
+	res = dyn(dynamicsfake.ClientSecret, dynamicsfake.AppUserName)
 	d := summary(t, res, http.StatusCreated, "dynamics")
 	conforms(t, http.MethodPost, "/api/bots/{botID}/crm/connections/dynamics", e.base+"/dynamics", res)
 	assert.Equal(t, "oidc", d["auth"])

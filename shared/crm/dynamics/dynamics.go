@@ -156,7 +156,21 @@ func (c *Client) Account(ctx context.Context) (crm.Account, error) {
 	if err := c.do(ctx, http.MethodGet, c.api+"/organizations("+who.OrganizationID+")?$select=name", nil, &org, nil); err != nil {
 		return crm.Account{}, err
 	}
-	return crm.Account{ID: who.OrganizationID, Name: org.Name, User: who.UserID}, nil
+	// The user's name (its UPN, domainname) is what a connection's login names; the id is
+	// kept when the environment gives no name.
+	user := who.UserID
+	if guid.MatchString(who.UserID) {
+		var u struct {
+			DomainName string `json:"domainname"`
+		}
+		if err := c.do(ctx, http.MethodGet, c.api+"/systemusers("+who.UserID+")?$select=domainname", nil, &u, nil); err != nil {
+			return crm.Account{}, err
+		}
+		if u.DomainName != "" {
+			user = u.DomainName
+		}
+	}
+	return crm.Account{ID: who.OrganizationID, Name: org.Name, User: user}, nil
 }
 
 // objects are the entity sets the platform writes: their logical name and primary key.

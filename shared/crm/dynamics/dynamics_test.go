@@ -32,7 +32,7 @@ func TestClientCredentials(t *testing.T) {
 	c := newClient(t, f, creds(f))
 	acct, err := c.Account(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, crm.Account{ID: fake.OrganizationID, Name: fake.OrgName, User: fake.AppUserID}, acct)
+	assert.Equal(t, crm.Account{ID: fake.OrganizationID, Name: fake.OrgName, User: fake.AppUserName}, acct)
 	_, err = c.Account(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, f.TokensIssued(), "the token is reused while it lives")
@@ -209,8 +209,8 @@ func TestErrors(t *testing.T) {
 	f := fake.New(t)
 	c := newClient(t, f, creds(f))
 	ctx := t.Context()
-	f.SetRateLimit(2, 3*time.Second)
-	_, err := c.Account(ctx) // WhoAmI and organizations: two requests
+	f.SetRateLimit(3, 3*time.Second)
+	_, err := c.Account(ctx) // WhoAmI, organizations and systemusers: three requests
 	require.NoError(t, err)
 	_, err = c.Pipelines(ctx)
 	var rl *crm.RateLimitedError

@@ -41,6 +41,9 @@ const (
 	OrganizationID = "b8b8c1f5-2c4e-ef11-a317-000d3a5c1234"
 	OrgName        = "Demo Shop CRM"
 	AppUserID      = "e2f1a0b9-3333-ef11-a317-000d3a5c9999"
+	// AppUserName is the application user's domainname (systemusers), what a connection's
+	// login names.
+	AppUserName = "crm-bot@demoshop.onmicrosoft.com"
 	// TokenTTL is how long the fake's access tokens live (Entra's are about an hour).
 	TokenTTL = time.Hour
 	apiPath  = "/api/data/v9.2/"
@@ -319,6 +322,7 @@ var (
 	guid       = `[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`
 	recordPath = regexp.MustCompile(`^(\w+)\((` + guid + `)\)$`)
 	orgPath    = regexp.MustCompile(`^organizations\((` + guid + `)\)$`)
+	userPath   = regexp.MustCompile(`^systemusers\((` + guid + `)\)$`)
 	attrsPath  = regexp.MustCompile(`^EntityDefinitions\(LogicalName='(\w+)'\)/Attributes(/Microsoft\.Dynamics\.CRM\.PicklistAttributeMetadata)?$`)
 	filterRE   = regexp.MustCompile(`^(\w+) (eq|ge|gt|le|lt) ('(?:[^']|'')*'|[\w:.\-]+)$`)
 	bindRE     = regexp.MustCompile(`^/(\w+)\((` + guid + `)\)$`)
@@ -335,6 +339,12 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, rest string) {
 			return
 		}
 		fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"organizationid": OrganizationID, "name": OrgName})
+	case userPath.MatchString(rest) && r.Method == http.MethodGet:
+		if userPath.FindStringSubmatch(rest)[1] != AppUserID {
+			writeError(w, http.StatusNotFound, "0x80040217", "systemuser With Id = "+userPath.FindStringSubmatch(rest)[1]+" Does Not Exist")
+			return
+		}
+		fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"systemuserid": AppUserID, "domainname": AppUserName})
 	case attrsPath.MatchString(rest) && r.Method == http.MethodGet:
 		m := attrsPath.FindStringSubmatch(rest)
 		s.attributes(w, r, m[1], m[2] != "")
