@@ -99,7 +99,10 @@ type MappingRequest struct {
 // Spec returns what the request maps, normalized.
 func (r *MappingRequest) Spec() MappingSpec {
 	sp := MappingSpec{Object: strings.TrimSpace(r.Object), Key: strings.TrimSpace(r.Key), KeySource: strings.TrimSpace(r.KeySource),
-		Fields: slices.Clone(r.Fields), Deal: r.Deal}
+		Fields: slices.Clone(r.Fields)}
+	if r.Deal != nil {
+		sp.Deal = &Deal{Pipeline: strings.TrimSpace(r.Deal.Pipeline), Stage: strings.TrimSpace(r.Deal.Stage)}
+	}
 	if sp.KeySource == "" {
 		sp.KeySource = DefaultKeySource
 	}
@@ -162,8 +165,8 @@ func (sp MappingSpec) check() httpapi.Problems {
 		}
 	}
 	if sp.Deal != nil {
-		checkName(&p, "deal.pipeline", strings.TrimSpace(sp.Deal.Pipeline))
-		checkName(&p, "deal.stage", strings.TrimSpace(sp.Deal.Stage))
+		checkName(&p, "deal.pipeline", sp.Deal.Pipeline)
+		checkName(&p, "deal.stage", sp.Deal.Stage)
 	}
 	return p
 }
