@@ -201,6 +201,9 @@ func (s *Service) Delete(ctx context.Context, bot, id string) error {
 	if errors.Is(err, store.ErrConditionFailed) {
 		return httpapi.NotFound("CRM connection") // deleted concurrently
 	}
+	if err == nil {
+		s.eraseMapping(ctx, bot, id)
+	}
 	return err
 }
 

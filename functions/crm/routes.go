@@ -38,6 +38,7 @@ func Routes(mux *httpapi.Mux, svc *Service, cursors *httpapi.Cursors) {
 	mux.Handle("POST "+base+"/"+crmapi.Pipedrive, write, h.pipedrive)
 	mux.Handle("POST "+base+"/"+crmapi.Dynamics, write, h.dynamics)
 	mux.Handle(CallbackRoute, httpapi.Public(), h.callback)
+	h.mappingRoutes(mux, base+"/{connectionID}", read, write)
 }
 
 func (h *Handlers) list(w http.ResponseWriter, r *http.Request) error {

@@ -26,14 +26,22 @@ func TestRoutesAccessTable(t *testing.T) {
 	write := httpapi.Need("crm:write", auth.RightReactions).InPlan(auth.FeatureCRM)
 	const base = "/api/bots/{botID}/crm/connections"
 	want := map[string]httpapi.Access{
-		"GET " + base:                                   read,
-		"GET " + base + "/{connectionID}":               read,
-		"DELETE " + base + "/{connectionID}":            write,
-		"POST " + base + "/hubspot/start":               write,
-		"POST " + base + "/salesforce/start":            write,
-		"POST " + base + "/pipedrive":                   write,
-		"POST " + base + "/dynamics":                    write,
-		"GET /api/integrations/crm/{provider}/callback": httpapi.Public(),
+		"GET " + base:                                                  read,
+		"GET " + base + "/{connectionID}":                              read,
+		"DELETE " + base + "/{connectionID}":                           write,
+		"POST " + base + "/hubspot/start":                              write,
+		"POST " + base + "/salesforce/start":                           write,
+		"POST " + base + "/pipedrive":                                  write,
+		"POST " + base + "/dynamics":                                   write,
+		"GET /api/integrations/crm/{provider}/callback":                httpapi.Public(),
+		"GET " + base + "/{connectionID}/objects":                      read,
+		"GET " + base + "/{connectionID}/objects/{object}/fields":      read,
+		"GET " + base + "/{connectionID}/pipelines":                    read,
+		"GET " + base + "/{connectionID}/mapping":                      read,
+		"PUT " + base + "/{connectionID}/mapping":                      write,
+		"GET " + base + "/{connectionID}/mapping/revisions":            read,
+		"GET " + base + "/{connectionID}/mapping/revisions/{revision}": read,
+		"POST " + base + "/{connectionID}/preview":                     write,
 	}
 	got := map[string]httpapi.Access{}
 	for _, rt := range f.Mux.Routes() {

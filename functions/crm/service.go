@@ -94,6 +94,9 @@ type Config struct {
 	// Limiter counts OAuth starts; nil counts none.
 	Limiter   *ratelimit.Limiter
 	NewClient NewClient
+	// Subscribers reads the bot's subscriber fields, labels and subscribers for mappings
+	// and previews; nil answers those 503 subscribers_unavailable.
+	Subscribers Subscribers
 	// HTTPClient calls the providers' token endpoints; nil is http.DefaultClient.
 	HTTPClient *http.Client
 	Settings   Settings
@@ -133,6 +136,9 @@ type Service struct {
 	settings  Settings
 	log       *slog.Logger
 	now       func() time.Time
+
+	// subscribers may be nil (Config.Subscribers).
+	subscribers Subscribers
 }
 
 // New returns the Service, or the problems of cfg.
@@ -141,7 +147,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{store: cfg.Store, sealer: cfg.Sealer, bots: cfg.Bots, audit: cfg.Audit, limiter: cfg.Limiter,
-		newClient: cfg.NewClient, http: cfg.HTTPClient, settings: cfg.Settings, log: cfg.Log, now: cfg.Now}
+		newClient: cfg.NewClient, subscribers: cfg.Subscribers, http: cfg.HTTPClient, settings: cfg.Settings, log: cfg.Log, now: cfg.Now}
 	if s.http == nil {
 		s.http = http.DefaultClient
 	}
