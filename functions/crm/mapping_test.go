@@ -1,7 +1,6 @@
 package crm
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -25,59 +24,6 @@ import (
 	hubspotfake "github.com/botplatform/api/tests/fakes/crm/hubspot"
 	pipedrivefake "github.com/botplatform/api/tests/fakes/crm/pipedrive"
 )
-
-// subscriberSource reads the subscribers family for the CRM family, as the wiring does.
-type subscriberSource struct{ svc *subscribers.Service }
-
-func (a subscriberSource) Catalog(ctx context.Context, bot string) (Catalog, error) {
-	fields, err := a.svc.Fields(ctx, bot)
-	if err != nil {
-		return Catalog{}, err
-	}
-	labels, err := a.svc.Labels(ctx, bot)
-	if err != nil {
-		return Catalog{}, err
-	}
-	c := Catalog{Fields: make(map[string]string, len(fields)), Labels: make([]string, 0, len(labels))}
-	for _, f := range fields {
-		c.Fields[f.Name] = string(f.Type)
-	}
-	for _, l := range labels {
-		c.Labels = append(c.Labels, l.Name)
-	}
-	return c, nil
-}
-
-func (a subscriberSource) Subscriber(ctx context.Context, bot, id string) (Person, error) {
-	sub, err := a.svc.Get(ctx, bot, id)
-	if err != nil {
-		return Person{}, err
-	}
-	p := Person{ID: sub.ID, Channel: sub.Channel, ExternalID: sub.ExternalID, Fields: sub.Fields,
-		CreatedAt: sub.CreatedAt, UpdatedAt: sub.UpdatedAt, LastSeenAt: sub.LastSeenAt}
-	for dst, src := range map[*string]*string{&p.FirstName: sub.FirstName, &p.LastName: sub.LastName, &p.Name: sub.Name,
-		&p.Locale: sub.Locale, &p.Timezone: sub.Timezone} {
-		if src != nil {
-			*dst = *src
-		}
-	}
-	if len(sub.Labels) > 0 {
-		labels, err := a.svc.Labels(ctx, bot)
-		if err != nil {
-			return Person{}, err
-		}
-		names := make(map[string]string, len(labels))
-		for _, l := range labels {
-			names[l.ID] = l.Name
-		}
-		for _, id := range sub.Labels {
-			if n, ok := names[id]; ok {
-				p.Labels = append(p.Labels, n)
-			}
-		}
-	}
-	return p, nil
-}
 
 // mappingFixture serves the family with the real HubSpot and Pipedrive clients against
 // their fakes, and the real subscribers family beneath the mappings.
@@ -109,7 +55,7 @@ func newMappingFixture(t *testing.T) *mappingFixture {
 	require.NoError(t, err)
 	f.svc, err = New(Config{Store: f.raw, Sealer: key, Bots: bots{account: f.Account.ID, ids: []string{f.bot, f.otherBot}},
 		Audit: sink{audit.NewLog(f.raw)}, Limiter: ratelimit.New(f.raw, f.clock.Now), NewClient: newClient,
-		Subscribers: subscriberSource{f.subs}, HTTPClient: f.auth.Client(), Settings: settings(f.auth),
+		Subscribers: SubscribersOf(f.subs), HTTPClient: f.auth.Client(), Settings: settings(f.auth),
 		Log: slog.New(slog.DiscardHandler), Now: f.clock.Now})
 	require.NoError(t, err)
 	f.Mux = f.NewMux(t)

@@ -3,11 +3,13 @@ package crm
 import (
 	"context"
 	"time"
+
+	"github.com/botplatform/api/functions/subscribers"
 )
 
 // Subscribers is what the family reads of the bot's subscribers (the subscribers family,
 // adapted by the wiring): the custom fields and labels a mapping may name, and one
-// subscriber to preview.
+// subscriber to preview. SubscribersOf is the one implementation beyond tests.
 type Subscribers interface {
 	// Catalog returns the bot's custom fields and labels.
 	Catalog(ctx context.Context, bot string) (Catalog, error)
@@ -46,4 +48,60 @@ type Person struct {
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	LastSeenAt *time.Time
+}
+
+// SubscribersOf reads the subscribers family's service as the CRM family needs it.
+func SubscribersOf(svc *subscribers.Service) Subscribers { return subscriberSource{svc} }
+
+// subscriberSource adapts the subscribers family's service to Subscribers.
+type subscriberSource struct{ svc *subscribers.Service }
+
+func (a subscriberSource) Catalog(ctx context.Context, bot string) (Catalog, error) {
+	fields, err := a.svc.Fields(ctx, bot)
+	if err != nil {
+		return Catalog{}, err
+	}
+	labels, err := a.svc.Labels(ctx, bot)
+	if err != nil {
+		return Catalog{}, err
+	}
+	c := Catalog{Fields: make(map[string]string, len(fields)), Labels: make([]string, 0, len(labels))}
+	for _, f := range fields {
+		c.Fields[f.Name] = string(f.Type)
+	}
+	for _, l := range labels {
+		c.Labels = append(c.Labels, l.Name)
+	}
+	return c, nil
+}
+
+func (a subscriberSource) Subscriber(ctx context.Context, bot, id string) (Person, error) {
+	sub, err := a.svc.Get(ctx, bot, id)
+	if err != nil {
+		return Person{}, err
+	}
+	p := Person{ID: sub.ID, Channel: sub.Channel, ExternalID: sub.ExternalID, Fields: sub.Fields,
+		CreatedAt: sub.CreatedAt, UpdatedAt: sub.UpdatedAt, LastSeenAt: sub.LastSeenAt}
+	for dst, src := range map[*string]*string{&p.FirstName: sub.FirstName, &p.LastName: sub.LastName, &p.Name: sub.Name,
+		&p.Locale: sub.Locale, &p.Timezone: sub.Timezone} {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	if len(sub.Labels) > 0 {
+		labels, err := a.svc.Labels(ctx, bot)
+		if err != nil {
+			return Person{}, err
+		}
+		names := make(map[string]string, len(labels))
+		for _, l := range labels {
+			names[l.ID] = l.Name
+		}
+		for _, id := range sub.Labels {
+			if n, ok := names[id]; ok {
+				p.Labels = append(p.Labels, n)
+			}
+		}
+	}
+	return p, nil
 }

@@ -53,9 +53,10 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 		// A popup's form fields are the bot's custom fields, and the answers are written to a
 		// subscriber (subscribers).
 		"popups": {"popups", "popups/wiring", "subscribers"},
+		// CRM mappings and previews read the bot's subscriber fields, labels and subscribers
+		// (subscribers); the provider clients are in shared/crm.
+		"crm": {"crm", "crm/wiring", "subscribers"},
 		// The customer SDK's management routes link nothing else.
-		// CRM connections: the family alone (the provider clients are in shared/crm).
-		"crm":         {"crm", "crm/wiring"},
 		"customersdk": {"customersdk", "customersdk/wiring"},
 		// The device surface serves the customer SDK's data (customersdk) and browser push's
 		// VAPID public key (webpush, which reads published push documents: content).

@@ -66,6 +66,12 @@ type AWSConfig struct {
 	// customer SDK's project-key secret, which AWS.SDKKey reads at cold start; "" where
 	// the Lambda has none (family.Deps.SDKKey stays nil).
 	SDKKeyParameter string
+	// CRMClientSecretParameters name, by CRM provider (shared/crm's HubSpot, Salesforce), the
+	// SSM SecureString parameters of the CRM family's OAuth client secrets
+	// (CRM_HUBSPOT_CLIENT_SECRET_PARAMETER, CRM_SALESFORCE_CLIENT_SECRET_PARAMETER), which
+	// AWS.CRMClientSecrets reads at cold start; nil where the Lambda has none (every one but
+	// crm: family.Deps.CRMClientSecrets stays nil).
+	CRMClientSecretParameters map[string]string
 }
 
 // AWSConfigFromEnv reads the contract from the process environment.
@@ -85,7 +91,8 @@ func AWSConfigFromEnv() AWSConfig {
 			WhatsAppAppSecret:   strings.TrimSpace(os.Getenv(EnvWhatsAppAppSecretParameter)),
 			WhatsAppVerifyToken: strings.TrimSpace(os.Getenv(EnvWhatsAppVerifyTokenParameter)),
 		},
-		SDKKeyParameter: strings.TrimSpace(os.Getenv(EnvSDKKeyParameter)),
+		SDKKeyParameter:           strings.TrimSpace(os.Getenv(EnvSDKKeyParameter)),
+		CRMClientSecretParameters: crmClientSecretParametersFromEnv(os.Getenv),
 	}
 }
 
@@ -214,7 +221,8 @@ func loadStore(ctx context.Context, log *slog.Logger) (*AWS, *dynamo.Store, erro
 // deps are the dependencies shared by the Lambdas that build an environment: the store, the
 // tenancy check, what talks to providers (the secrets sealer, the adapters with their
 // configuration and secrets, the public URL) and to the jobs queue, and the customer SDK's
-// project-key secret where the environment names its parameter. Callers add the rest
+// project-key secret and the CRM OAuth applications' client secrets where the environment
+// names their parameters. Callers add the rest
 // (audit, cursor key, request log).
 func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now func() time.Time) (family.Deps, error) {
 	sealer, err := a.Secrets()
@@ -229,8 +237,13 @@ func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now 
 	if err != nil {
 		return family.Deps{}, err
 	}
+	crmSecrets, err := a.CRMClientSecrets(ctx)
+	if err != nil {
+		return family.Deps{}, err
+	}
 	d := family.Deps{Store: st, Log: log, Now: now, Tenancy: bots.Tenancy, Secrets: sealer, Adapters: providers.Adapters(),
 		PublicURL: a.cfg.PublicURL, WhatsAppVerifyToken: providers.WhatsAppVerifyToken, SDKKey: sdkKey,
+		CRMClientSecrets: crmSecrets,
 		// The event log is items of the same table (shared/eventlog/storelog).
 		Events: storelog.New(st)}
 	if a.cfg.SESConfigurationSet != "" {
@@ -250,8 +263,9 @@ func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now 
 }
 
 // FamilyHandler builds, once per container, the Lambda handler of one HTTP family: its
-// environment on DynamoDB, EventBridge and KMS (and the provider secrets and the customer
-// SDK's project-key secret from SSM where the environment names their parameters), and a
+// environment on DynamoDB, EventBridge and KMS (and the provider secrets, the customer SDK's
+// project-key secret and the CRM client secrets from SSM where the environment names their
+// parameters), and a
 // router that trusts only the authorizer's context. tools are families composed beside it
 // for their MCP tools alone (family.ToolsOnly): the MCP Lambda's.
 func FamilyHandler(ctx context.Context, f family.Family, log *slog.Logger, tools ...family.Family) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {

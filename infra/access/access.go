@@ -42,6 +42,15 @@ const (
 	// WhatsApp ones, the operator creates it, the stack knows only its name (context
 	// sdkKeyParameter), and the grant applies only when it is named.
 	SDKKeyParameter
+	// CRMHubSpotClientSecretParameter and CRMSalesforceClientSecretParameter are the SSM
+	// Parameter Store SecureString parameters that hold the client secrets of the CRM
+	// family's OAuth applications (family.Env.CRMClientSecrets), which the crm Lambda
+	// authenticates its code exchanges and token refreshes with. Like the others, the operator
+	// creates them, the stack knows only their names (context
+	// crmHubSpotClientSecretParameter, crmSalesforceClientSecretParameter), and a grant on
+	// one applies only when it is named.
+	CRMHubSpotClientSecretParameter
+	CRMSalesforceClientSecretParameter
 	// Schedules are the EventBridge Scheduler one-time schedules the jobs Lambda creates for
 	// messages due later than SQS can delay one (sqs.Schedules): names starting with q- in
 	// the default schedule group.
@@ -101,7 +110,7 @@ func ServiceRoles() []string {
 // credentials (the channels family), which also gives them SECRETS_KEY_ID. Likewise
 // states:StartExecution on JobsStateMachine gives JOBS_STATE_MACHINE_ARN, and
 // ssm:GetParameter on a secret's parameter gives its name (WHATSAPP_APP_SECRET_PARAMETER,
-// SDK_KEY_PARAMETER). Grants on parameters the configuration does not name are left out
+// SDK_KEY_PARAMETER, CRM_HUBSPOT_CLIENT_SECRET_PARAMETER, ...). Grants on parameters the configuration does not name are left out
 // (AccessFor), and so is the ParameterKey grant of a Lambda left with none.
 func Access() map[string][]Grant {
 	logs := Grant{OwnLogGroup, []string{"logs:CreateLogStream", "logs:PutLogEvents"}}
@@ -328,11 +337,19 @@ func Access() map[string][]Grant {
 		// (PutItem, DeleteItem) writes and removes a connection with its credentials and
 		// account reservation; PutItem conditioned on the revision takes the refresh lease
 		// and counts OAuth starts. The providers are reached over the internet.
+		//
+		// The OAuth applications' client secrets authenticate the code exchange and token
+		// refreshes: read once per cold start from their SSM parameters (GetParameter with
+		// decryption, which has SSM call kms:Decrypt for the role). Not configured, that
+		// provider's OAuth starts answer 503 oauth_not_configured.
 		"crm": {logs,
 			{Table, tableReadWrite},
 			{Bus, []string{"events:PutEvents"}},
 			{CursorKey, []string{"kms:GenerateMac"}},
 			{SecretsKey, []string{"kms:Decrypt", "kms:GenerateDataKey"}},
+			{CRMHubSpotClientSecretParameter, []string{"ssm:GetParameter"}},
+			{CRMSalesforceClientSecretParameter, []string{"ssm:GetParameter"}},
+			{ParameterKey, []string{"kms:Decrypt"}},
 		},
 		// The device surface /sdk/v1/*: installations registered and authenticated (the
 		// token lookup, GetItem), identity secrets opened (Decrypt), push credentials sealed

@@ -3,6 +3,7 @@ package stack
 import (
 	"slices"
 
+	crmwiring "github.com/botplatform/api/functions/crm/wiring"
 	"github.com/botplatform/api/functions/platform"
 	"github.com/botplatform/api/infra/access"
 )
@@ -18,26 +19,28 @@ type (
 
 // The resources of access.
 const (
-	Table                        = access.Table
-	Bus                          = access.Bus
-	CursorKey                    = access.CursorKey
-	SecretsKey                   = access.SecretsKey
-	JobsQueue                    = access.JobsQueue
-	JobsStateMachine             = access.JobsStateMachine
-	AuditDLQ                     = access.AuditDLQ
-	JobsFunction                 = access.JobsFunction
-	OwnLogGroup                  = access.OwnLogGroup
-	NoResource                   = access.NoResource
-	WhatsAppAppSecretParameter   = access.WhatsAppAppSecretParameter
-	WhatsAppVerifyTokenParameter = access.WhatsAppVerifyTokenParameter
-	SDKKeyParameter              = access.SDKKeyParameter
-	ParameterKey                 = access.ParameterKey
-	Schedules                    = access.Schedules
-	ScheduleRole                 = access.ScheduleRole
-	EmailIdentities              = access.EmailIdentities
-	QueueScheduleRole            = access.QueueScheduleRole
-	StateMachineRole             = access.StateMachineRole
-	OutboxScheduleRole           = access.OutboxScheduleRole
+	Table                              = access.Table
+	Bus                                = access.Bus
+	CursorKey                          = access.CursorKey
+	SecretsKey                         = access.SecretsKey
+	JobsQueue                          = access.JobsQueue
+	JobsStateMachine                   = access.JobsStateMachine
+	AuditDLQ                           = access.AuditDLQ
+	JobsFunction                       = access.JobsFunction
+	OwnLogGroup                        = access.OwnLogGroup
+	NoResource                         = access.NoResource
+	WhatsAppAppSecretParameter         = access.WhatsAppAppSecretParameter
+	WhatsAppVerifyTokenParameter       = access.WhatsAppVerifyTokenParameter
+	SDKKeyParameter                    = access.SDKKeyParameter
+	CRMHubSpotClientSecretParameter    = access.CRMHubSpotClientSecretParameter
+	CRMSalesforceClientSecretParameter = access.CRMSalesforceClientSecretParameter
+	ParameterKey                       = access.ParameterKey
+	Schedules                          = access.Schedules
+	ScheduleRole                       = access.ScheduleRole
+	EmailIdentities                    = access.EmailIdentities
+	QueueScheduleRole                  = access.QueueScheduleRole
+	StateMachineRole                   = access.StateMachineRole
+	OutboxScheduleRole                 = access.OutboxScheduleRole
 )
 
 // Access is access.Access: every grant.
@@ -47,7 +50,8 @@ func Access() map[string][]Grant { return access.Access() }
 func ServiceRoles() []string { return access.ServiceRoles() }
 
 // parameters are the Resources that are SSM parameters named in the configuration.
-var parameters = []Resource{WhatsAppAppSecretParameter, WhatsAppVerifyTokenParameter, SDKKeyParameter}
+var parameters = []Resource{WhatsAppAppSecretParameter, WhatsAppVerifyTokenParameter, SDKKeyParameter,
+	CRMHubSpotClientSecretParameter, CRMSalesforceClientSecretParameter}
 
 // parameterName is the name the configuration gives parameter r ("" when unset or when r
 // is no parameter).
@@ -59,6 +63,10 @@ func (c Config) parameterName(r Resource) string {
 		return c.WhatsAppVerifyTokenParameter
 	case SDKKeyParameter:
 		return c.SDKKeyParameter
+	case CRMHubSpotClientSecretParameter:
+		return c.CRMHubSpotClientSecretParameter
+	case CRMSalesforceClientSecretParameter:
+		return c.CRMSalesforceClientSecretParameter
 	}
 	return ""
 }
@@ -101,6 +109,16 @@ const (
 	// SNSTopicARNs are the SNS topics the email provider routes accept: set only when
 	// configured (unset, every SNS delivery is refused).
 	SNSTopicARNs
+	// The CRM family's OAuth applications' client ids (their secrets are SSM parameters)
+	// and its providers' endpoint overrides: set only when configured (unset, no OAuth
+	// application, and the real providers).
+	CRMHubSpotClientID
+	CRMSalesforceClientID
+	CRMHubSpotAuthBaseURL
+	CRMHubSpotAPIBaseURL
+	CRMSalesforceLoginBaseURL
+	CRMPipedriveAPIBaseURL
+	CRMDynamicsLoginBaseURL
 )
 
 // Settings is the one table of which Lambda receives which provider setting, as Access is
@@ -123,8 +141,11 @@ func Settings() map[string][]Setting {
 		"emailcampaigns": {PublicURL},
 		"emailevents":    {PublicURL, SNSTopicARNs},
 		"emaildomains":   {SNSTopicARNs},
-		// An OAuth start's redirect_uri defaults to the callback at PUBLIC_URL.
-		"crm": {PublicURL},
+		// An OAuth start's redirect_uri defaults to the callback at PUBLIC_URL; the client ids
+		// go with the secrets only this Lambda reads (Access), and the providers are called
+		// from here alone (the jobs Lambda only erases a deleted bot's connections).
+		"crm": {PublicURL, CRMHubSpotClientID, CRMSalesforceClientID, CRMHubSpotAuthBaseURL, CRMHubSpotAPIBaseURL,
+			CRMSalesforceLoginBaseURL, CRMPipedriveAPIBaseURL, CRMDynamicsLoginBaseURL},
 	}
 }
 
@@ -150,6 +171,17 @@ const (
 	EnvWhatsAppAppSecretParameter   = platform.EnvWhatsAppAppSecretParameter
 	EnvWhatsAppVerifyTokenParameter = platform.EnvWhatsAppVerifyTokenParameter
 	EnvSDKKeyParameter              = platform.EnvSDKKeyParameter
+	// The CRM family's configuration, named where its wiring reads it, and the names of the
+	// parameters of its client secrets, where the platform reads them.
+	EnvCRMHubSpotClientID                 = crmwiring.EnvHubSpotClientID
+	EnvCRMSalesforceClientID              = crmwiring.EnvSalesforceClientID
+	EnvCRMHubSpotAuthBaseURL              = crmwiring.EnvHubSpotAuthBaseURL
+	EnvCRMHubSpotAPIBaseURL               = crmwiring.EnvHubSpotAPIBaseURL
+	EnvCRMSalesforceLoginBaseURL          = crmwiring.EnvSalesforceLoginBaseURL
+	EnvCRMPipedriveAPIBaseURL             = crmwiring.EnvPipedriveAPIBaseURL
+	EnvCRMDynamicsLoginBaseURL            = crmwiring.EnvDynamicsLoginBaseURL
+	EnvCRMHubSpotClientSecretParameter    = platform.EnvCRMHubSpotClientSecretParameter
+	EnvCRMSalesforceClientSecretParameter = platform.EnvCRMSalesforceClientSecretParameter
 )
 
 // settingVar is the variable of s, and its value in cfg ("" for PublicURL means the stack's
@@ -168,6 +200,20 @@ func settingVar(s Setting, cfg Config) (name, value string, set bool) {
 		return EnvWhatsAppAppID, cfg.WhatsAppAppID, cfg.WhatsAppAppID != ""
 	case SNSTopicARNs:
 		return EnvSNSTopicARNs, cfg.SNSTopicARNs, cfg.SNSTopicARNs != ""
+	case CRMHubSpotClientID:
+		return EnvCRMHubSpotClientID, cfg.CRMHubSpotClientID, cfg.CRMHubSpotClientID != ""
+	case CRMSalesforceClientID:
+		return EnvCRMSalesforceClientID, cfg.CRMSalesforceClientID, cfg.CRMSalesforceClientID != ""
+	case CRMHubSpotAuthBaseURL:
+		return EnvCRMHubSpotAuthBaseURL, cfg.CRMHubSpotAuthBaseURL, cfg.CRMHubSpotAuthBaseURL != ""
+	case CRMHubSpotAPIBaseURL:
+		return EnvCRMHubSpotAPIBaseURL, cfg.CRMHubSpotAPIBaseURL, cfg.CRMHubSpotAPIBaseURL != ""
+	case CRMSalesforceLoginBaseURL:
+		return EnvCRMSalesforceLoginBaseURL, cfg.CRMSalesforceLoginBaseURL, cfg.CRMSalesforceLoginBaseURL != ""
+	case CRMPipedriveAPIBaseURL:
+		return EnvCRMPipedriveAPIBaseURL, cfg.CRMPipedriveAPIBaseURL, cfg.CRMPipedriveAPIBaseURL != ""
+	case CRMDynamicsLoginBaseURL:
+		return EnvCRMDynamicsLoginBaseURL, cfg.CRMDynamicsLoginBaseURL, cfg.CRMDynamicsLoginBaseURL != ""
 	}
 	return "", "", false
 }
@@ -198,6 +244,10 @@ func envVar(r Resource) (string, bool) {
 		return EnvWhatsAppVerifyTokenParameter, true
 	case SDKKeyParameter:
 		return EnvSDKKeyParameter, true
+	case CRMHubSpotClientSecretParameter:
+		return EnvCRMHubSpotClientSecretParameter, true
+	case CRMSalesforceClientSecretParameter:
+		return EnvCRMSalesforceClientSecretParameter, true
 	}
 	return "", false
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/botplatform/api/shared/channel/telegram"
 	"github.com/botplatform/api/shared/channel/vk"
 	"github.com/botplatform/api/shared/channel/whatsapp"
+	"github.com/botplatform/api/shared/crm/crmhttp"
 )
 
 // Config is the stack's configuration: CDK context values (cdk.json, -c key=value or
@@ -61,6 +62,25 @@ type Config struct {
 	// Unset, those Lambdas run without it and enabling the SDK answers 503
 	// sdk_not_configured.
 	SDKKeyParameter string
+	// The CRM family's OAuth applications (docs/crm.md): each provider's client id (not
+	// secret, the crm Lambda's CRM_*_CLIENT_ID) and the name of the SSM SecureString
+	// parameter holding its client secret, which the crm Lambda alone reads at cold start.
+	// An application is configured by both or by neither; unset, that provider's OAuth
+	// starts answer 503 oauth_not_configured. The redirect URLs are the callbacks at
+	// PublicURL.
+	CRMHubSpotClientID                 string
+	CRMHubSpotClientSecretParameter    string
+	CRMSalesforceClientID              string
+	CRMSalesforceClientSecretParameter string
+	// The CRM providers' endpoints, as the telegramBaseUrl and others are the messaging
+	// providers' (https; "" is the real provider's): HubSpot's authorization page and API,
+	// Salesforce's login server (https://test.salesforce.com for sandboxes), one Pipedrive
+	// API root for every company, Microsoft Entra ID's login server (a sovereign cloud's).
+	CRMHubSpotAuthBaseURL     string
+	CRMHubSpotAPIBaseURL      string
+	CRMSalesforceLoginBaseURL string
+	CRMPipedriveAPIBaseURL    string
+	CRMDynamicsLoginBaseURL   string
 	// SNSTopicARNs are the SNS topics (comma-separated in context snsTopicArns) whose
 	// deliveries the email provider routes accept: SES events and SES inbound mail. Unset,
 	// every SNS delivery is refused.
@@ -102,14 +122,26 @@ const (
 	CtxWhatsAppVerifyTokenParameter = "whatsappVerifyTokenParameter"
 	CtxSDKKeyParameter              = "sdkKeyParameter"
 	CtxSNSTopicARNs                 = "snsTopicArns"
+
+	CtxCRMHubSpotClientID                 = "crmHubSpotClientId"
+	CtxCRMHubSpotClientSecretParameter    = "crmHubSpotClientSecretParameter"
+	CtxCRMSalesforceClientID              = "crmSalesforceClientId"
+	CtxCRMSalesforceClientSecretParameter = "crmSalesforceClientSecretParameter"
+	CtxCRMHubSpotAuthBaseURL              = "crmHubSpotAuthBaseUrl"
+	CtxCRMHubSpotAPIBaseURL               = "crmHubSpotApiBaseUrl"
+	CtxCRMSalesforceLoginBaseURL          = "crmSalesforceLoginBaseUrl"
+	CtxCRMPipedriveAPIBaseURL             = "crmPipedriveApiBaseUrl"
+	CtxCRMDynamicsLoginBaseURL            = "crmDynamicsLoginBaseUrl"
 )
 
 // secretContext are context keys someone might try for the secrets themselves. Context ends
 // up in cdk.context.json, the cloud assembly and the template; they are refused.
 var secretContext = map[string]string{
-	"whatsappAppSecret":   CtxWhatsAppAppSecretParameter,
-	"whatsappVerifyToken": CtxWhatsAppVerifyTokenParameter,
-	"sdkKey":              CtxSDKKeyParameter,
+	"whatsappAppSecret":         CtxWhatsAppAppSecretParameter,
+	"whatsappVerifyToken":       CtxWhatsAppVerifyTokenParameter,
+	"sdkKey":                    CtxSDKKeyParameter,
+	"crmHubSpotClientSecret":    CtxCRMHubSpotClientSecretParameter,
+	"crmSalesforceClientSecret": CtxCRMSalesforceClientSecretParameter,
 }
 
 // Prod reports whether the stage is production: its data is retained and protected.
@@ -169,6 +201,16 @@ func ConfigFrom(get func(key string) any) (Config, error) {
 		WhatsAppAppSecretParameter:   str(CtxWhatsAppAppSecretParameter, ""),
 		WhatsAppVerifyTokenParameter: str(CtxWhatsAppVerifyTokenParameter, ""),
 		SDKKeyParameter:              str(CtxSDKKeyParameter, ""),
+
+		CRMHubSpotClientID:                 str(CtxCRMHubSpotClientID, ""),
+		CRMHubSpotClientSecretParameter:    str(CtxCRMHubSpotClientSecretParameter, ""),
+		CRMSalesforceClientID:              str(CtxCRMSalesforceClientID, ""),
+		CRMSalesforceClientSecretParameter: str(CtxCRMSalesforceClientSecretParameter, ""),
+		CRMHubSpotAuthBaseURL:              strings.TrimRight(str(CtxCRMHubSpotAuthBaseURL, ""), "/"),
+		CRMHubSpotAPIBaseURL:               strings.TrimRight(str(CtxCRMHubSpotAPIBaseURL, ""), "/"),
+		CRMSalesforceLoginBaseURL:          strings.TrimRight(str(CtxCRMSalesforceLoginBaseURL, ""), "/"),
+		CRMPipedriveAPIBaseURL:             strings.TrimRight(str(CtxCRMPipedriveAPIBaseURL, ""), "/"),
+		CRMDynamicsLoginBaseURL:            strings.TrimRight(str(CtxCRMDynamicsLoginBaseURL, ""), "/"),
 	}
 	for _, key := range slices.Sorted(maps.Keys(secretContext)) {
 		if get(key) != nil {
@@ -258,6 +300,11 @@ func (c Config) Validate() error {
 		{CtxTelegramBaseURL, c.TelegramBaseURL, telegram.CheckBaseURL},
 		{CtxVKBaseURL, c.VKBaseURL, vk.CheckBaseURL},
 		{CtxWhatsAppBaseURL, c.WhatsAppBaseURL, whatsapp.CheckBaseURL},
+		{CtxCRMHubSpotAuthBaseURL, c.CRMHubSpotAuthBaseURL, checkCRMBaseURL},
+		{CtxCRMHubSpotAPIBaseURL, c.CRMHubSpotAPIBaseURL, checkCRMBaseURL},
+		{CtxCRMSalesforceLoginBaseURL, c.CRMSalesforceLoginBaseURL, checkCRMBaseURL},
+		{CtxCRMPipedriveAPIBaseURL, c.CRMPipedriveAPIBaseURL, checkCRMBaseURL},
+		{CtxCRMDynamicsLoginBaseURL, c.CRMDynamicsLoginBaseURL, checkCRMBaseURL},
 	} {
 		if u.value != "" {
 			if err := u.check(u.value); err != nil {
@@ -273,6 +320,22 @@ func (c Config) Validate() error {
 	if c.WhatsAppAppID != "" && !whatsapp.ValidAppID(c.WhatsAppAppID) {
 		bad("%s %q: want the numeric id of the Meta app", CtxWhatsAppAppID, c.WhatsAppAppID)
 	}
+	// An OAuth application is its client id and its secret: one without the other would
+	// deploy a provider that answers 503 (or a secret no one uses) with nothing said.
+	for _, app := range []struct{ idKey, id, secretKey, secret string }{
+		{CtxCRMHubSpotClientID, c.CRMHubSpotClientID, CtxCRMHubSpotClientSecretParameter, c.CRMHubSpotClientSecretParameter},
+		{CtxCRMSalesforceClientID, c.CRMSalesforceClientID, CtxCRMSalesforceClientSecretParameter, c.CRMSalesforceClientSecretParameter},
+	} {
+		switch {
+		case app.id != "" && app.secret == "":
+			bad("%s is set but %s is not: the OAuth application needs its client secret (the name of the SSM SecureString parameter holding it)",
+				app.idKey, app.secretKey)
+		case app.id == "" && app.secret != "":
+			bad("%s is set but %s is not: the OAuth application needs its client id", app.secretKey, app.idKey)
+		case app.id != "" && !clientID.MatchString(app.id):
+			bad("%s %q: want the OAuth application's client id (printable characters without spaces, 256 at most)", app.idKey, app.id)
+		}
+	}
 	// Each secret has its own parameter: one shared would make two secrets one value (and
 	// the SDK key's base64 a WhatsApp secret, or the reverse).
 	named := map[string]string{} // parameter name -> the first key naming it
@@ -280,6 +343,8 @@ func (c Config) Validate() error {
 		{CtxWhatsAppAppSecretParameter, c.WhatsAppAppSecretParameter},
 		{CtxWhatsAppVerifyTokenParameter, c.WhatsAppVerifyTokenParameter},
 		{CtxSDKKeyParameter, c.SDKKeyParameter},
+		{CtxCRMHubSpotClientSecretParameter, c.CRMHubSpotClientSecretParameter},
+		{CtxCRMSalesforceClientSecretParameter, c.CRMSalesforceClientSecretParameter},
 	} {
 		if p.name == "" {
 			continue
@@ -305,6 +370,19 @@ func checkPublicURL(s string) error {
 	}
 	if u.User != nil || u.RawQuery != "" || u.ForceQuery || strings.Contains(s, "#") {
 		return errors.New("want no user info, query or fragment")
+	}
+	return nil
+}
+
+// clientID is an OAuth client id as the CRM providers issue them (HubSpot: a UUID;
+// Salesforce: a consumer key of letters, digits, "." and "_"): printable, without spaces.
+var clientID = regexp.MustCompile(`^[\x21-\x7e]{1,256}$`)
+
+// checkCRMBaseURL: the crm Lambda calls only public https addresses (CRM_PRIVATE_PROVIDER_ADDRESSES
+// is never set on AWS), so an endpoint override is an https base URL.
+func checkCRMBaseURL(s string) error {
+	if _, err := crmhttp.CheckInstanceURL(s, false); err != nil {
+		return errors.New("want an absolute https URL without user info, query or fragment")
 	}
 	return nil
 }

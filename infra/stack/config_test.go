@@ -98,9 +98,18 @@ func TestConfigProviders(t *testing.T) {
 		"publicUrl": " https://hooks.example.com/ ", "telegramBaseUrl": "https://tg.example.com",
 		"vkBaseUrl": "https://vk.example.com/method", "whatsappBaseUrl": "https://graph.example.com/v21.0",
 		"whatsappAppId": "1029384756", "whatsappAppSecretParameter": "/botplatform/prod/whatsapp/app-secret",
-		"whatsappVerifyTokenParameter": "whatsapp-verify-token",
-		"snsTopicArns":                 "arn:aws:sns:eu-west-1:123456789012:ses-events,arn:aws:sns:eu-west-1:123456789012:ses-inbound",
-		"sdkKeyParameter":              " /botplatform/prod/customer-sdk/key ",
+		"whatsappVerifyTokenParameter":       "whatsapp-verify-token",
+		"snsTopicArns":                       "arn:aws:sns:eu-west-1:123456789012:ses-events,arn:aws:sns:eu-west-1:123456789012:ses-inbound",
+		"sdkKeyParameter":                    " /botplatform/prod/customer-sdk/key ",
+		"crmHubSpotClientId":                 "6f1c2b7e-0d4a-4a8e-9a77-3c1f0e5b2d10",
+		"crmHubSpotClientSecretParameter":    "/botplatform/prod/crm/hubspot-client-secret",
+		"crmSalesforceClientId":              "3MVG9.consumer_key",
+		"crmSalesforceClientSecretParameter": "botplatform-prod-crm-salesforce-client-secret",
+		"crmHubSpotAuthBaseUrl":              "https://hubspot-auth.example.com/",
+		"crmHubSpotApiBaseUrl":               "https://hubspot-api.example.com",
+		"crmSalesforceLoginBaseUrl":          "https://test.salesforce.com",
+		"crmPipedriveApiBaseUrl":             "https://pipedrive.example.com/api",
+		"crmDynamicsLoginBaseUrl":            "https://login.microsoftonline.us",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +119,12 @@ func TestConfigProviders(t *testing.T) {
 		WhatsAppAppID: "1029384756", WhatsAppAppSecretParameter: "/botplatform/prod/whatsapp/app-secret",
 		WhatsAppVerifyTokenParameter: "whatsapp-verify-token",
 		SNSTopicARNs:                 "arn:aws:sns:eu-west-1:123456789012:ses-events,arn:aws:sns:eu-west-1:123456789012:ses-inbound",
-		SDKKeyParameter:              "/botplatform/prod/customer-sdk/key"}
+		SDKKeyParameter:              "/botplatform/prod/customer-sdk/key",
+		CRMHubSpotClientID:           "6f1c2b7e-0d4a-4a8e-9a77-3c1f0e5b2d10", CRMHubSpotClientSecretParameter: "/botplatform/prod/crm/hubspot-client-secret",
+		CRMSalesforceClientID: "3MVG9.consumer_key", CRMSalesforceClientSecretParameter: "botplatform-prod-crm-salesforce-client-secret",
+		CRMHubSpotAuthBaseURL: "https://hubspot-auth.example.com", CRMHubSpotAPIBaseURL: "https://hubspot-api.example.com",
+		CRMSalesforceLoginBaseURL: "https://test.salesforce.com", CRMPipedriveAPIBaseURL: "https://pipedrive.example.com/api",
+		CRMDynamicsLoginBaseURL: "https://login.microsoftonline.us"}
 	got := c
 	got.Stage, got.AssetDir, got.LogRetentionDays, got.ThrottleRateLimit, got.ThrottleBurstLimit, got.Alarm5xxThreshold = "", "", 0, 0, 0, 0
 	if got != want {
@@ -157,6 +171,30 @@ func TestConfigValidateProviders(t *testing.T) {
 		{func(c *Config) {
 			c.WhatsAppAppSecretParameter, c.SDKKeyParameter = "/same", "/same"
 		}, "whatsappAppSecretParameter and sdkKeyParameter name the same parameter"},
+		// A CRM OAuth application is its client id and its secret's parameter, both or neither.
+		{func(c *Config) { c.CRMHubSpotClientID = "hs-id" },
+			"crmHubSpotClientId is set but crmHubSpotClientSecretParameter is not"},
+		{func(c *Config) { c.CRMSalesforceClientSecretParameter = "/crm/sf" },
+			"crmSalesforceClientSecretParameter is set but crmSalesforceClientId is not"},
+		{func(c *Config) {
+			c.CRMHubSpotClientID, c.CRMHubSpotClientSecretParameter = "hs id", "/crm/hs"
+		}, "crmHubSpotClientId \"hs id\": want the OAuth application's client id"},
+		{func(c *Config) {
+			c.CRMSalesforceClientID, c.CRMSalesforceClientSecretParameter = "sf-id", "arn:aws:ssm:eu-west-1:123456789012:parameter/sf"
+		}, "crmSalesforceClientSecretParameter"},
+		{func(c *Config) {
+			c.CRMHubSpotClientID, c.CRMHubSpotClientSecretParameter = "hs-id", "/crm/secret"
+			c.CRMSalesforceClientID, c.CRMSalesforceClientSecretParameter = "sf-id", "/crm/secret"
+		}, "crmHubSpotClientSecretParameter and crmSalesforceClientSecretParameter name the same parameter"},
+		{func(c *Config) {
+			c.CRMHubSpotClientID, c.CRMHubSpotClientSecretParameter, c.SDKKeyParameter = "hs-id", "/same", "/same"
+		}, "sdkKeyParameter and crmHubSpotClientSecretParameter name the same parameter"},
+		// The crm Lambda calls public https addresses only.
+		{func(c *Config) { c.CRMSalesforceLoginBaseURL = "http://test.salesforce.com" }, "crmSalesforceLoginBaseUrl"},
+		{func(c *Config) { c.CRMHubSpotAPIBaseURL = "api.hubapi.com" }, "crmHubSpotApiBaseUrl"},
+		{func(c *Config) { c.CRMHubSpotAuthBaseURL = "https://app.hubspot.com?x=1" }, "crmHubSpotAuthBaseUrl"},
+		{func(c *Config) { c.CRMPipedriveAPIBaseURL = "https://user:pw@pipedrive.example.com" }, "crmPipedriveApiBaseUrl"},
+		{func(c *Config) { c.CRMDynamicsLoginBaseURL = "login.microsoftonline.com" }, "crmDynamicsLoginBaseUrl"},
 	} {
 		c := base
 		tt.change(&c)
@@ -179,6 +217,12 @@ func TestConfigValidateProviders(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Error(err)
 	}
+	// One CRM application without the other.
+	ok = base
+	ok.CRMSalesforceClientID, ok.CRMSalesforceClientSecretParameter = "3MVG9.consumer_key", "/botplatform/dev/crm/salesforce"
+	if err := ok.Validate(); err != nil {
+		t.Error(err)
+	}
 }
 
 // A secret given as a context value would be written to cdk.context.json, the cloud
@@ -186,9 +230,10 @@ func TestConfigValidateProviders(t *testing.T) {
 func TestConfigRefusesSecretsAsContext(t *testing.T) {
 	t.Parallel()
 	_, err := ConfigFrom(context(map[string]any{"whatsappAppSecret": "s3cret", "whatsappVerifyToken": "vt",
-		"sdkKey": "c2RrLWtleS1ieXRlcw=="}))
+		"sdkKey": "c2RrLWtleS1ieXRlcw==", "crmHubSpotClientSecret": "hs-client-s3cret", "crmSalesforceClientSecret": "sf-client-s3cret"}))
 	for _, want := range []string{"whatsappAppSecret", "whatsappAppSecretParameter", "whatsappVerifyToken:", "whatsappVerifyTokenParameter",
-		"sdkKey:", "sdkKeyParameter"} {
+		"sdkKey:", "sdkKeyParameter", "crmHubSpotClientSecret:", "crmHubSpotClientSecretParameter",
+		"crmSalesforceClientSecret:", "crmSalesforceClientSecretParameter"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not name %s", err, want)
 		}

@@ -734,7 +734,8 @@ func (b *builder) resolve(r Resource, f *lambdaFn) ([]string, *string, error) {
 		}, set.ConfigurationSetName(), nil
 	case AuditDLQ:
 		return []string{*b.auditDLQ.QueueArn()}, nil, nil
-	case WhatsAppAppSecretParameter, WhatsAppVerifyTokenParameter, SDKKeyParameter:
+	case WhatsAppAppSecretParameter, WhatsAppVerifyTokenParameter, SDKKeyParameter,
+		CRMHubSpotClientSecretParameter, CRMSalesforceClientSecretParameter:
 		name := b.cfg.parameterName(r)
 		return []string{*b.parameterARN(name)}, jsii.String(name), nil
 	case OwnLogGroup:

@@ -65,21 +65,29 @@ func testMain(m *testing.M) int {
 var withProviders *synthesized
 
 const (
-	appSecretParameter   = "/botplatform/staging/whatsapp-app-secret"
-	verifyTokenParameter = "botplatform-staging-whatsapp-verify-token" // a name without a hierarchy
-	sdkKeyParameter      = "/botplatform/staging/customer-sdk/project-key"
+	appSecretParameter    = "/botplatform/staging/whatsapp-app-secret"
+	verifyTokenParameter  = "botplatform-staging-whatsapp-verify-token" // a name without a hierarchy
+	sdkKeyParameter       = "/botplatform/staging/customer-sdk/project-key"
+	hubSpotSecretParam    = "/botplatform/staging/crm/hubspot-client-secret"
+	salesforceSecretParam = "botplatform-staging-crm-salesforce-client-secret"
 )
 
 var providerContext = map[string]any{
-	stack.CtxStage:                        "staging",
-	stack.CtxPublicURL:                    "https://hooks.example.com/bots/",
-	stack.CtxTelegramBaseURL:              "https://telegram-proxy.example.com",
-	stack.CtxVKBaseURL:                    "https://vk-proxy.example.com/method",
-	stack.CtxWhatsAppBaseURL:              "https://graph.example.com/v21.0",
-	stack.CtxWhatsAppAppID:                "1029384756",
-	stack.CtxWhatsAppAppSecretParameter:   appSecretParameter,
-	stack.CtxWhatsAppVerifyTokenParameter: verifyTokenParameter,
-	stack.CtxSDKKeyParameter:              sdkKeyParameter,
+	stack.CtxStage:                              "staging",
+	stack.CtxPublicURL:                          "https://hooks.example.com/bots/",
+	stack.CtxTelegramBaseURL:                    "https://telegram-proxy.example.com",
+	stack.CtxVKBaseURL:                          "https://vk-proxy.example.com/method",
+	stack.CtxWhatsAppBaseURL:                    "https://graph.example.com/v21.0",
+	stack.CtxWhatsAppAppID:                      "1029384756",
+	stack.CtxWhatsAppAppSecretParameter:         appSecretParameter,
+	stack.CtxWhatsAppVerifyTokenParameter:       verifyTokenParameter,
+	stack.CtxSDKKeyParameter:                    sdkKeyParameter,
+	stack.CtxCRMHubSpotClientID:                 "6f1c2b7e-0d4a-4a8e-9a77-3c1f0e5b2d10",
+	stack.CtxCRMHubSpotClientSecretParameter:    hubSpotSecretParam,
+	stack.CtxCRMSalesforceClientID:              "3MVG9.consumer_key",
+	stack.CtxCRMSalesforceClientSecretParameter: salesforceSecretParam,
+	stack.CtxCRMSalesforceLoginBaseURL:          "https://test.salesforce.com",
+	stack.CtxCRMDynamicsLoginBaseURL:            "https://login.microsoftonline.us",
 }
 
 type synthesized struct {
@@ -536,7 +544,8 @@ func TestEnvironmentContract(t *testing.T) {
 
 // With every provider context value set: the settings go to the Lambdas that use them, and
 // of the secrets only the parameters' names: the WhatsApp ones to the webhooks Lambda alone,
-// the customer SDK's project-key secret to the customersdk and sdk Lambdas alone.
+// the customer SDK's project-key secret to the customersdk and sdk Lambdas alone, the CRM
+// client secrets to the crm Lambda alone.
 func TestEnvironmentContractWithProviders(t *testing.T) {
 	base := []string{"LOG_LEVEL", "STAGE"}
 	urls := []string{"PUBLIC_URL", "TELEGRAM_BASE_URL", "VK_BASE_URL", "WHATSAPP_BASE_URL"}
@@ -550,6 +559,11 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 		"content":     append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, urls[1:]...),
 		"customersdk": {"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SDK_KEY_PARAMETER", "SECRETS_KEY_ID", "TABLE_NAME"},
 		"sdk":         {"CURSOR_KEY_ID", "SDK_KEY_PARAMETER", "SECRETS_KEY_ID", "TABLE_NAME"},
+		// The CRM OAuth applications: the client ids and the overridden endpoints, and the
+		// names of the client secrets' parameters, to the crm Lambda alone.
+		"crm": {"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "PUBLIC_URL", "SECRETS_KEY_ID", "TABLE_NAME",
+			"CRM_HUBSPOT_CLIENT_ID", "CRM_HUBSPOT_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_CLIENT_ID",
+			"CRM_SALESFORCE_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_LOGIN_BASE_URL", "CRM_DYNAMICS_LOGIN_BASE_URL"},
 	} {
 		want[name] = append(vars, base...)
 	}
@@ -569,6 +583,10 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 		"webhooks":    {"WHATSAPP_APP_SECRET_PARAMETER": appSecretParameter, "WHATSAPP_VERIFY_TOKEN_PARAMETER": verifyTokenParameter},
 		"customersdk": {"SDK_KEY_PARAMETER": sdkKeyParameter},
 		"sdk":         {"SDK_KEY_PARAMETER": sdkKeyParameter},
+		"crm": {"PUBLIC_URL": "https://hooks.example.com/bots", "CRM_HUBSPOT_CLIENT_ID": "6f1c2b7e-0d4a-4a8e-9a77-3c1f0e5b2d10",
+			"CRM_HUBSPOT_CLIENT_SECRET_PARAMETER": hubSpotSecretParam, "CRM_SALESFORCE_CLIENT_ID": "3MVG9.consumer_key",
+			"CRM_SALESFORCE_CLIENT_SECRET_PARAMETER": salesforceSecretParam,
+			"CRM_SALESFORCE_LOGIN_BASE_URL":          "https://test.salesforce.com", "CRM_DYNAMICS_LOGIN_BASE_URL": "https://login.microsoftonline.us"},
 	} {
 		env := withProviders.env(t, name)
 		for k, v := range vars {
@@ -1031,6 +1049,10 @@ func checkRoles(t *testing.T, s *synthesized) {
 			return parameterARN(cfg.WhatsAppVerifyTokenParameter)
 		case stack.SDKKeyParameter:
 			return parameterARN(cfg.SDKKeyParameter)
+		case stack.CRMHubSpotClientSecretParameter:
+			return parameterARN(cfg.CRMHubSpotClientSecretParameter)
+		case stack.CRMSalesforceClientSecretParameter:
+			return parameterARN(cfg.CRMSalesforceClientSecretParameter)
 		case stack.ParameterKey:
 			return parameterKeys
 		case stack.Schedules:
@@ -1110,8 +1132,8 @@ func (s *synthesized) policyOf(t *testing.T, name string) []map[string]any {
 
 // The secrets in SSM: the stack creates no parameter and holds no value; the webhooks Lambda
 // alone may read exactly the two WhatsApp parameters, the customersdk and sdk Lambdas alone
-// exactly the customer SDK's project-key parameter, and each may decrypt only those, only
-// through SSM.
+// exactly the customer SDK's project-key parameter, the crm Lambda alone exactly the CRM
+// client secrets' parameters, and each may decrypt only those, only through SSM.
 func TestProviderSecretsLeastPrivilege(t *testing.T) {
 	check(t, "no parameter is created", func() {
 		withProviders.tmpl.ResourceCountIs(jsii.String("AWS::SSM::Parameter"), jsii.Number(0))
@@ -1121,6 +1143,7 @@ func TestProviderSecretsLeastPrivilege(t *testing.T) {
 		"webhooks":    {parameterARN(appSecretParameter), parameterARN(verifyTokenParameter)},
 		"customersdk": {parameterARN(sdkKeyParameter)},
 		"sdk":         {parameterARN(sdkKeyParameter)},
+		"crm":         {parameterARN(hubSpotSecretParam), parameterARN(salesforceSecretParam)},
 	}
 	for name := range withProviders.functions(t) {
 		var reads, decrypts []map[string]any
@@ -1179,7 +1202,8 @@ func TestProviderSecretsLeastPrivilege(t *testing.T) {
 		}
 	}
 	// With default context nothing reads a parameter, and no Lambda is told of one: the
-	// customersdk and sdk Lambdas run without the key (503 sdk_not_configured).
+	// customersdk and sdk Lambdas run without the key (503 sdk_not_configured), the crm
+	// Lambda without OAuth applications (503 oauth_not_configured).
 	for name := range dev.functions(t) {
 		for _, st := range dev.policyOf(t, name) {
 			if acts, _ := actions(st); strings.HasPrefix(acts[0], "ssm:") || st["Condition"] != nil {
@@ -1187,7 +1211,7 @@ func TestProviderSecretsLeastPrivilege(t *testing.T) {
 			}
 		}
 		for k := range dev.env(t, name) {
-			if strings.HasSuffix(k, "_PARAMETER") {
+			if strings.HasSuffix(k, "_PARAMETER") || strings.HasPrefix(k, "CRM_") {
 				t.Errorf("%s: %s without a configured parameter", name, k)
 			}
 		}
@@ -1200,7 +1224,7 @@ func TestProviderConfigurationInTheTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []string{"WHATSAPP_APP_SECRET\"", "WHATSAPP_VERIFY_TOKEN\""} {
+	for _, v := range []string{"WHATSAPP_APP_SECRET\"", "WHATSAPP_VERIFY_TOKEN\"", "CRM_HUBSPOT_CLIENT_SECRET\"", "CRM_SALESFORCE_CLIENT_SECRET\""} {
 		if strings.Contains(string(raw), v) {
 			t.Errorf("the template sets %s", v)
 		}

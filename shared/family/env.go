@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 
@@ -80,6 +81,11 @@ type Env struct {
 	// SDKKey signs and checks the customer SDK's project keys (32 bytes or more); nil where
 	// the deployment has none: enabling the SDK answers 503 sdk_not_configured.
 	SDKKey []byte
+	// CRMClientSecrets are the client secrets of the CRM family's OAuth applications, by
+	// provider (shared/crm's HubSpot, Salesforce), where the platform read them: from SSM
+	// on AWS (functions/platform). Nil elsewhere: the local process's crm family reads
+	// CRM_*_CLIENT_SECRET from its environment itself.
+	CRMClientSecrets map[string]string
 
 	runner   *jobs.QueueRunner // Jobs, to register its step handler on a queue mux
 	registry *jobs.Registry    // the job kinds Compose adds
@@ -125,6 +131,8 @@ type Deps struct {
 	Events eventlog.Log
 	// SDKKey is Env.SDKKey (optional; 32 bytes or more).
 	SDKKey []byte
+	// CRMClientSecrets is Env.CRMClientSecrets (optional).
+	CRMClientSecrets map[string]string
 }
 
 // EmailSettings configure the email families (sending domains, campaigns, provider
@@ -206,7 +214,9 @@ func NewEnv(d Deps) (*Env, error) {
 		EmailSettings:       d.EmailSettings,
 		Events:              d.Events,
 		SDKKey:              d.SDKKey,
-		registry:            jobs.NewRegistry(),
+		// A copy: no field of Env changes after NewEnv.
+		CRMClientSecrets: maps.Clone(d.CRMClientSecrets),
+		registry:         jobs.NewRegistry(),
 	}
 	if d.Queue != nil {
 		env.runner = jobs.NewQueueRunner(d.Queue, env.registry)
@@ -219,6 +229,11 @@ func NewEnv(d Deps) (*Env, error) {
 	}
 	if d.SDKKey != nil && len(d.SDKKey) < 32 {
 		return nil, errors.New("family: the SDK key must be at least 32 bytes")
+	}
+	for provider, secret := range d.CRMClientSecrets {
+		if secret == "" {
+			return nil, fmt.Errorf("family: the CRM client secret of %s is empty", provider)
+		}
 	}
 	env.Tenancy = d.Tenancy(env)
 	return env, nil

@@ -1,17 +1,20 @@
 // Package wiring composes the CRM family with the process: the deployment's OAuth
-// applications and provider base URLs (from the environment), its sealer, the tenancy
-// check and the provider clients.
+// applications and provider base URLs (from the environment; on AWS the client secrets
+// from SSM, through family.Env.CRMClientSecrets), its sealer, the tenancy check and the
+// provider clients.
 package wiring
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/botplatform/api/functions/crm"
+	"github.com/botplatform/api/functions/subscribers"
 	crmapi "github.com/botplatform/api/shared/crm"
 	"github.com/botplatform/api/shared/crm/crmhttp"
 	"github.com/botplatform/api/shared/crm/dynamics"
@@ -26,7 +29,7 @@ import (
 // Family is the crm family: the token API's CRM connection routes and the OAuth callback.
 func Family() family.Family {
 	return family.Family{Name: "crm", Build: func(env *family.Env) family.Parts {
-		svc := Service(env, ConfigFromEnv(os.Getenv, env.PublicURL))
+		svc := Service(env, configOf(env, os.Getenv))
 		return family.Parts{
 			Routes: func(mux *httpapi.Mux) { crm.Routes(mux, svc, env.Cursors) },
 			Purge:  crm.PurgeStep(env.Store),
@@ -34,8 +37,18 @@ func Family() family.Family {
 	}}
 }
 
+// configOf is the family's configuration in env's process: getenv's (os.Getenv), with the
+// client secrets the platform read for it (env.CRMClientSecrets: from SSM on AWS, where a
+// secret is never a Lambda variable).
+func configOf(env *family.Env, getenv func(string) string) Config {
+	return ConfigFromEnv(getenv, env.PublicURL).WithClientSecrets(env.CRMClientSecrets)
+}
+
 // The environment variables of the family's configuration. The client secrets are secrets:
-// the local process reads them from the environment only (never flags, which show in ps).
+// the local process reads them from the environment only (never flags, which show in ps);
+// on AWS they are never variables: the platform reads them from SSM
+// (CRM_*_CLIENT_SECRET_PARAMETER name the parameters) and hands them over in
+// family.Env.CRMClientSecrets.
 const (
 	EnvHubSpotClientID        = "CRM_HUBSPOT_CLIENT_ID"
 	EnvHubSpotClientSecret    = "CRM_HUBSPOT_CLIENT_SECRET"
@@ -116,6 +129,26 @@ func ConfigFromEnv(getenv func(string) string, publicURL string) Config {
 	}
 }
 
+// WithClientSecrets returns c with secrets (by provider: crmapi.HubSpot, crmapi.Salesforce)
+// as its OAuth applications' client secrets, in place of the CRM_*_CLIENT_SECRET variables:
+// what the platform read from SSM on AWS (family.Env.CRMClientSecrets; it refuses a secret
+// variable beside its parameter). c itself is left as it was. A provider without an OAuth
+// application here is ignored: no application takes a secret it was not configured for.
+func (c Config) WithClientSecrets(secrets map[string]string) Config {
+	if len(secrets) == 0 {
+		return c
+	}
+	oauth := maps.Clone(c.Settings.OAuth)
+	for provider, secret := range secrets {
+		if app, ok := oauth[provider]; ok {
+			app.ClientSecret = secret
+			oauth[provider] = app
+		}
+	}
+	c.Settings.OAuth = oauth
+	return c
+}
+
 func list(s string) []string {
 	var out []string
 	for v := range strings.SplitSeq(s, ",") {
@@ -141,16 +174,18 @@ func Service(env *family.Env, cfg Config) *crm.Service {
 	tokenClient := *httpClient
 	tokenClient.Timeout = tokenTimeout
 	svc, err := crm.New(crm.Config{
-		Store:      env.Store,
-		Sealer:     sealer,
-		Bots:       env.Tenancy,
-		Audit:      env.Audit,
-		Limiter:    ratelimit.New(env.Store, env.Now),
-		NewClient:  Clients(cfg, httpClient),
-		HTTPClient: &tokenClient,
-		Settings:   cfg.Settings,
-		Log:        env.Log,
-		Now:        env.Now,
+		Store:     env.Store,
+		Sealer:    sealer,
+		Bots:      env.Tenancy,
+		Audit:     env.Audit,
+		Limiter:   ratelimit.New(env.Store, env.Now),
+		NewClient: Clients(cfg, httpClient),
+		// Mappings and previews read subscribers; nothing here writes them, so no jobs.
+		Subscribers: crm.SubscribersOf(subscribers.NewService(env.Store, env.Now, nil)),
+		HTTPClient:  &tokenClient,
+		Settings:    cfg.Settings,
+		Log:         env.Log,
+		Now:         env.Now,
 	})
 	if err != nil {
 		// Every field New checks is set above; a failure here is a programming error.

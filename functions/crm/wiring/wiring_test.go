@@ -1,7 +1,10 @@
 package wiring
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"testing"
 
@@ -10,9 +13,11 @@ import (
 
 	"github.com/botplatform/api/functions/crm"
 	"github.com/botplatform/api/infra/access/accesstest"
+	"github.com/botplatform/api/shared/auth"
 	crmapi "github.com/botplatform/api/shared/crm"
 	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/family/familytest"
+	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/secrets/keyfile"
 	dynamicsfake "github.com/botplatform/api/tests/fakes/crm/dynamics"
@@ -122,4 +127,81 @@ func TestServiceConnects(t *testing.T) {
 	assert.Equal(t, "provider_unavailable", httpapitest.AsError(t, err).Code)
 	assert.Equal(t, before, pd.Requests())
 	require.NotNil(t, Family().Build(env).Purge, "the family erases a deleted bot's connections")
+}
+
+// The client secrets the platform hands over (family.Env.CRMClientSecrets, from SSM on AWS)
+// become the OAuth applications' secrets, in place of CRM_*_CLIENT_SECRET, without changing
+// the configuration they are applied to.
+func TestWithClientSecrets(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{EnvHubSpotClientID: "hs-id", EnvSalesforceClientID: "sf-id"}
+	cfg := ConfigFromEnv(func(k string) string { return env[k] }, "https://api.example")
+	require.False(t, cfg.Settings.OAuth[crmapi.HubSpot].Configured(), "a client id alone")
+
+	got := cfg.WithClientSecrets(map[string]string{crmapi.HubSpot: "hs-from-ssm", "zoho": "ignored"})
+	hs := got.Settings.OAuth[crmapi.HubSpot]
+	assert.True(t, hs.Configured())
+	assert.Equal(t, "hs-from-ssm", hs.ClientSecret)
+	assert.Equal(t, "hs-id", hs.ClientID)
+	assert.Equal(t, "https://api.example/api/integrations/crm/hubspot/callback", hs.RedirectURL)
+	assert.False(t, got.Settings.OAuth[crmapi.Salesforce].Configured(), "no secret handed for Salesforce")
+	assert.NotContains(t, got.Settings.OAuth, "zoho", "no application appears for a secret")
+	assert.Empty(t, cfg.Settings.OAuth[crmapi.HubSpot].ClientSecret, "the configuration applied to is unchanged")
+	assert.Equal(t, cfg, cfg.WithClientSecrets(nil))
+
+	// A handed secret takes the place of the variable's (the platform refuses both at once).
+	env[EnvSalesforceClientSecret] = "sf-from-env"
+	cfg = ConfigFromEnv(func(k string) string { return env[k] }, "")
+	assert.Equal(t, "sf-from-ssm", cfg.WithClientSecrets(map[string]string{crmapi.Salesforce: "sf-from-ssm"}).Settings.OAuth[crmapi.Salesforce].ClientSecret)
+}
+
+// anyBot is a tenancy check every bot passes.
+type anyBot struct{}
+
+func (anyBot) LoadBot(context.Context, string, string) (any, error) { return struct{}{}, nil }
+
+// The family, built on an environment whose client secret the platform handed over (as on
+// AWS: the client id a variable, the secret from SSM), connects HubSpot over OAuth: the fake
+// checks the secret at the code exchange. Without the secret starts answer 503, and with a
+// wrong one the exchange is refused.
+func TestFamilyUsesTheClientSecretFromThePlatform(t *testing.T) {
+	t.Parallel()
+	hs := hubspotfake.New(t)
+	key, err := keyfile.New(make([]byte, 32))
+	require.NoError(t, err)
+	vars := map[string]string{EnvHubSpotClientID: hubspotfake.ClientID, EnvHubSpotRedirectURL: hubspotfake.RedirectURI,
+		EnvHubSpotAuthBaseURL: hs.URL(), EnvHubSpotAPIBaseURL: hs.URL(), EnvPrivateAddresses: "allow"}
+	service := func(secrets map[string]string) *crm.Service {
+		env := familytest.Env(t, family.Deps{Secrets: key, CRMClientSecrets: secrets,
+			Tenancy: func(*family.Env) httpapi.BotLoader { return anyBot{} }})
+		return Service(env, configOf(env, func(k string) string { return vars[k] }))
+	}
+	p := &auth.Principal{AccountID: "acc_1", UserID: "usr_1", TokenID: "pat_1", Kind: auth.KindPAT}
+	noRedirects := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	connect := func(svc *crm.Service) (crm.Connection, error) {
+		started, err := svc.Start(t.Context(), p, "bot_1", crmapi.HubSpot, crm.StartRequest{})
+		require.NoError(t, err)
+		res, err := noRedirects.Get(started.RedirectURL)
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, http.StatusFound, res.StatusCode)
+		back, err := url.Parse(res.Header.Get("Location"))
+		require.NoError(t, err)
+		require.NotEmpty(t, back.Query().Get("code"), "the fake authorized the start")
+		c, _, _, err := svc.Callback(t.Context(), crmapi.HubSpot, back.Query())
+		return c, err
+	}
+
+	c, err := connect(service(map[string]string{crmapi.HubSpot: hubspotfake.ClientSecret}))
+	require.NoError(t, err)
+	assert.Equal(t, fmt.Sprint(hubspotfake.PortalID), c.Account.ID)
+	assert.Equal(t, 1, hs.TokenRequests())
+
+	_, err = service(nil).Start(t.Context(), p, "bot_1", crmapi.HubSpot, crm.StartRequest{})
+	assert.Equal(t, "oauth_not_configured", httpapitest.AsError(t, err).Code, "a client id without its secret")
+
+	_, err = connect(service(map[string]string{crmapi.HubSpot: "not-the-secret"}))
+	pe := httpapitest.AsError(t, err)
+	assert.Equal(t, "oauth_code_rejected", pe.Code, "the exchange authenticates with the handed secret")
+	assert.Equal(t, 2, hs.TokenRequests(), "the exchange was made, and refused")
 }

@@ -1,0 +1,105 @@
+package platform
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	crmapi "github.com/botplatform/api/shared/crm"
+)
+
+// The variables that name the SSM SecureString parameters holding the client secrets of the
+// CRM family's OAuth applications on AWS (AWSConfig.CRMClientSecretParameters). infra/stack
+// sets them only on the crm Lambda, the one granted ssm:GetParameter on those parameters,
+// and only when the stack's configuration names them.
+const (
+	EnvCRMHubSpotClientSecretParameter    = "CRM_HUBSPOT_CLIENT_SECRET_PARAMETER"
+	EnvCRMSalesforceClientSecretParameter = "CRM_SALESFORCE_CLIENT_SECRET_PARAMETER"
+)
+
+// crmClientSecret is one OAuth application whose client secret can come from SSM: its
+// provider (the key of family.Deps.CRMClientSecrets), the variable naming its parameter, and
+// the variable the local process gives the secret itself in (functions/crm/wiring's), which
+// must not be set beside it.
+type crmClientSecret struct{ provider, parameterVar, plainVar string }
+
+// crmClientSecrets are the CRM family's OAuth applications (functions/crm/wiring.ConfigFromEnv).
+var crmClientSecrets = []crmClientSecret{
+	{crmapi.HubSpot, EnvCRMHubSpotClientSecretParameter, "CRM_HUBSPOT_CLIENT_SECRET"},
+	{crmapi.Salesforce, EnvCRMSalesforceClientSecretParameter, "CRM_SALESFORCE_CLIENT_SECRET"},
+}
+
+// crmClientSecretParametersFromEnv reads the parameters' names, by provider: nil when none is
+// named (every Lambda but crm).
+func crmClientSecretParametersFromEnv(getenv func(string) string) map[string]string {
+	var names map[string]string
+	for _, s := range crmClientSecrets {
+		if v := strings.TrimSpace(getenv(s.parameterVar)); v != "" {
+			if names == nil {
+				names = map[string]string{}
+			}
+			names[s.provider] = v
+		}
+	}
+	return names
+}
+
+// CRMClientSecrets returns the client secrets of the CRM family's OAuth applications, by
+// provider, each read once from the SSM parameter its variable names (GetParameter with
+// decryption): nil, without a call, when none is named (the family then answers 503
+// oauth_not_configured for those providers). A named parameter that is missing, unreadable,
+// not a SecureString or blank fails the cold start, naming the parameter and never the value;
+// so does the secret itself in the environment beside its parameter's name (on AWS a secret
+// is never a Lambda variable).
+func (a *AWS) CRMClientSecrets(ctx context.Context) (map[string]string, error) {
+	names := a.cfg.CRMClientSecretParameters
+	secrets, err := readCRMClientSecrets(ctx, func() parameterGetter { return ssm.NewFromConfig(a.aws) }, names, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if len(secrets) > 0 {
+		var attrs []any
+		for _, p := range slices.Sorted(maps.Keys(names)) {
+			attrs = append(attrs, p+"_client_secret_parameter", names[p])
+		}
+		a.log.Info("CRM client secrets read from SSM", attrs...)
+	}
+	return secrets, nil
+}
+
+// readCRMClientSecrets reads the parameters names gives (by provider), in the order of
+// crmClientSecrets; client is made only when one is named, and getenv is the process
+// environment the plain variables are checked in.
+func readCRMClientSecrets(ctx context.Context, client func() parameterGetter, names map[string]string,
+	getenv func(string) string) (map[string]string, error) {
+	var (
+		c   parameterGetter
+		out map[string]string
+	)
+	for _, s := range crmClientSecrets {
+		name := names[s.provider]
+		if name == "" {
+			continue
+		}
+		if strings.TrimSpace(getenv(s.plainVar)) != "" {
+			return nil, fmt.Errorf("platform: both %s and %s are set: set only the parameter's name", s.parameterVar, s.plainVar)
+		}
+		if c == nil {
+			c = client()
+		}
+		v, err := readSecureString(ctx, c, name, s.parameterVar)
+		if err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[s.provider] = v
+	}
+	return out, nil
+}
