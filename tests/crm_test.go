@@ -390,3 +390,56 @@ func TestCRMProviders(t *testing.T) {
 		assert.NotContains(t, logs, v, "no code or state in the log")
 	}
 }
+
+// Discovery, a mapping revision and a preview through the process against the Pipedrive
+// fake: the preview reads the CRM and writes nothing to it.
+func TestCRMMappingAndPreview(t *testing.T) {
+	t.Parallel()
+	e := startCRM(t)
+	s, tok := e.s, e.s.demo.Token
+	api := "/api/bots/" + s.demo.BotID
+
+	res := s.post(tok, e.base+"/pipedrive", map[string]any{"api_key": pipedrivefake.APIToken, "company_domain": "acme"})
+	id := summary(t, res, http.StatusCreated, "pipedrive")["id"].(string)
+	conn := e.base + "/" + id
+
+	res = s.get(tok, conn+"/objects/persons/fields")
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	conforms(t, http.MethodGet, "/api/bots/{botID}/crm/connections/{connectionID}/objects/{object}/fields", conn+"/objects/persons/fields", res)
+	res = s.get(tok, conn+"/pipelines")
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+
+	for _, f := range []map[string]any{{"name": "email", "type": "string"}, {"name": "orders", "type": "number"}} {
+		r := s.post(tok, api+"/fields", f)
+		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	}
+	r := s.post(tok, api+"/subscribers", map[string]any{"channel": "telegram", "external_id": "6001", "first_name": "Ann",
+		"fields": map[string]any{"email": "ann@example.com", "orders": 7}})
+	require.Less(t, r.Status, 300, "%s", r.Body)
+	sub := r.JSON(t)["id"].(string)
+
+	mapping := map[string]any{"object": "persons", "key": "email", "fields": []any{
+		map[string]any{"source": "subscriber:first_name", "target": "name", "direction": "push"},
+		map[string]any{"source": "field:orders", "target": pipedrivefake.KeyConversations, "direction": "push"},
+	}}
+	res = s.do(req{Method: http.MethodPut, Path: conn + "/mapping", Token: tok, Body: mapping})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	conforms(t, http.MethodPut, "/api/bots/{botID}/crm/connections/{connectionID}/mapping", conn+"/mapping", res)
+	// A stale revision is 409; an unknown CRM field 422.
+	mapping["expected_revision"] = 7
+	res = s.do(req{Method: http.MethodPut, Path: conn + "/mapping", Token: tok, Body: mapping})
+	assert.Equal(t, http.StatusConflict, res.Status, "%s", res.Body)
+	mapping["expected_revision"] = 1
+	mapping["fields"] = []any{map[string]any{"source": "field:orders", "target": "no_such_field", "direction": "push"}}
+	res = s.do(req{Method: http.MethodPut, Path: conn + "/mapping", Token: tok, Body: mapping})
+	assert.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s", res.Body)
+	assert.Equal(t, "invalid_mapping", res.Code(t))
+
+	res = s.post(tok, conn+"/preview", map[string]any{"subscriber_id": sub})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	conforms(t, http.MethodPost, "/api/bots/{botID}/crm/connections/{connectionID}/preview", conn+"/preview", res)
+	p := res.JSON(t)
+	assert.Equal(t, "create", p["action"])
+	assert.Equal(t, map[string]any{"name": "Ann", pipedrivefake.KeyConversations: float64(7)}, p["properties"])
+	assert.Empty(t, e.pd.Records("persons"), "a preview writes nothing to the CRM")
+}
