@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/botplatform/api/shared/pace"
+
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/httpapi"
@@ -87,7 +89,7 @@ type run struct {
 	OrderedIDs bool `json:"ordered_ids,omitempty"`
 	// Recent are each channel's answers of the last second, so that the next step's pacer
 	// counts them and a step boundary never makes a second busier than the rate.
-	Recent map[string]paceLog `json:"recent,omitempty"`
+	Recent map[string]pace.Log `json:"recent,omitempty"`
 	rev    int64
 }
 
@@ -419,113 +421,6 @@ type outcome struct {
 	err       error
 }
 
-// pacer keeps a channel's sends under its rate over every sliding second, as a provider
-// counts them: with n the rate's messages in a window (at least 1) and span the time n take
-// at the rate, a send starts only once the send n before it was answered at least span ago.
-// Counting from the answer, not from the start, keeps the provider's count under the rate
-// whatever the round trip; and sends that waited (a claim, a settle) are caught up only as
-// far as the window allows, never in a burst above the rate.
-type pacer struct {
-	span time.Duration
-	ring []*paceSlot
-	next int
-}
-
-type paceSlot struct {
-	done chan struct{}
-	at   time.Time // when the send was answered
-}
-
-// newPacer paces from start. With the answers of the last window (recent, oldest first:
-// the step before this one's), it counts them; without (the first step of a channel), it
-// paces as if the last window had been used evenly up to start: the first sends go at the
-// rate, not in a burst.
-func newPacer(rate float64, start time.Time, recent []time.Time) *pacer {
-	n := max(1, int(rate))
-	p := &pacer{span: time.Duration(float64(n) * float64(time.Second) / rate), ring: make([]*paceSlot, n)}
-	recent = recent[max(0, len(recent)-n):]
-	free := n - len(recent)
-	for i := range p.ring {
-		at := start.Add(-p.span + time.Duration(i)*p.span/time.Duration(n))
-		switch {
-		case len(recent) > 0 && i < free:
-			at = start.Add(-p.span) // older than the window: free now
-		case len(recent) > 0:
-			at = recent[i-free]
-		}
-		sl := &paceSlot{done: make(chan struct{}), at: at}
-		close(sl.done)
-		p.ring[i] = sl
-	}
-	return p
-}
-
-// recent returns the answers of the last window before now, oldest first; call it once no
-// send is in flight.
-func (p *pacer) recent(now time.Time) []time.Time {
-	var out []time.Time
-	for i := range p.ring {
-		sl := p.ring[(p.next+i)%len(p.ring)]
-		if sl.at.After(now.Add(-p.span)) {
-			out = append(out, sl.at)
-		}
-	}
-	return out
-}
-
-// paceLog is a channel's recent answers as RUN keeps them: milliseconds after Base (Unix
-// milliseconds), small enough for a rate of thousands a second.
-type paceLog struct {
-	Base int64   `json:"base"`
-	MS   []int64 `json:"ms"`
-}
-
-func newPaceLog(ts []time.Time) paceLog {
-	if len(ts) == 0 {
-		return paceLog{}
-	}
-	// Rounded up: an answer is never taken for earlier than it came.
-	ceil := func(t time.Time) int64 { return (t.UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond) }
-	l := paceLog{Base: ceil(ts[0]), MS: make([]int64, len(ts))}
-	for i, t := range ts {
-		l.MS[i] = ceil(t) - l.Base
-	}
-	return l
-}
-
-func (l paceLog) times() []time.Time {
-	out := make([]time.Time, len(l.MS))
-	for i, ms := range l.MS {
-		out[i] = time.UnixMilli(l.Base + ms)
-	}
-	return out
-}
-
-// ready waits until the next send may start, without taking its turn.
-func (p *pacer) ready(ctx context.Context, now func() time.Time, sleep func(context.Context, time.Duration) error) error {
-	prev := p.ring[p.next]
-	select {
-	case <-prev.done:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	if wait := prev.at.Add(p.span).Sub(now()); wait > 0 {
-		return sleep(ctx, wait)
-	}
-	return nil
-}
-
-// take waits for the next send's turn and returns the function that records its answer.
-func (p *pacer) take(ctx context.Context, now func() time.Time, sleep func(context.Context, time.Duration) error) (func(), error) {
-	if err := p.ready(ctx, now, sleep); err != nil {
-		return nil, err
-	}
-	sl := &paceSlot{done: make(chan struct{})}
-	p.ring[p.next] = sl
-	p.next = (p.next + 1) % len(p.ring)
-	return func() { sl.at = now(); close(sl.done) }, nil
-}
-
 // channelRun is one channel's sending within a step.
 type channelRun struct {
 	st      *step
@@ -533,7 +428,7 @@ type channelRun struct {
 	rate    float64
 	adapter channel.Adapter
 	conn    channel.Connection
-	pace    *pacer
+	pace    *pace.Pacer
 	stop    atomic.Bool
 	// budget is what is left of the WhatsApp number's messaging tier (nil: unbounded).
 	budget *atomic.Int64
@@ -585,16 +480,16 @@ func (st *step) sendChannel(ctx context.Context, k channel.Kind) (bool, error) {
 	}
 	window := max(1, min(sendBatch, int(cr.rate*claimWindow.Seconds())))
 	st.mu.Lock()
-	recent := st.r.Recent[string(k)].times()
+	recent := st.r.Recent[string(k)].Times()
 	st.mu.Unlock()
-	cr.pace = newPacer(cr.rate, s.d.Now(), recent)
+	cr.pace = pace.PerSecond(cr.rate, s.d.Now(), recent)
 	defer func() {
 		// Every send of this channel has been answered (dispatch waits for them).
-		l := newPaceLog(cr.pace.recent(s.d.Now()))
+		l := pace.NewLog(cr.pace.Recent(s.d.Now()))
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		if st.r.Recent == nil {
-			st.r.Recent = map[string]paceLog{}
+			st.r.Recent = map[string]pace.Log{}
 		}
 		st.r.Recent[string(k)] = l
 	}()
@@ -617,7 +512,7 @@ func (st *step) sendChannel(ctx context.Context, k channel.Kind) (bool, error) {
 		}
 		// Claim at the batch's first slot, not before: a row a crash leaves claimed is never
 		// sent again (interrupted), so rows wait unclaimed for their turn.
-		if err := cr.pace.ready(ctx, s.d.Now, s.d.Sleep); err != nil {
+		if err := cr.pace.Ready(ctx, s.d.Now, s.d.Sleep); err != nil {
 			return true, err
 		}
 		rows, err = st.claim(ctx, rows)
@@ -711,7 +606,7 @@ func (cr *channelRun) dispatch(ctx context.Context, rows []row) []outcome {
 			break
 		}
 		workers <- struct{}{}
-		answered, err := cr.pace.take(ctx, s.d.Now, s.d.Sleep)
+		answered, err := cr.pace.Take(ctx, s.d.Now, s.d.Sleep)
 		if err != nil {
 			<-workers
 			break

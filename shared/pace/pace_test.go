@@ -1,4 +1,4 @@
-package broadcasts
+package pace
 
 import (
 	"context"
@@ -17,11 +17,11 @@ func TestPacerSlidingSecond(t *testing.T) {
 	now := func() time.Time { return clock }
 	sleep := func(_ context.Context, d time.Duration) error { clock = clock.Add(d); return nil }
 	const rate = 10
-	p := newPacer(rate, clock, nil)
+	p := PerSecond(rate, clock, nil)
 	start := clock
 	var starts, answers []time.Time
 	for i := range 60 {
-		answered, err := p.take(t.Context(), now, sleep)
+		answered, err := p.Take(t.Context(), now, sleep)
 		require.NoError(t, err)
 		starts = append(starts, clock)
 		if i == 25 {
@@ -47,12 +47,12 @@ func TestPacerReadyDoesNotTakeTheTurn(t *testing.T) {
 	now := func() time.Time { return clock }
 	slept := time.Duration(0)
 	sleep := func(_ context.Context, d time.Duration) error { clock = clock.Add(d); slept += d; return nil }
-	p := newPacer(2, clock, nil)
-	require.NoError(t, p.ready(t.Context(), now, sleep))
+	p := PerSecond(2, clock, nil)
+	require.NoError(t, p.Ready(t.Context(), now, sleep))
 	first := slept
-	require.NoError(t, p.ready(t.Context(), now, sleep))
+	require.NoError(t, p.Ready(t.Context(), now, sleep))
 	assert.Equal(t, first, slept, "a second ready waits no more")
-	answered, err := p.take(t.Context(), now, sleep)
+	answered, err := p.Take(t.Context(), now, sleep)
 	require.NoError(t, err)
 	answered()
 	assert.Equal(t, first, slept, "take finds the turn ready")
@@ -67,9 +67,9 @@ func TestPacerAcrossSteps(t *testing.T) {
 	sleep := func(_ context.Context, d time.Duration) error { clock = clock.Add(d); return nil }
 	const rate = 10
 	var starts, answers []time.Time
-	send := func(p *pacer, k int) {
+	send := func(p *Pacer, k int) {
 		for range k {
-			answered, err := p.take(t.Context(), now, sleep)
+			answered, err := p.Take(t.Context(), now, sleep)
 			require.NoError(t, err)
 			starts = append(starts, clock)
 			clock = clock.Add(3 * time.Millisecond) // the round trip
@@ -80,12 +80,12 @@ func TestPacerAcrossSteps(t *testing.T) {
 			answers = append(answers, clock)
 		}
 	}
-	p := newPacer(rate, clock, nil)
+	p := PerSecond(rate, clock, nil)
 	send(p, 25)
-	kept := newPaceLog(p.recent(clock))
+	kept := NewLog(p.Recent(clock))
 	require.NotEmpty(t, kept.MS)
 	clock = clock.Add(150 * time.Millisecond) // the next step starts a little later
-	send(newPacer(rate, clock, kept.times()), 25)
+	send(PerSecond(rate, clock, kept.Times()), 25)
 	for i := rate; i < len(starts); i++ {
 		assert.GreaterOrEqual(t, starts[i].Sub(answers[i-rate]), time.Second, "send %d after the answer to send %d", i, i-rate)
 	}
