@@ -203,6 +203,7 @@ func (s *Service) Delete(ctx context.Context, bot, id string) error {
 	}
 	if err == nil {
 		s.eraseMapping(ctx, bot, id)
+		s.eraseSync(ctx, bot, id)
 	}
 	return err
 }

@@ -591,27 +591,32 @@ func (s *Service) eraseMapping(ctx context.Context, bot, id string) {
 	ctx = context.WithoutCancel(ctx)
 	for _, prefix := range []string{"MAP#" + id, revisionPrefix(id), discPrefix(id)} {
 		for {
-			page, err := s.store.Query(ctx, store.Query{PK: crmPK(bot), Prefix: prefix, Limit: store.MaxTransactWrites})
+			done, err := s.erase(ctx, crmPK(bot), prefix)
 			if err != nil {
 				s.log.WarnContext(ctx, "crm: erase mapping", "connection", id, "error", err)
 				return
 			}
-			if len(page.Items) == 0 {
-				break
-			}
-			writes := make([]store.Write, len(page.Items))
-			for i, it := range page.Items {
-				writes[i] = store.DeleteOp(it.Key, store.Always)
-			}
-			if err := s.store.Transact(ctx, writes); err != nil {
-				s.log.WarnContext(ctx, "crm: erase mapping", "connection", id, "error", err)
-				return
-			}
-			if page.Next == "" {
+			if done {
 				break
 			}
 		}
 	}
+}
+
+// erase deletes a page of the items of partition pk under prefix; done when none was left.
+func (s *Service) erase(ctx context.Context, pk, prefix string) (bool, error) {
+	page, err := s.store.Query(ctx, store.Query{PK: pk, Prefix: prefix, Limit: store.MaxTransactWrites})
+	if err != nil || len(page.Items) == 0 {
+		return err == nil, err
+	}
+	writes := make([]store.Write, len(page.Items))
+	for i, it := range page.Items {
+		writes[i] = store.DeleteOp(it.Key, store.Always)
+	}
+	if err := s.store.Transact(ctx, writes); err != nil {
+		return false, err
+	}
+	return page.Next == "", nil
 }
 
 func (h *Handlers) getMapping(w http.ResponseWriter, r *http.Request) error {

@@ -39,6 +39,8 @@ func Routes(mux *httpapi.Mux, svc *Service, cursors *httpapi.Cursors) {
 	mux.Handle("POST "+base+"/"+crmapi.Dynamics, write, h.dynamics)
 	mux.Handle(CallbackRoute, httpapi.Public(), h.callback)
 	h.mappingRoutes(mux, base+"/{connectionID}", read, write)
+	h.syncRoutes(mux, base+"/{connectionID}", read, write)
+	SubscriberRoutes(mux, h)
 }
 
 func (h *Handlers) list(w http.ResponseWriter, r *http.Request) error {

@@ -24,24 +24,38 @@ func TestRoutesAccessTable(t *testing.T) {
 	f := newFixture(t)
 	read := httpapi.Need("crm:read", auth.RightReactions).InPlan(auth.FeatureCRM)
 	write := httpapi.Need("crm:write", auth.RightReactions).InPlan(auth.FeatureCRM)
+	subRead := httpapi.Need("subscribers:read", auth.RightDialogs).InPlan(auth.FeatureCRM)
+	subWrite := httpapi.Need("subscribers:write", auth.RightDialogs).InPlan(auth.FeatureCRM)
 	const base = "/api/bots/{botID}/crm/connections"
 	want := map[string]httpapi.Access{
-		"GET " + base:                                                  read,
-		"GET " + base + "/{connectionID}":                              read,
-		"DELETE " + base + "/{connectionID}":                           write,
-		"POST " + base + "/hubspot/start":                              write,
-		"POST " + base + "/salesforce/start":                           write,
-		"POST " + base + "/pipedrive":                                  write,
-		"POST " + base + "/dynamics":                                   write,
-		"GET /api/integrations/crm/{provider}/callback":                httpapi.Public(),
-		"GET " + base + "/{connectionID}/objects":                      read,
-		"GET " + base + "/{connectionID}/objects/{object}/fields":      read,
-		"GET " + base + "/{connectionID}/pipelines":                    read,
-		"GET " + base + "/{connectionID}/mapping":                      read,
-		"PUT " + base + "/{connectionID}/mapping":                      write,
-		"GET " + base + "/{connectionID}/mapping/revisions":            read,
-		"GET " + base + "/{connectionID}/mapping/revisions/{revision}": read,
-		"POST " + base + "/{connectionID}/preview":                     write,
+		"GET " + base:                                                     read,
+		"GET " + base + "/{connectionID}":                                 read,
+		"DELETE " + base + "/{connectionID}":                              write,
+		"POST " + base + "/hubspot/start":                                 write,
+		"POST " + base + "/salesforce/start":                              write,
+		"POST " + base + "/pipedrive":                                     write,
+		"POST " + base + "/dynamics":                                      write,
+		"GET /api/integrations/crm/{provider}/callback":                   httpapi.Public(),
+		"GET " + base + "/{connectionID}/objects":                         read,
+		"GET " + base + "/{connectionID}/objects/{object}/fields":         read,
+		"GET " + base + "/{connectionID}/pipelines":                       read,
+		"GET " + base + "/{connectionID}/mapping":                         read,
+		"PUT " + base + "/{connectionID}/mapping":                         write,
+		"GET " + base + "/{connectionID}/mapping/revisions":               read,
+		"GET " + base + "/{connectionID}/mapping/revisions/{revision}":    read,
+		"POST " + base + "/{connectionID}/preview":                        write,
+		"POST " + base + "/{connectionID}/jobs":                           write,
+		"GET " + base + "/{connectionID}/jobs":                            read,
+		"GET " + base + "/{connectionID}/jobs/{jobID}":                    read,
+		"GET " + base + "/{connectionID}/jobs/{jobID}/errors":             read,
+		"POST " + base + "/{connectionID}/jobs/{jobID}/cancel":            write,
+		"GET " + base + "/{connectionID}/conflicts":                       read,
+		"GET " + base + "/{connectionID}/conflicts/{conflictID}":          read,
+		"POST " + base + "/{connectionID}/conflicts/{conflictID}/resolve": write,
+		// The subscriber's own actions: the subscribers scopes and the Dialogs right.
+		"GET /api/bots/{botID}/subscribers/{subscriberID}/crm":        subRead,
+		"POST /api/bots/{botID}/subscribers/{subscriberID}/crm/sync":  subWrite,
+		"POST /api/bots/{botID}/subscribers/{subscriberID}/crm/notes": subWrite,
 	}
 	got := map[string]httpapi.Access{}
 	for _, rt := range f.Mux.Routes() {

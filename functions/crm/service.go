@@ -17,6 +17,7 @@ import (
 	"github.com/botplatform/api/shared/audit"
 	crmapi "github.com/botplatform/api/shared/crm"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/ratelimit"
 	"github.com/botplatform/api/shared/secrets"
 	"github.com/botplatform/api/shared/store"
@@ -78,6 +79,8 @@ type Settings struct {
 	// fakes of local tests and the demo); otherwise an instance URL a provider names
 	// (Salesforce's instance_url) must be https.
 	AllowPrivate bool
+	// Rates override DefaultRates by provider: the limit of the accounts' plan.
+	Rates map[string]Rate
 }
 
 // Config is the family's dependencies. Store, Sealer, Bots, Audit, NewClient, Log and Now
@@ -97,6 +100,12 @@ type Config struct {
 	// Subscribers reads the bot's subscriber fields, labels and subscribers for mappings
 	// and previews; nil answers those 503 subscribers_unavailable.
 	Subscribers Subscribers
+	// Transcripts reads conversations for notes; nil answers notes 503.
+	Transcripts Transcripts
+	// Jobs starts sync jobs (the job kind JobSync); nil answers starts 503 jobs_unavailable.
+	Jobs jobs.Starter
+	// StepDuration is how long one step of a sync job runs (default DefaultStepDuration).
+	StepDuration time.Duration
 	// HTTPClient calls the providers' token endpoints; nil is http.DefaultClient.
 	HTTPClient *http.Client
 	Settings   Settings
@@ -139,7 +148,15 @@ type Service struct {
 
 	// subscribers may be nil (Config.Subscribers).
 	subscribers Subscribers
+	// transcripts and jobs may be nil (Config).
+	transcripts  Transcripts
+	jobs         jobs.Starter
+	stepDuration time.Duration
 }
+
+// DefaultStepDuration is how long a sync job's step runs: well within a queue message's
+// visibility and a Lambda's timeout, long enough to use a provider's rate window.
+const DefaultStepDuration = 20 * time.Second
 
 // New returns the Service, or the problems of cfg.
 func New(cfg Config) (*Service, error) {
@@ -147,7 +164,11 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{store: cfg.Store, sealer: cfg.Sealer, bots: cfg.Bots, audit: cfg.Audit, limiter: cfg.Limiter,
-		newClient: cfg.NewClient, subscribers: cfg.Subscribers, http: cfg.HTTPClient, settings: cfg.Settings, log: cfg.Log, now: cfg.Now}
+		newClient: cfg.NewClient, subscribers: cfg.Subscribers, http: cfg.HTTPClient, settings: cfg.Settings, log: cfg.Log, now: cfg.Now,
+		transcripts: cfg.Transcripts, jobs: cfg.Jobs, stepDuration: cfg.StepDuration}
+	if s.stepDuration <= 0 {
+		s.stepDuration = DefaultStepDuration
+	}
 	if s.http == nil {
 		s.http = http.DefaultClient
 	}

@@ -10,10 +10,12 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/botplatform/api/functions/crm"
+	"github.com/botplatform/api/functions/runtime"
 	"github.com/botplatform/api/functions/subscribers"
 	crmapi "github.com/botplatform/api/shared/crm"
 	"github.com/botplatform/api/shared/crm/crmhttp"
@@ -32,6 +34,7 @@ func Family() family.Family {
 		svc := Service(env, configOf(env, os.Getenv))
 		return family.Parts{
 			Routes: func(mux *httpapi.Mux) { crm.Routes(mux, svc, env.Cursors) },
+			Jobs:   svc.Steps(),
 			Purge:  crm.PurgeStep(env.Store),
 		}
 	}}
@@ -69,6 +72,10 @@ const (
 	// (a Dataverse environment, a Pipedrive domain) or provider-given (Salesforce's
 	// instance_url), and must not reach the deployment's own network.
 	EnvPrivateAddresses = "CRM_PRIVATE_PROVIDER_ADDRESSES"
+	// EnvRateLimits overrides the providers' rate limits syncs pace under (crm.DefaultRates):
+	// "pipedrive=80/2s,hubspot=150/10s", each a provider, a number of calls and a window.
+	// An entry that does not parse is ignored: that provider keeps its default.
+	EnvRateLimits = "CRM_RATE_LIMITS"
 )
 
 // tokenTimeout bounds one call of a provider's token endpoint (a code exchange, a
@@ -125,6 +132,7 @@ func ConfigFromEnv(getenv func(string) string, publicURL string) Config {
 			DynamicsOrigins:      list(getenv(EnvDynamicsAllowedOrigins)),
 			PipedriveURL:         strings.TrimRight(get(EnvPipedriveAPIBaseURL, ""), "/"),
 			AllowPrivate:         strings.TrimSpace(getenv(EnvPrivateAddresses)) == "allow",
+			Rates:                rates(getenv(EnvRateLimits)),
 		},
 	}
 }
@@ -147,6 +155,22 @@ func (c Config) WithClientSecrets(secrets map[string]string) Config {
 	}
 	c.Settings.OAuth = oauth
 	return c
+}
+
+// rates parses EnvRateLimits.
+func rates(s string) map[string]crm.Rate {
+	out := map[string]crm.Rate{}
+	for _, entry := range list(s) {
+		provider, limit, ok1 := strings.Cut(entry, "=")
+		n, window, ok2 := strings.Cut(limit, "/")
+		count, err1 := strconv.Atoi(strings.TrimSpace(n))
+		d, err2 := time.ParseDuration(strings.TrimSpace(window))
+		if _, known := crmapi.Kind(strings.TrimSpace(provider)); !ok1 || !ok2 || !known || err1 != nil || err2 != nil || count <= 0 || d <= 0 {
+			continue
+		}
+		out[strings.TrimSpace(provider)] = crm.Rate{N: count, Window: d}
+	}
+	return out
 }
 
 func list(s string) []string {
@@ -173,6 +197,7 @@ func Service(env *family.Env, cfg Config) *crm.Service {
 	// clients bound each call themselves).
 	tokenClient := *httpClient
 	tokenClient.Timeout = tokenTimeout
+	subs := subscribers.NewService(env.Store, env.Now, env.Jobs).WithEvents(env.Events, env.Log)
 	svc, err := crm.New(crm.Config{
 		Store:     env.Store,
 		Sealer:    sealer,
@@ -180,8 +205,10 @@ func Service(env *family.Env, cfg Config) *crm.Service {
 		Audit:     env.Audit,
 		Limiter:   ratelimit.New(env.Store, env.Now),
 		NewClient: Clients(cfg, httpClient),
-		// Mappings and previews read subscribers; nothing here writes them, so no jobs.
-		Subscribers: crm.SubscribersOf(subscribers.NewService(env.Store, env.Now, nil)),
+		// Pulls write subscribers as any other writer does: their events recorded.
+		Subscribers: crm.SubscribersOf(subs),
+		Transcripts: transcripts{runtime.NewTraces(env.Store, traceSubscribers{subs}, env.Now)},
+		Jobs:        env.Jobs,
 		HTTPClient:  &tokenClient,
 		Settings:    cfg.Settings,
 		Log:         env.Log,

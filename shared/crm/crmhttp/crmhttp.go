@@ -126,7 +126,12 @@ func (c *Client) DoHeader(ctx context.Context, r Request, out any) (http.Header,
 			return nil, err
 		}
 	}
+	answered, err := turn(ctx)
+	if err != nil {
+		return nil, err
+	}
 	res, err := c.HTTP.Do(req)
+	answered()
 	if err != nil {
 		return nil, transportError(ctx, err, secret)
 	}
