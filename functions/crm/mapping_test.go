@@ -36,11 +36,12 @@ type mappingFixture struct {
 	pdID  string // a Pipedrive connection of f.bot
 	hsURL string // its routes' base
 	pdURL string
+	jobs  *starts // the jobs the service started
 }
 
 func newMappingFixture(t *testing.T) *mappingFixture {
 	t.Helper()
-	f := &mappingFixture{fixture: newFixture(t), hs: hubspotfake.New(t), pd: pipedrivefake.New(t)}
+	f := &mappingFixture{fixture: newFixture(t), hs: hubspotfake.New(t), pd: pipedrivefake.New(t), jobs: &starts{}}
 	f.subs = subscribers.NewService(f.raw, f.clock.Now, nil)
 	newClient := func(provider string, creds crmapi.Credentials) (crmapi.Client, error) {
 		switch provider {
@@ -55,7 +56,7 @@ func newMappingFixture(t *testing.T) *mappingFixture {
 	require.NoError(t, err)
 	f.svc, err = New(Config{Store: f.raw, Sealer: key, Bots: bots{account: f.Account.ID, ids: []string{f.bot, f.otherBot}},
 		Audit: sink{audit.NewLog(f.raw)}, Limiter: ratelimit.New(f.raw, f.clock.Now), NewClient: newClient,
-		Subscribers: SubscribersOf(f.subs), HTTPClient: f.auth.Client(), Settings: settings(f.auth),
+		Subscribers: SubscribersOf(f.subs), HTTPClient: f.auth.Client(), Settings: settings(f.auth), Jobs: f.jobs,
 		Log: slog.New(slog.DiscardHandler), Now: f.clock.Now})
 	require.NoError(t, err)
 	f.Mux = f.NewMux(t)
