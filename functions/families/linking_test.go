@@ -55,7 +55,7 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 		"popups": {"popups", "popups/wiring", "subscribers"},
 		// CRM mappings and previews read the bot's subscriber fields, labels and subscribers
 		// (subscribers); the provider clients are in shared/crm.
-		"crm": {"crm", "crm/wiring", "subscribers"},
+		"crm": {"crm", "crm/wiring", "subscribers", "runtime"},
 		// The customer SDK's management routes link nothing else.
 		"customersdk": {"customersdk", "customersdk/wiring"},
 		// The device surface serves the customer SDK's data (customersdk) and browser push's
