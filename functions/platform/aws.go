@@ -70,7 +70,7 @@ type AWSConfig struct {
 	// SSM SecureString parameters of the CRM family's OAuth client secrets
 	// (CRM_HUBSPOT_CLIENT_SECRET_PARAMETER, CRM_SALESFORCE_CLIENT_SECRET_PARAMETER), which
 	// AWS.CRMClientSecrets reads at cold start; nil where the Lambda has none (every one but
-	// crm: family.Deps.CRMClientSecrets stays nil).
+	// crm and mcp: family.Deps.CRMClientSecrets stays nil).
 	CRMClientSecretParameters map[string]string
 }
 

@@ -15,8 +15,9 @@ import (
 
 // The variables that name the SSM SecureString parameters holding the client secrets of the
 // CRM family's OAuth applications on AWS (AWSConfig.CRMClientSecretParameters). infra/stack
-// sets them only on the crm Lambda, the one granted ssm:GetParameter on those parameters,
-// and only when the stack's configuration names them.
+// sets them only on the crm Lambda and the MCP Lambda (whose CRM read tools refresh tokens),
+// the ones granted ssm:GetParameter on those parameters, and only when the stack's
+// configuration names them.
 const (
 	EnvCRMHubSpotClientSecretParameter    = "CRM_HUBSPOT_CLIENT_SECRET_PARAMETER"
 	EnvCRMSalesforceClientSecretParameter = "CRM_SALESFORCE_CLIENT_SECRET_PARAMETER"
@@ -35,7 +36,7 @@ var crmClientSecrets = []crmClientSecret{
 }
 
 // crmClientSecretParametersFromEnv reads the parameters' names, by provider: nil when none is
-// named (every Lambda but crm).
+// named (every Lambda but crm and mcp).
 func crmClientSecretParametersFromEnv(getenv func(string) string) map[string]string {
 	var names map[string]string
 	for _, s := range crmClientSecrets {

@@ -268,13 +268,26 @@ func Access() map[string][]Grant {
 		// PutItem: the broadcast tools' changes (a legacy broadcast started, paused, resumed,
 		// canceled) and the outbox item of the send job they start, which SendMessage
 		// delivers after the commit and DeleteItem then clears; events:PutEvents: the audit
-		// events of mutating tools; GenerateMac: list cursors. No key to open channel
-		// credentials: no tool sends (the broadcast tools' send job runs in the jobs Lambda).
+		// events of mutating tools; GenerateMac: list cursors. No tool sends (the broadcast
+		// tools' send job runs in the jobs Lambda).
+		//
+		// The CRM read tools ask the connection's CRM for its fields and pipelines as the
+		// crm Lambda's routes do: Decrypt opens the connection's sealed credentials; an access
+		// token about to expire is refreshed there and then, under the refresh lease
+		// (PutItem), and the new tokens (a rotated refresh token, the only one that works
+		// afterwards) sealed again (GenerateDataKey), which for HubSpot and Salesforce takes
+		// the OAuth applications' client secrets, read at cold start as the crm Lambda reads
+		// them. PutItem also keeps the discovery cache and marks a connection whose
+		// credentials the CRM refused.
 		"mcp": {logs,
 			{Table, []string{"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"}},
 			{Bus, []string{"events:PutEvents"}},
 			{CursorKey, []string{"kms:GenerateMac"}},
 			{JobsQueue, []string{"sqs:SendMessage"}},
+			{SecretsKey, []string{"kms:Decrypt", "kms:GenerateDataKey"}},
+			{CRMHubSpotClientSecretParameter, []string{"ssm:GetParameter"}},
+			{CRMSalesforceClientSecretParameter, []string{"ssm:GetParameter"}},
+			{ParameterKey, []string{"kms:Decrypt"}},
 		},
 		// Broadcasts. Decrypt: sends and test sends open the channel's credentials;
 		// SendMessage: the send job's start message, staged in the outbox of the change.

@@ -121,6 +121,11 @@ const (
 	CRMDynamicsLoginBaseURL
 )
 
+// crmSettings are the CRM family's configuration: its Lambda's, and the MCP Lambda's, which
+// serves the family's read tools.
+var crmSettings = []Setting{PublicURL, CRMHubSpotClientID, CRMSalesforceClientID, CRMHubSpotAuthBaseURL, CRMHubSpotAPIBaseURL,
+	CRMSalesforceLoginBaseURL, CRMPipedriveAPIBaseURL, CRMDynamicsLoginBaseURL}
+
 // Settings is the one table of which Lambda receives which provider setting, as Access is
 // of permissions; EnvNames reads both. The secrets are not settings: a Lambda that needs one
 // has a grant on its SSM parameter in Access, which gives it the parameter's name.
@@ -142,10 +147,12 @@ func Settings() map[string][]Setting {
 		"emailevents":    {PublicURL, SNSTopicARNs},
 		"emaildomains":   {SNSTopicARNs},
 		// An OAuth start's redirect_uri defaults to the callback at PUBLIC_URL; the client ids
-		// go with the secrets only this Lambda reads (Access), and the providers are called
-		// from here alone (the jobs Lambda only erases a deleted bot's connections).
-		"crm": {PublicURL, CRMHubSpotClientID, CRMSalesforceClientID, CRMHubSpotAuthBaseURL, CRMHubSpotAPIBaseURL,
-			CRMSalesforceLoginBaseURL, CRMPipedriveAPIBaseURL, CRMDynamicsLoginBaseURL},
+		// go with the secrets (Access). The providers are called from here and from the MCP
+		// Lambda's CRM read tools (fields, pipelines), which refresh tokens as the routes do
+		// and so need the same applications (an application without its redirect URL is
+		// not configured); the jobs Lambda only erases a deleted bot's connections.
+		"crm": crmSettings,
+		"mcp": crmSettings,
 	}
 }
 

@@ -527,7 +527,7 @@ func TestEnvironmentContract(t *testing.T) {
 		"customersdk":    append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		"crm":            append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "PUBLIC_URL", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		"sdk":            append([]string{"CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
-		"mcp":            append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "TABLE_NAME"}, base...),
+		"mcp":            append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		stack.Jobs:       append([]string{"CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, base...),
 	}
 	checkEnvironment(t, dev, want)
@@ -545,7 +545,8 @@ func TestEnvironmentContract(t *testing.T) {
 // With every provider context value set: the settings go to the Lambdas that use them, and
 // of the secrets only the parameters' names: the WhatsApp ones to the webhooks Lambda alone,
 // the customer SDK's project-key secret to the customersdk and sdk Lambdas alone, the CRM
-// client secrets to the crm Lambda alone.
+// client secrets to the crm Lambda and the MCP Lambda (its CRM read tools refresh tokens)
+// alone.
 func TestEnvironmentContractWithProviders(t *testing.T) {
 	base := []string{"LOG_LEVEL", "STAGE"}
 	urls := []string{"PUBLIC_URL", "TELEGRAM_BASE_URL", "VK_BASE_URL", "WHATSAPP_BASE_URL"}
@@ -560,8 +561,11 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 		"customersdk": {"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SDK_KEY_PARAMETER", "SECRETS_KEY_ID", "TABLE_NAME"},
 		"sdk":         {"CURSOR_KEY_ID", "SDK_KEY_PARAMETER", "SECRETS_KEY_ID", "TABLE_NAME"},
 		// The CRM OAuth applications: the client ids and the overridden endpoints, and the
-		// names of the client secrets' parameters, to the crm Lambda alone.
+		// names of the client secrets' parameters, to the crm Lambda and the MCP Lambda alone.
 		"crm": {"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "PUBLIC_URL", "SECRETS_KEY_ID", "TABLE_NAME",
+			"CRM_HUBSPOT_CLIENT_ID", "CRM_HUBSPOT_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_CLIENT_ID",
+			"CRM_SALESFORCE_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_LOGIN_BASE_URL", "CRM_DYNAMICS_LOGIN_BASE_URL"},
+		"mcp": {"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "SECRETS_KEY_ID", "TABLE_NAME",
 			"CRM_HUBSPOT_CLIENT_ID", "CRM_HUBSPOT_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_CLIENT_ID",
 			"CRM_SALESFORCE_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_LOGIN_BASE_URL", "CRM_DYNAMICS_LOGIN_BASE_URL"},
 	} {
@@ -575,6 +579,11 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 	}
 	checkEnvironment(t, withProviders, want)
 
+	// The CRM family's configuration, in its Lambda and in the MCP Lambda (its read tools).
+	crmVars := map[string]string{"PUBLIC_URL": "https://hooks.example.com/bots", "CRM_HUBSPOT_CLIENT_ID": "6f1c2b7e-0d4a-4a8e-9a77-3c1f0e5b2d10",
+		"CRM_HUBSPOT_CLIENT_SECRET_PARAMETER": hubSpotSecretParam, "CRM_SALESFORCE_CLIENT_ID": "3MVG9.consumer_key",
+		"CRM_SALESFORCE_CLIENT_SECRET_PARAMETER": salesforceSecretParam,
+		"CRM_SALESFORCE_LOGIN_BASE_URL":          "https://test.salesforce.com", "CRM_DYNAMICS_LOGIN_BASE_URL": "https://login.microsoftonline.us"}
 	for name, vars := range map[string]map[string]string{
 		"channels": {"PUBLIC_URL": "https://hooks.example.com/bots", "TELEGRAM_BASE_URL": "https://telegram-proxy.example.com",
 			"VK_BASE_URL": "https://vk-proxy.example.com/method", "WHATSAPP_BASE_URL": "https://graph.example.com/v21.0",
@@ -583,10 +592,8 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 		"webhooks":    {"WHATSAPP_APP_SECRET_PARAMETER": appSecretParameter, "WHATSAPP_VERIFY_TOKEN_PARAMETER": verifyTokenParameter},
 		"customersdk": {"SDK_KEY_PARAMETER": sdkKeyParameter},
 		"sdk":         {"SDK_KEY_PARAMETER": sdkKeyParameter},
-		"crm": {"PUBLIC_URL": "https://hooks.example.com/bots", "CRM_HUBSPOT_CLIENT_ID": "6f1c2b7e-0d4a-4a8e-9a77-3c1f0e5b2d10",
-			"CRM_HUBSPOT_CLIENT_SECRET_PARAMETER": hubSpotSecretParam, "CRM_SALESFORCE_CLIENT_ID": "3MVG9.consumer_key",
-			"CRM_SALESFORCE_CLIENT_SECRET_PARAMETER": salesforceSecretParam,
-			"CRM_SALESFORCE_LOGIN_BASE_URL":          "https://test.salesforce.com", "CRM_DYNAMICS_LOGIN_BASE_URL": "https://login.microsoftonline.us"},
+		"crm":         crmVars,
+		"mcp":         crmVars,
 	} {
 		env := withProviders.env(t, name)
 		for k, v := range vars {
@@ -1132,8 +1139,8 @@ func (s *synthesized) policyOf(t *testing.T, name string) []map[string]any {
 
 // The secrets in SSM: the stack creates no parameter and holds no value; the webhooks Lambda
 // alone may read exactly the two WhatsApp parameters, the customersdk and sdk Lambdas alone
-// exactly the customer SDK's project-key parameter, the crm Lambda alone exactly the CRM
-// client secrets' parameters, and each may decrypt only those, only through SSM.
+// exactly the customer SDK's project-key parameter, the crm and MCP Lambdas alone exactly
+// the CRM client secrets' parameters, and each may decrypt only those, only through SSM.
 func TestProviderSecretsLeastPrivilege(t *testing.T) {
 	check(t, "no parameter is created", func() {
 		withProviders.tmpl.ResourceCountIs(jsii.String("AWS::SSM::Parameter"), jsii.Number(0))
@@ -1144,6 +1151,7 @@ func TestProviderSecretsLeastPrivilege(t *testing.T) {
 		"customersdk": {parameterARN(sdkKeyParameter)},
 		"sdk":         {parameterARN(sdkKeyParameter)},
 		"crm":         {parameterARN(hubSpotSecretParam), parameterARN(salesforceSecretParam)},
+		"mcp":         {parameterARN(hubSpotSecretParam), parameterARN(salesforceSecretParam)},
 	}
 	for name := range withProviders.functions(t) {
 		var reads, decrypts []map[string]any

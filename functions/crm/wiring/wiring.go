@@ -26,13 +26,15 @@ import (
 	"github.com/botplatform/api/shared/ratelimit"
 )
 
-// Family is the crm family: the token API's CRM connection routes and the OAuth callback.
+// Family is the crm family: the token API's CRM connection routes, the OAuth callback and
+// the MCP tools of its reads.
 func Family() family.Family {
 	return family.Family{Name: "crm", Build: func(env *family.Env) family.Parts {
 		svc := Service(env, configOf(env, os.Getenv))
 		return family.Parts{
 			Routes: func(mux *httpapi.Mux) { crm.Routes(mux, svc, env.Cursors) },
 			Purge:  crm.PurgeStep(env.Store),
+			Tools:  crm.Tools(svc, env.Cursors),
 		}
 	}}
 }
