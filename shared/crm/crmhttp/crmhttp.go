@@ -307,3 +307,20 @@ func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 // PathEscape escapes one path segment of a record id or object name a caller gave, so that
 // it cannot add segments or a query.
 func PathEscape(s string) string { return url.PathEscape(s) }
+
+// Values copies a record's properties for a provider that takes JSON values as they are:
+// every name passes check (what may go into the provider's query language unquoted) and a
+// time.Time becomes a string in layout.
+func Values(props map[string]any, check func(names ...string) error, layout string) (map[string]any, error) {
+	out := make(map[string]any, len(props))
+	for k, v := range props {
+		if err := check(k); err != nil {
+			return nil, err
+		}
+		if t, ok := v.(time.Time); ok {
+			v = t.UTC().Format(layout)
+		}
+		out[k] = v
+	}
+	return out, nil
+}

@@ -114,3 +114,22 @@ func TestCheckInstanceURL(t *testing.T) {
 	_, err = crmhttp.CheckInstanceURL("https://u:p@acme.example", false)
 	assert.Error(t, err)
 }
+
+// Values checks every name and writes times in the provider's layout, other values as given.
+func TestValues(t *testing.T) {
+	t.Parallel()
+	check := func(names ...string) error {
+		for _, n := range names {
+			if strings.ContainsAny(n, " '") {
+				return errors.New("bad name " + n)
+			}
+		}
+		return nil
+	}
+	at := time.Date(2026, 11, 26, 12, 0, 0, 0, time.FixedZone("x", 3600))
+	got, err := crmhttp.Values(map[string]any{"n": 1.5, "s": "x", "t": at, "z": nil}, check, time.RFC3339)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"n": 1.5, "s": "x", "t": "2026-11-26T11:00:00Z", "z": nil}, got)
+	_, err = crmhttp.Values(map[string]any{"a' or 1=1": "x"}, check, time.RFC3339)
+	assert.Error(t, err)
+}

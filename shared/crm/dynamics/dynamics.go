@@ -388,18 +388,9 @@ func (c *Client) query(set string, opts [][2]string) string {
 	return c.api + "/" + set + "?" + strings.Join(parts, "&")
 }
 
+// values turns props into attribute values: times in RFC 3339.
 func values(props map[string]any) (map[string]any, error) {
-	out := make(map[string]any, len(props))
-	for k, v := range props {
-		if err := checkNames(k); err != nil {
-			return nil, err
-		}
-		if t, ok := v.(time.Time); ok {
-			v = t.UTC().Format(time.RFC3339)
-		}
-		out[k] = v
-	}
-	return out, nil
+	return crmhttp.Values(props, checkNames, time.RFC3339)
 }
 
 // Upsert finds the record with $filter on key, then PATCHes it (If-Match: * so that a record

@@ -380,17 +380,7 @@ func selectList(fields []string) string {
 
 // values turns props into sObject field values: times as dates or date-times.
 func values(props map[string]any) (map[string]any, error) {
-	out := make(map[string]any, len(props))
-	for k, v := range props {
-		if err := checkNames(k); err != nil {
-			return nil, err
-		}
-		if t, ok := v.(time.Time); ok {
-			v = t.UTC().Format("2006-01-02T15:04:05.000Z")
-		}
-		out[k] = v
-	}
-	return out, nil
+	return crmhttp.Values(props, checkNames, "2006-01-02T15:04:05.000Z")
 }
 
 // Upsert finds the record by a SOQL query on key, then updates it by id or creates it
