@@ -68,17 +68,18 @@ func (c *captured) jobs(t *testing.T) []string {
 	return out
 }
 
-// The broadcast tools, as the MCP Lambda composes them, but without a key to open channel
-// credentials: none of their paths opens one (the Lambda holds the credentials key for the
-// CRM read tools, TestCRMToolsInTheLambda, not for these), with the jobs queue. Each answers what its REST
-// route answers (the broadcasts family's, with a key); start, resume and cancel start the send
-// job through the outbox; pause, resume and cancel act on legacy broadcasts only; mutations
-// are audited; the store operations stay within the mcp row of infra/access (TestMain).
+// The broadcast tools, as the MCP Lambda composes them: without a key to open channel
+// credentials (the Lambda is granted the credentials key only under the CRM encryption
+// context, for the CRM read tools: TestCRMToolsInTheLambda), with the jobs queue. Each
+// answers what its REST route answers (the broadcasts family's, with a key); start, resume
+// and cancel start the send job through the outbox; pause, resume and cancel act on legacy
+// broadcasts only; mutations are audited; the store operations stay within the mcp row of
+// infra/access (TestMain).
 func TestBroadcastToolsInTheLambda(t *testing.T) {
 	t.Parallel()
 	out := &captured{}
 	env := familytest.Env(t, family.Deps{Tenancy: bots.Tenancy, Audit: out, Queue: out})
-	require.Nil(t, env.Secrets, "no path of the broadcast tools opens channel credentials")
+	require.Nil(t, env.Secrets, "the Lambda opens no channel credentials")
 	composed := []family.Family{mcp.Family()}
 	for _, f := range mcpwiring.Served() {
 		composed = append(composed, family.ToolsOnly(f))

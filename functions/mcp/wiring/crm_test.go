@@ -35,8 +35,10 @@ import (
 	pipedrivefake "github.com/botplatform/api/tests/fakes/crm/pipedrive"
 )
 
-// The CRM read tools, as the MCP Lambda composes them: with the credentials key and the
-// OAuth applications' client secrets handed over as the platform reads them from SSM
+// The CRM read tools, as the MCP Lambda composes them: with the CRM credentials' sealer
+// alone (family.Deps.CRMSecrets: on AWS the key under the CRM encryption context, the only
+// one the Lambda is granted it under; no sealer of channel credentials) and the OAuth
+// applications' client secrets handed over as the platform reads them from SSM
 // (family.Deps.CRMClientSecrets), against the HubSpot and Pipedrive fakes. Each answers
 // what its REST route (the crm family's, recorded as the crm Lambda's) answers; a HubSpot
 // token about to expire is refreshed by the tool, once, and stored; a key the CRM refuses
@@ -61,7 +63,8 @@ func TestCRMToolsInTheLambda(t *testing.T) {
 	secrets := map[string]string{crmapi.HubSpot: hubspotfake.ClientSecret}
 	st := sqlitetest.Open(t, sqlite.WithClock(now))
 	out := &captured{}
-	env := familytest.Env(t, family.Deps{Store: st, Now: now, Tenancy: bots.Tenancy, Audit: out, Queue: out, Secrets: key, CRMClientSecrets: secrets})
+	env := familytest.Env(t, family.Deps{Store: st, Now: now, Tenancy: bots.Tenancy, Audit: out, Queue: out, CRMSecrets: key, CRMClientSecrets: secrets})
+	require.Nil(t, env.Secrets, "the Lambda opens no channel credentials")
 	composed := []family.Family{mcp.Family()}
 	for _, f := range mcpwiring.Served() {
 		composed = append(composed, family.ToolsOnly(f))
@@ -83,8 +86,11 @@ func TestCRMToolsInTheLambda(t *testing.T) {
 	p := &auth.Principal{AccountID: acct.ID, UserID: owner.ID, TokenID: "pat_x", Kind: auth.KindPAT, Scopes: auth.Scopes{auth.Full}, Role: auth.RoleOwner}
 
 	// The REST routes, served by the crm family as its Lambda does (recorded as the crm
-	// Lambda's), on the same store and key.
-	rest := familytest.Env(t, family.Deps{Store: st, Now: now, Tenancy: bots.Tenancy, Secrets: key, CRMClientSecrets: secrets})
+	// Lambda's), on the same store and CRM key; the channels' key is another, so that what
+	// the tools open is what the routes sealed with the CRM sealer.
+	channelKey, err := keyfile.New(bytes.Repeat([]byte{6}, 32))
+	require.NoError(t, err)
+	rest := familytest.Env(t, family.Deps{Store: st, Now: now, Tenancy: bots.Tenancy, Secrets: channelKey, CRMSecrets: key, CRMClientSecrets: secrets})
 	mux, err := family.Compose(rest, families.All()...).Mux(func(*http.Request) (*auth.Principal, error) { return p, nil })
 	require.NoError(t, err)
 	do := func(method, path, body string, want int) string {
