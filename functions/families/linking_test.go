@@ -99,10 +99,13 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 		// The MCP server serves the tools of the families listed in mcp/wiring, built as
 		// those families build them (their wiring, and what it links: channels for the bots'
 		// deletion, the runtime for labels added, reactions' subscriber vocabulary; the
-		// broadcasts service with what its wiring composes, as the broadcasts Lambda links it).
+		// broadcasts service with what its wiring composes, as the broadcasts Lambda links it;
+		// the CRM service with its wiring, as the crm Lambda links it: the CRM reads call the
+		// provider clients, in shared/crm).
 		"mcp": {"mcp", "mcp/wiring", "bots/wiring", "channels", "reactions", "reactions/wiring",
 			"subscribers", "subscribers/wiring", "runtime",
-			"broadcasts", "broadcasts/wiring", "content", "segments", "segments/wiring", "funnels", "experiments"},
+			"broadcasts", "broadcasts/wiring", "content", "segments", "segments/wiring", "funnels", "experiments",
+			"crm", "crm/wiring"},
 		// Browser push reads and expires the customer SDK's web push subscriptions
 		// (customersdk and the wiring that builds its service) and sends published push
 		// documents (content: Published only).

@@ -120,6 +120,10 @@ func openAppWith(dataDir string, log *slog.Logger, cfg appConfig) (*app, error) 
 
 		EmailSettings: cfg.Email,
 
+		// The same key file: the CRM family's values are bound to their connection by
+		// their aad (on AWS the key is the same too, under another encryption context).
+		CRMSecrets: keys,
+
 		WhatsAppVerifyToken: cfg.Providers.WhatsAppVerifyToken,
 	})
 	if err != nil {

@@ -39,10 +39,14 @@ import (
 // AWSConfig is the Lambda environment contract; infra/ sets exactly these variables, each
 // only on the Lambdas that use it.
 type AWSConfig struct {
-	Table               string // TABLE_NAME: the DynamoDB table
-	AuditBus            string // AUDIT_BUS_NAME: the EventBridge bus audit events go to
-	CursorKeyID         string // CURSOR_KEY_ID: the KMS HMAC key list cursors are signed with
-	SecretsKeyID        string // SECRETS_KEY_ID: the KMS key for envelope encryption of credentials
+	Table        string // TABLE_NAME: the DynamoDB table
+	AuditBus     string // AUDIT_BUS_NAME: the EventBridge bus audit events go to
+	CursorKeyID  string // CURSOR_KEY_ID: the KMS HMAC key list cursors are signed with
+	SecretsKeyID string // SECRETS_KEY_ID: the KMS key for envelope encryption of credentials
+	// CRMSecretsKeyID (CRM_SECRETS_KEY_ID) is the same key, given to the Lambdas granted it
+	// under the CRM encryption context (the crm family's credentials: AWS.CRMSecrets); ""
+	// elsewhere. A Lambda granted the key under both has both variables.
+	CRMSecretsKeyID     string
 	JobsQueueURL        string // JOBS_QUEUE_URL: the SQS queue job steps travel on
 	JobsStateMachineARN string // JOBS_STATE_MACHINE_ARN: the state machine for long jobs
 	// SchedulerRoleARN (SCHEDULER_ROLE_ARN) is the role EventBridge Scheduler assumes to send
@@ -70,7 +74,8 @@ type AWSConfig struct {
 	// SSM SecureString parameters of the CRM family's OAuth client secrets
 	// (CRM_HUBSPOT_CLIENT_SECRET_PARAMETER, CRM_SALESFORCE_CLIENT_SECRET_PARAMETER), which
 	// AWS.CRMClientSecrets reads at cold start; nil where the Lambda has none (every one but
-	// crm: family.Deps.CRMClientSecrets stays nil).
+	// crm, mcp and jobs, the ones granted those parameters: family.Deps.CRMClientSecrets
+	// stays nil).
 	CRMClientSecretParameters map[string]string
 }
 
@@ -81,6 +86,7 @@ func AWSConfigFromEnv() AWSConfig {
 		AuditBus:            os.Getenv("AUDIT_BUS_NAME"),
 		CursorKeyID:         os.Getenv("CURSOR_KEY_ID"),
 		SecretsKeyID:        os.Getenv("SECRETS_KEY_ID"),
+		CRMSecretsKeyID:     os.Getenv(EnvCRMSecretsKeyID),
 		JobsQueueURL:        os.Getenv("JOBS_QUEUE_URL"),
 		JobsStateMachineARN: os.Getenv("JOBS_STATE_MACHINE_ARN"),
 		SchedulerRoleARN:    os.Getenv(EnvSchedulerRoleARN),
@@ -166,13 +172,30 @@ func (a *AWS) Audit() (audit.Publisher, error) {
 	return eventbridge.New(awseventbridge.NewFromConfig(a.aws), eventbridge.Config{BusName: a.cfg.AuditBus})
 }
 
-// Secrets is the KMS envelope sealer under SECRETS_KEY_ID, or nil when the Lambda has no
-// grant on the key (the variable is set only where infra grants it).
+// Secrets is the KMS envelope sealer under SECRETS_KEY_ID with the default encryption
+// context (kmssealer.PurposeSecrets), or nil when the Lambda has no grant on the key (the
+// variable is set only where infra grants it).
 func (a *AWS) Secrets() (secrets.Sealer, error) {
-	if a.cfg.SecretsKeyID == "" {
+	return a.sealer(a.cfg.SecretsKeyID, kmssealer.PurposeSecrets)
+}
+
+// EnvCRMSecretsKeyID names AWSConfig.CRMSecretsKeyID.
+const EnvCRMSecretsKeyID = "CRM_SECRETS_KEY_ID"
+
+// CRMSecrets is the KMS envelope sealer of the CRM family's credentials: the key
+// CRM_SECRETS_KEY_ID names under the CRM encryption context (kmssealer.PurposeCRMCredentials),
+// the only context the crm and MCP Lambdas are granted it under (infra/access); nil where
+// the variable is not set (the Lambda has no such grant).
+func (a *AWS) CRMSecrets() (secrets.Sealer, error) {
+	return a.sealer(a.cfg.CRMSecretsKeyID, kmssealer.PurposeCRMCredentials)
+}
+
+// sealer is the envelope sealer under key for purpose, or nil without a key.
+func (a *AWS) sealer(key, purpose string) (secrets.Sealer, error) {
+	if key == "" {
 		return nil, nil
 	}
-	return kmssealer.New(kms.NewFromConfig(a.aws), kmssealer.Config{KeyID: a.cfg.SecretsKeyID})
+	return kmssealer.New(kms.NewFromConfig(a.aws), kmssealer.Config{KeyID: key, EncryptionContext: kmssealer.Context(purpose)})
 }
 
 // JobsSender is the SQS sender to JOBS_QUEUE_URL.
@@ -219,13 +242,17 @@ func loadStore(ctx context.Context, log *slog.Logger) (*AWS, *dynamo.Store, erro
 }
 
 // deps are the dependencies shared by the Lambdas that build an environment: the store, the
-// tenancy check, what talks to providers (the secrets sealer, the adapters with their
+// tenancy check, what talks to providers (the secrets sealers, the adapters with their
 // configuration and secrets, the public URL) and to the jobs queue, and the customer SDK's
 // project-key secret and the CRM OAuth applications' client secrets where the environment
 // names their parameters. Callers add the rest
 // (audit, cursor key, request log).
 func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now func() time.Time) (family.Deps, error) {
 	sealer, err := a.Secrets()
+	if err != nil {
+		return family.Deps{}, err
+	}
+	crmSealer, err := a.CRMSecrets()
 	if err != nil {
 		return family.Deps{}, err
 	}
@@ -243,7 +270,7 @@ func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now 
 	}
 	d := family.Deps{Store: st, Log: log, Now: now, Tenancy: bots.Tenancy, Secrets: sealer, Adapters: providers.Adapters(),
 		PublicURL: a.cfg.PublicURL, WhatsAppVerifyToken: providers.WhatsAppVerifyToken, SDKKey: sdkKey,
-		CRMClientSecrets: crmSecrets,
+		CRMSecrets: crmSealer, CRMClientSecrets: crmSecrets,
 		// The event log is items of the same table (shared/eventlog/storelog).
 		Events: storelog.New(st)}
 	if a.cfg.SESConfigurationSet != "" {

@@ -15,8 +15,11 @@ import (
 
 // The variables that name the SSM SecureString parameters holding the client secrets of the
 // CRM family's OAuth applications on AWS (AWSConfig.CRMClientSecretParameters). infra/stack
-// sets them only on the crm Lambda, the one granted ssm:GetParameter on those parameters,
-// and only when the stack's configuration names them.
+// sets them only on the Lambdas granted ssm:GetParameter on those parameters (the crm
+// Lambda; the MCP Lambda, whose CRM read tools refresh tokens; the jobs Lambda, whose CRM
+// sync steps do), and only when the stack's configuration names them. Every Lambda reads
+// what its variables name at cold start (AWS.deps): the variables, not the Lambda's name,
+// decide.
 const (
 	EnvCRMHubSpotClientSecretParameter    = "CRM_HUBSPOT_CLIENT_SECRET_PARAMETER"
 	EnvCRMSalesforceClientSecretParameter = "CRM_SALESFORCE_CLIENT_SECRET_PARAMETER"
@@ -35,7 +38,7 @@ var crmClientSecrets = []crmClientSecret{
 }
 
 // crmClientSecretParametersFromEnv reads the parameters' names, by provider: nil when none is
-// named (every Lambda but crm).
+// named (every Lambda but crm, mcp and jobs).
 func crmClientSecretParametersFromEnv(getenv func(string) string) map[string]string {
 	var names map[string]string
 	for _, s := range crmClientSecrets {

@@ -79,7 +79,10 @@ func JobsLambda(ctx context.Context, log *slog.Logger, now func() time.Time, all
 		return nil, err
 	}
 	// The conversation runtime runs here: it opens channel credentials (SECRETS_KEY_ID) and
-	// sends through the providers' adapters.
+	// sends through the providers' adapters. So do the CRM family's steps: they open CRM
+	// credentials (the CRM sealer, under its own encryption context) and refresh OAuth
+	// tokens with the applications' client secrets, read from SSM at cold start where the
+	// environment names their parameters, as in the crm Lambda.
 	deps, err := a.deps(ctx, st, log, now)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,8 @@
 // synthesized template equal to it.
 package access
 
+import "github.com/botplatform/api/shared/secrets/kms"
+
 // Resource names what a grant's actions apply to. The stack turns each into concrete ARNs.
 type Resource int
 
@@ -45,7 +47,8 @@ const (
 	// CRMHubSpotClientSecretParameter and CRMSalesforceClientSecretParameter are the SSM
 	// Parameter Store SecureString parameters that hold the client secrets of the CRM
 	// family's OAuth applications (family.Env.CRMClientSecrets), which the crm Lambda
-	// authenticates its code exchanges and token refreshes with. Like the others, the operator
+	// authenticates its code exchanges and token refreshes with (and the MCP and jobs
+	// Lambdas their token refreshes). Like the others, the operator
 	// creates them, the stack knows only their names (context
 	// crmHubSpotClientSecretParameter, crmSalesforceClientSecretParameter), and a grant on
 	// one applies only when it is named.
@@ -70,11 +73,28 @@ const (
 	ParameterKey
 )
 
-// Grant is a set of actions on one resource.
+// Grant is a set of actions on one resource, under a condition or none.
 type Grant struct {
 	On      Resource
 	Actions []string
+	// If restricts the grant to the requests it holds for; the zero Condition is none.
+	If Condition
 }
+
+// Condition is one IAM condition of a grant: the condition key Key equals Value
+// (StringEquals).
+type Condition struct {
+	Key   string
+	Value string
+}
+
+// CRMCredentials is the condition of the grants on SecretsKey that seal and open the CRM
+// family's credentials and nothing else: the KMS encryption context is the CRM purpose
+// (the sealer family.Env.CRMSecrets, shared/secrets/kms). A value sealed under the default
+// purpose (a channel's token, a DKIM key) cannot be opened with such a grant, nor can one
+// be sealed under it. A Lambda granted SecretsKey only under this condition gets
+// CRM_SECRETS_KEY_ID and not SECRETS_KEY_ID.
+var CRMCredentials = Condition{Key: kms.ContextCondition, Value: kms.PurposeCRMCredentials}
 
 // StateMachineRole is the Access key of the jobs state machine's role.
 const StateMachineRole = "jobs state machine"
@@ -107,13 +127,15 @@ func ServiceRoles() []string {
 // (atomic counters) become.
 //
 // KMS Decrypt/GenerateDataKey on SecretsKey goes to the Lambdas that seal or open provider
-// credentials (the channels family), which also gives them SECRETS_KEY_ID. Likewise
+// credentials (the channels family), which also gives them SECRETS_KEY_ID; under the
+// CRMCredentials condition to those that seal or open CRM credentials, which gives them
+// CRM_SECRETS_KEY_ID instead (a Lambda may hold both grants, and then both variables). Likewise
 // states:StartExecution on JobsStateMachine gives JOBS_STATE_MACHINE_ARN, and
 // ssm:GetParameter on a secret's parameter gives its name (WHATSAPP_APP_SECRET_PARAMETER,
 // SDK_KEY_PARAMETER, CRM_HUBSPOT_CLIENT_SECRET_PARAMETER, ...). Grants on parameters the configuration does not name are left out
 // (AccessFor), and so is the ParameterKey grant of a Lambda left with none.
 func Access() map[string][]Grant {
-	logs := Grant{OwnLogGroup, []string{"logs:CreateLogStream", "logs:PutLogEvents"}}
+	logs := Grant{On: OwnLogGroup, Actions: []string{"logs:CreateLogStream", "logs:PutLogEvents"}}
 	tableReadWrite := []string{
 		"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem",
 		"dynamodb:Query", "dynamodb:ConditionCheckItem",
@@ -122,36 +144,36 @@ func Access() map[string][]Grant {
 		// Serves /openapi.yaml and /healthz: no table, no keys.
 		"public": {logs},
 		"pats": {logs,
-			{Table, tableReadWrite},
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 		},
 		"bots": {logs,
-			{Table, tableReadWrite},
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
-			{JobsQueue, []string{"sqs:SendMessage"}}, // job steps (SendMessageBatch): a deleted bot's purge
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: JobsQueue, Actions: []string{"sqs:SendMessage"}}, // job steps (SendMessageBatch): a deleted bot's purge
 		},
 		"subscribers": {logs,
-			{Table, tableReadWrite}, // UpdateItem: the new-subscriber counters (store.AddOp)
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
-			{JobsQueue, []string{"sqs:SendMessage"}}, // the removal of deleted labels and fields
+			{On: Table, Actions: tableReadWrite}, // UpdateItem: the new-subscriber counters (store.AddOp)
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: JobsQueue, Actions: []string{"sqs:SendMessage"}}, // the removal of deleted labels and fields
 		},
 		"collections": {logs,
 			// No UpdateItem: counts are conditioned puts (limits), not atomic adds.
-			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"}},
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
-			{JobsQueue, []string{"sqs:SendMessage"}}, // the purge of a deleted collection's records
+			{On: Table, Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"}},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: JobsQueue, Actions: []string{"sqs:SendMessage"}}, // the purge of a deleted collection's records
 		},
 		// Channels and WhatsApp templates: the provider credentials it stores are sealed
 		// under SecretsKey (GenerateDataKey) and opened to call the provider (Decrypt).
 		"channels": {logs,
-			{Table, tableReadWrite},
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
-			{SecretsKey, []string{"kms:Decrypt", "kms:GenerateDataKey"}},
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: SecretsKey, Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}},
 		},
 		// The providers' public webhooks: resolve the channel and open its webhook secret
 		// (Decrypt), remember enqueued updates (GetItem/PutItem), enqueue them for the runtime
@@ -165,25 +187,25 @@ func Access() map[string][]Grant {
 		// Meta's subscription check: read once per cold start from their SSM parameters
 		// (GetParameter with decryption, which has SSM call kms:Decrypt for the role).
 		"webhooks": {logs,
-			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
-			{SecretsKey, []string{"kms:Decrypt"}},
-			{JobsQueue, []string{"sqs:SendMessage"}},
-			{WhatsAppAppSecretParameter, []string{"ssm:GetParameter"}},
-			{WhatsAppVerifyTokenParameter, []string{"ssm:GetParameter"}},
-			{ParameterKey, []string{"kms:Decrypt"}},
+			{On: Table, Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:Query"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: SecretsKey, Actions: []string{"kms:Decrypt"}},
+			{On: JobsQueue, Actions: []string{"sqs:SendMessage"}},
+			{On: WhatsAppAppSecretParameter, Actions: []string{"ssm:GetParameter"}},
+			{On: WhatsAppVerifyTokenParameter, Actions: []string{"ssm:GetParameter"}},
+			{On: ParameterKey, Actions: []string{"kms:Decrypt"}},
 		},
 		// The execution traces: reads only (PutItem: request log entries and last_used_at).
 		// The runtime itself runs in the jobs Lambda.
 		"runtime": {logs,
-			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
+			{On: Table, Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 		},
 		// Reads only. GenerateMac although it serves no list: platform.FamilyHandler derives
 		// the cursor key at every cold start. PutItem: the request log entries of its reads.
 		"stats": {logs,
-			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
+			{On: Table, Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 		},
 		"reactions": {logs,
 			// UpdateItem: the bot's publication counter (store.AddOp) that publishing, an
@@ -191,76 +213,76 @@ func Access() map[string][]Grant {
 			// ConditionCheckItem: the registry checks in those transactions. PutItem,
 			// DeleteItem and Query also serve the labels and fields an import creates through
 			// the subscribers family, and Query the connected channels publishing warns about.
-			{Table, tableReadWrite},
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 		},
 		"requestlogs": {logs,
 			// PutItem: last_used_at bookkeeping and the request log entries of its own reads.
-			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
+			{On: Table, Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 		},
 		"auditlog": {logs,
 			// PutItem: the principal's last_used_at bookkeeping.
-			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
+			{On: Table, Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 		},
 		// Content documents and templates. UpdateItem: the test-send counters (store.Add);
 		// Decrypt: a test send of a message opens the channel's credentials; SendEmail and
 		// SendRawEmail: a test send of an email (SES v2 SendEmail with raw content).
 		"content": {logs,
-			{Table, tableReadWrite},
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
-			{SecretsKey, []string{"kms:Decrypt"}},
-			{EmailIdentities, []string{"ses:SendEmail", "ses:SendRawEmail"}},
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: SecretsKey, Actions: []string{"kms:Decrypt"}},
+			{On: EmailIdentities, Actions: []string{"ses:SendEmail", "ses:SendRawEmail"}},
 		},
 		// Popups, and the public script and event routes websites call. UpdateItem: the stats
 		// and rate-limit counters (store.Add) and, with ConditionCheckItem, the subscriber a
 		// form's answers are written to (the subscribers family's upsert).
 		"popups": {logs,
-			{Table, tableReadWrite},
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 		},
 		// Events: custom events appended to the event log (items of the same table on AWS,
 		// shared/eventlog/storelog: TransactWriteItems per event), the list and the counts
 		// (Query), the subscriber each names (GetItem).
 		"events": {logs,
-			{Table, tableReadWrite},
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 		},
 		// Experiments: definitions, versions, exposures appended to the event log (in the same
 		// table on AWS), reports scanning it, and cohorts saved as segments.
 		"experiments": {logs,
-			{Table, tableReadWrite},
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 		},
 		// Funnels: definitions, reports scanning the event log (in the same table on AWS), and
 		// cohorts saved as segments (TransactWriteItems: the members' chunks and the segment).
 		"funnels": {logs,
-			{Table, tableReadWrite},
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 		},
 		// Segments: reads, member pages, deletions (TransactWriteItems); staleness reads the
 		// funnels (and experiments) their members were computed from.
 		"segments": {logs,
-			{Table, tableReadWrite},
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 		},
 		// Sending domains and inbound mail. GenerateDataKey/Decrypt: each domain's DKIM key is
 		// sealed; SES: the domain becomes an SES identity with that key and its MAIL FROM;
 		// SendEmail/SendRawEmail: inbound routes that forward.
 		"emaildomains": {logs,
-			{Table, tableReadWrite},
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
-			{SecretsKey, []string{"kms:Decrypt", "kms:GenerateDataKey"}},
-			{EmailIdentities, []string{"ses:CreateEmailIdentity", "ses:PutEmailIdentityDkimSigningAttributes",
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: SecretsKey, Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}},
+			{On: EmailIdentities, Actions: []string{"ses:CreateEmailIdentity", "ses:PutEmailIdentityDkimSigningAttributes",
 				"ses:PutEmailIdentityMailFromAttributes", "ses:DeleteEmailIdentity", "ses:SendEmail", "ses:SendRawEmail"}},
 		},
 		// The MCP server: the tools of the families it serves (functions/mcp/wiring), run
@@ -268,42 +290,56 @@ func Access() map[string][]Grant {
 		// PutItem: the broadcast tools' changes (a legacy broadcast started, paused, resumed,
 		// canceled) and the outbox item of the send job they start, which SendMessage
 		// delivers after the commit and DeleteItem then clears; events:PutEvents: the audit
-		// events of mutating tools; GenerateMac: list cursors. No key to open channel
-		// credentials: no tool sends (the broadcast tools' send job runs in the jobs Lambda).
+		// events of mutating tools; GenerateMac: list cursors. No tool sends (the broadcast
+		// tools' send job runs in the jobs Lambda).
+		//
+		// The CRM read tools ask the connection's CRM for its fields and pipelines as the
+		// crm Lambda's routes do: Decrypt opens the connection's sealed credentials; an access
+		// token about to expire is refreshed there and then, under the refresh lease
+		// (PutItem), and the new tokens (a rotated refresh token, the only one that works
+		// afterwards) sealed again (GenerateDataKey), which for HubSpot and Salesforce takes
+		// the OAuth applications' client secrets, read at cold start as the crm Lambda reads
+		// them. PutItem also keeps the discovery cache and marks a connection whose
+		// credentials the CRM refused. The key only under CRMCredentials: the MCP Lambda
+		// opens no channel's credentials (the broadcast tools run without them).
 		"mcp": {logs,
-			{Table, []string{"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"}},
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
-			{JobsQueue, []string{"sqs:SendMessage"}},
+			{On: Table, Actions: []string{"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"}},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: JobsQueue, Actions: []string{"sqs:SendMessage"}},
+			{On: SecretsKey, Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, If: CRMCredentials},
+			{On: CRMHubSpotClientSecretParameter, Actions: []string{"ssm:GetParameter"}},
+			{On: CRMSalesforceClientSecretParameter, Actions: []string{"ssm:GetParameter"}},
+			{On: ParameterKey, Actions: []string{"kms:Decrypt"}},
 		},
 		// Broadcasts. Decrypt: sends and test sends open the channel's credentials;
 		// SendMessage: the send job's start message, staged in the outbox of the change.
 		"broadcasts": {logs,
-			{Table, tableReadWrite},
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
-			{SecretsKey, []string{"kms:Decrypt"}},
-			{JobsQueue, []string{"sqs:SendMessage"}},
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: SecretsKey, Actions: []string{"kms:Decrypt"}},
+			{On: JobsQueue, Actions: []string{"sqs:SendMessage"}},
 		},
 		// Email campaigns. Decrypt: the sending domain's DKIM key; SendEmail/SendRawEmail:
 		// test sends; SendMessage: the send job's start message, staged in the outbox of
 		// the state change and delivered after it commits. GenerateMac also derives the
 		// email link key.
 		"emailcampaigns": {logs,
-			{Table, tableReadWrite},
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
-			{SecretsKey, []string{"kms:Decrypt"}},
-			{EmailIdentities, []string{"ses:SendEmail", "ses:SendRawEmail"}},
-			{JobsQueue, []string{"sqs:SendMessage"}},
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: SecretsKey, Actions: []string{"kms:Decrypt"}},
+			{On: EmailIdentities, Actions: []string{"ses:SendEmail", "ses:SendRawEmail"}},
+			{On: JobsQueue, Actions: []string{"sqs:SendMessage"}},
 		},
 		// Opens, clicks, unsubscribes, provider webhooks and the suppression list: UpdateItem
 		// moves the campaigns' counters; GenerateMac derives the link key tokens are
 		// checked with.
 		"emailevents": {logs,
-			{Table, tableReadWrite},
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 		},
 		// Browser push. GenerateDataKey/Decrypt: the VAPID private key is sealed (enable,
 		// rotate) and opened (test send), and a test send opens the subscription's sealed
@@ -311,10 +347,10 @@ func Access() map[string][]Grant {
 		// the send and rate-limit counters and the subscriptions it expires. The push
 		// services themselves are reached over the internet, not through an AWS API.
 		"webpush": {logs,
-			{Table, tableReadWrite},
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
-			{SecretsKey, []string{"kms:Decrypt", "kms:GenerateDataKey"}},
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: SecretsKey, Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}},
 		},
 		// The customer SDK's management routes: the project (identity secrets sealed:
 		// GenerateDataKey to seal at enable and rotation, Decrypt to open), installations,
@@ -324,12 +360,12 @@ func Access() map[string][]Grant {
 		// from its SSM parameter (GetParameter with decryption, which has SSM call
 		// kms:Decrypt for the role). Not configured, enabling the SDK answers 503.
 		"customersdk": {logs,
-			{Table, tableReadWrite},
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
-			{SecretsKey, []string{"kms:Decrypt", "kms:GenerateDataKey"}},
-			{SDKKeyParameter, []string{"ssm:GetParameter"}},
-			{ParameterKey, []string{"kms:Decrypt"}},
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: SecretsKey, Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}},
+			{On: SDKKeyParameter, Actions: []string{"ssm:GetParameter"}},
+			{On: ParameterKey, Actions: []string{"kms:Decrypt"}},
 		},
 		// CRM connections and the OAuth callback: the connections' credentials and the
 		// pending starts' PKCE verifiers are sealed (GenerateDataKey) and opened (Decrypt:
@@ -342,14 +378,17 @@ func Access() map[string][]Grant {
 		// refreshes: read once per cold start from their SSM parameters (GetParameter with
 		// decryption, which has SSM call kms:Decrypt for the role). Not configured, that
 		// provider's OAuth starts answer 503 oauth_not_configured.
+		//
+		// The key only under CRMCredentials: the crm Lambda seals and opens CRM credentials
+		// and nothing else, so it cannot open a channel's token.
 		"crm": {logs,
-			{Table, tableReadWrite},
-			{Bus, []string{"events:PutEvents"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
-			{SecretsKey, []string{"kms:Decrypt", "kms:GenerateDataKey"}},
-			{CRMHubSpotClientSecretParameter, []string{"ssm:GetParameter"}},
-			{CRMSalesforceClientSecretParameter, []string{"ssm:GetParameter"}},
-			{ParameterKey, []string{"kms:Decrypt"}},
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: SecretsKey, Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, If: CRMCredentials},
+			{On: CRMHubSpotClientSecretParameter, Actions: []string{"ssm:GetParameter"}},
+			{On: CRMSalesforceClientSecretParameter, Actions: []string{"ssm:GetParameter"}},
+			{On: ParameterKey, Actions: []string{"kms:Decrypt"}},
 		},
 		// The device surface /sdk/v1/*: installations registered and authenticated (the
 		// token lookup, GetItem), identity secrets opened (Decrypt), push credentials sealed
@@ -360,61 +399,70 @@ func Access() map[string][]Grant {
 		// GenerateMac although it serves no list: platform.FamilyHandler derives the cursor
 		// and link keys at every cold start, and fails without CURSOR_KEY_ID.
 		"sdk": {logs,
-			{Table, tableReadWrite},
-			{CursorKey, []string{"kms:GenerateMac"}},
-			{SecretsKey, []string{"kms:Decrypt", "kms:GenerateDataKey"}},
-			{SDKKeyParameter, []string{"ssm:GetParameter"}},
-			{ParameterKey, []string{"kms:Decrypt"}},
+			{On: Table, Actions: tableReadWrite},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: SecretsKey, Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}},
+			{On: SDKKeyParameter, Actions: []string{"ssm:GetParameter"}},
+			{On: ParameterKey, Actions: []string{"kms:Decrypt"}},
 		},
 		"authorizer": {logs,
 			// PutItem: last_used_at.
-			{Table, []string{"dynamodb:GetItem", "dynamodb:PutItem"}},
+			{On: Table, Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem"}},
 		},
 		"auditsink": {logs,
-			{Table, []string{"dynamodb:PutItem"}},
+			{On: Table, Actions: []string{"dynamodb:PutItem"}},
 			// Lambda's on-failure destination of the asynchronous invocations EventBridge
 			// makes: Lambda sends with the function's own role.
-			{AuditDLQ, []string{"sqs:SendMessage"}},
+			{On: AuditDLQ, Actions: []string{"sqs:SendMessage"}},
 		},
 		"jobs": {logs,
 			// Query (table and indexes) and DeleteItem: among others, the purge of deleted
 			// bots' data (docs/purge.md), which the bots Lambda queues, and the outbox's
 			// sweep (docs/outbox.md): Query on its shards, DeleteItem of what it sent.
-			{Table, tableReadWrite},
+			{On: Table, Actions: tableReadWrite},
 			// SendMessage: continuations and the outbox's sweep (SendMessageBatch is
 			// authorized by it).
 			// ChangeMessageVisibility: the SQS consumer's backoff and queue.ExtendVisibility.
 			// Receive/Delete/GetQueueAttributes: the event source mapping polls with the
 			// function's role (the actions of AWSLambdaSQSQueueExecutionRole).
-			{JobsQueue, []string{
+			{On: JobsQueue, Actions: []string{
 				"sqs:SendMessage", "sqs:ChangeMessageVisibility",
 				"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
 			}},
 			// The conversation runtime runs here: it opens channel credentials to send
 			// (Decrypt; it seals nothing).
-			{SecretsKey, []string{"kms:Decrypt"}},
+			{On: SecretsKey, Actions: []string{"kms:Decrypt"}},
+			// The CRM family's steps (sync) call the CRMs as the crm Lambda does: they open
+			// the connections' credentials (Decrypt), refresh expiring OAuth tokens under the
+			// refresh lease and seal the new ones (GenerateDataKey: under CRMCredentials only,
+			// so the jobs Lambda seals no channel credential), with the OAuth applications'
+			// client secrets, read once per cold start from their SSM parameters.
+			{On: SecretsKey, Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, If: CRMCredentials},
+			{On: CRMHubSpotClientSecretParameter, Actions: []string{"ssm:GetParameter"}},
+			{On: CRMSalesforceClientSecretParameter, Actions: []string{"ssm:GetParameter"}},
+			{On: ParameterKey, Actions: []string{"kms:Decrypt"}},
 			// A wait step longer than SQS can delay a message (15 minutes) becomes one
 			// Scheduler schedule that sends it when due, run with ScheduleRole.
-			{Schedules, []string{"scheduler:CreateSchedule"}},
-			{ScheduleRole, []string{"iam:PassRole"}},
+			{On: Schedules, Actions: []string{"scheduler:CreateSchedule"}},
+			{On: ScheduleRole, Actions: []string{"iam:PassRole"}},
 			// Email campaigns send here: SES, and the link key their tracking tokens are
 			// signed with (derived with GenerateMac).
-			{EmailIdentities, []string{"ses:SendEmail", "ses:SendRawEmail"}},
-			{CursorKey, []string{"kms:GenerateMac"}},
+			{On: EmailIdentities, Actions: []string{"ses:SendEmail", "ses:SendRawEmail"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 		},
 		// The schedules of long waits send their message to the jobs queue, and nothing else.
 		QueueScheduleRole: {
-			{JobsQueue, []string{"sqs:SendMessage"}},
+			{On: JobsQueue, Actions: []string{"sqs:SendMessage"}},
 		},
 		// The schedule of the outbox's sweep invokes the jobs Lambda, and nothing else.
 		OutboxScheduleRole: {
-			{JobsFunction, []string{"lambda:InvokeFunction"}},
+			{On: JobsFunction, Actions: []string{"lambda:InvokeFunction"}},
 		},
 		// CDK adds these itself when it wires the task and the execution logging; they are
 		// listed so the test holds the role to them. The log-delivery APIs take no resource.
 		StateMachineRole: {
-			{JobsFunction, []string{"lambda:InvokeFunction"}},
-			{NoResource, []string{
+			{On: JobsFunction, Actions: []string{"lambda:InvokeFunction"}},
+			{On: NoResource, Actions: []string{
 				"logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery",
 				"logs:DeleteLogDelivery", "logs:ListLogDeliveries", "logs:PutResourcePolicy",
 				"logs:DescribeResourcePolicies", "logs:DescribeLogGroups",

@@ -15,7 +15,12 @@ type (
 	Resource = access.Resource
 	// Grant is access.Grant.
 	Grant = access.Grant
+	// Condition is access.Condition.
+	Condition = access.Condition
 )
+
+// CRMCredentials is access.CRMCredentials.
+var CRMCredentials = access.CRMCredentials
 
 // The resources of access.
 const (
@@ -121,6 +126,11 @@ const (
 	CRMDynamicsLoginBaseURL
 )
 
+// crmSettings are the CRM family's configuration: its Lambda's, the MCP Lambda's, which
+// serves the family's read tools, and the jobs Lambda's, which runs its steps.
+var crmSettings = []Setting{PublicURL, CRMHubSpotClientID, CRMSalesforceClientID, CRMHubSpotAuthBaseURL, CRMHubSpotAPIBaseURL,
+	CRMSalesforceLoginBaseURL, CRMPipedriveAPIBaseURL, CRMDynamicsLoginBaseURL}
+
 // Settings is the one table of which Lambda receives which provider setting, as Access is
 // of permissions; EnvNames reads both. The secrets are not settings: a Lambda that needs one
 // has a grant on its SSM parameter in Access, which gives it the parameter's name.
@@ -133,7 +143,8 @@ func Settings() map[string][]Setting {
 		// The conversation runtime sends through the providers' APIs, and the purge of a
 		// deleted bot removes its channels' webhooks there. Its channels service is the
 		// channels family's, built with PUBLIC_URL.
-		Jobs: {PublicURL, TelegramBaseURL, VKBaseURL, WhatsAppBaseURL},
+		// The CRM family's steps call the CRMs with its configuration (crmSettings).
+		Jobs: append([]Setting{TelegramBaseURL, VKBaseURL, WhatsAppBaseURL}, crmSettings...),
 		// A test send of a message goes out through the providers' APIs.
 		"content": {TelegramBaseURL, VKBaseURL, WhatsAppBaseURL},
 		// Campaign messages carry tracking and unsubscribe links at PUBLIC_URL, which the
@@ -142,10 +153,13 @@ func Settings() map[string][]Setting {
 		"emailevents":    {PublicURL, SNSTopicARNs},
 		"emaildomains":   {SNSTopicARNs},
 		// An OAuth start's redirect_uri defaults to the callback at PUBLIC_URL; the client ids
-		// go with the secrets only this Lambda reads (Access), and the providers are called
-		// from here alone (the jobs Lambda only erases a deleted bot's connections).
-		"crm": {PublicURL, CRMHubSpotClientID, CRMSalesforceClientID, CRMHubSpotAuthBaseURL, CRMHubSpotAPIBaseURL,
-			CRMSalesforceLoginBaseURL, CRMPipedriveAPIBaseURL, CRMDynamicsLoginBaseURL},
+		// go with the secrets (Access). The providers are called from here and from the MCP
+		// Lambda's CRM read tools (fields, pipelines), which refresh tokens as the routes do
+		// and so need the same applications (an application without its redirect URL is
+		// not configured); and from the jobs Lambda, whose CRM steps (sync) refresh tokens
+		// too.
+		"crm": crmSettings,
+		"mcp": crmSettings,
 	}
 }
 
@@ -157,6 +171,7 @@ const (
 	EnvAuditBusName        = "AUDIT_BUS_NAME"
 	EnvCursorKeyID         = "CURSOR_KEY_ID"
 	EnvSecretsKeyID        = "SECRETS_KEY_ID"
+	EnvCRMSecretsKeyID     = platform.EnvCRMSecretsKeyID
 	EnvJobsQueueURL        = "JOBS_QUEUE_URL"
 	EnvJobsStateMachineARN = "JOBS_STATE_MACHINE_ARN"
 	EnvSchedulerRoleARN    = platform.EnvSchedulerRoleARN
@@ -218,10 +233,16 @@ func settingVar(s Setting, cfg Config) (name, value string, set bool) {
 	return "", "", false
 }
 
-// envVar is the variable that names r to a Lambda holding a grant on it. Resources without
-// one are reached through the platform (a destination, a log group).
-func envVar(r Resource) (string, bool) {
-	switch r {
+// envVar is the variable that names g's resource to a Lambda holding g. Resources without
+// one are reached through the platform (a destination, a log group). SecretsKey under
+// CRMCredentials is CRM_SECRETS_KEY_ID: the platform builds the CRM family's sealer from it
+// (family.Env.CRMSecrets), and a Lambda without an unconditioned grant has no
+// SECRETS_KEY_ID, so no sealer for the default purpose that its grant would refuse.
+func envVar(g Grant) (string, bool) {
+	if g.On == SecretsKey && g.If == CRMCredentials {
+		return EnvCRMSecretsKeyID, true
+	}
+	switch g.On {
 	case Table:
 		return EnvTableName, true
 	case Bus:
@@ -258,7 +279,7 @@ func envVar(r Resource) (string, bool) {
 func EnvNames(name string, cfg Config) []string {
 	names := []string{EnvStage, EnvLogLevel}
 	for _, g := range AccessFor(name, cfg) {
-		if v, ok := envVar(g.On); ok && !slices.Contains(names, v) {
+		if v, ok := envVar(g); ok && !slices.Contains(names, v) {
 			names = append(names, v)
 		}
 	}

@@ -64,7 +64,8 @@ type Config struct {
 	SDKKeyParameter string
 	// The CRM family's OAuth applications (docs/crm.md): each provider's client id (not
 	// secret, the crm Lambda's CRM_*_CLIENT_ID) and the name of the SSM SecureString
-	// parameter holding its client secret, which the crm Lambda alone reads at cold start.
+	// parameter holding its client secret, which the crm and MCP Lambdas alone read at cold
+	// start (the MCP Lambda's CRM read tools refresh tokens as the crm routes do).
 	// An application is configured by both or by neither; unset, that provider's OAuth
 	// starts answer 503 oauth_not_configured. The redirect URLs are the callbacks at
 	// PublicURL.

@@ -213,7 +213,7 @@ func checkAccess(names []string) error {
 		if !service && !slices.Contains(names, role) {
 			problems = append(problems, fmt.Errorf("access: row %q is no Lambda of the stack", role))
 		}
-		for _, g := range grants {
+		for i, g := range grants {
 			for _, a := range g.Actions {
 				if strings.Contains(a, "*") || !strings.Contains(a, ":") {
 					problems = append(problems, fmt.Errorf("access: %s: action %q is not one explicit action", role, a))
@@ -230,6 +230,17 @@ func checkAccess(names []string) error {
 			}
 			if g.On == ParameterKey && !slices.ContainsFunc(grants, func(g Grant) bool { return slices.Contains(parameters, g.On) }) {
 				problems = append(problems, fmt.Errorf("access: %s: a grant on ParameterKey needs one on a parameter (its encryption context)", role))
+			}
+			if g.If != (Condition{}) && (g.If.Key == "" || g.If.Value == "") {
+				problems = append(problems, fmt.Errorf("access: %s: condition %v is not one key equal to one value", role, g.If))
+			}
+			// ParameterKey's conditions are the stack's (parameterKey); a conditioned grant
+			// on SecretsKey must be one the environment can name (envVar).
+			if (g.On == ParameterKey && g.If != (Condition{})) || (g.On == SecretsKey && g.If != (Condition{}) && g.If != CRMCredentials) {
+				problems = append(problems, fmt.Errorf("access: %s: no condition %v on resource %d", role, g.If, g.On))
+			}
+			if slices.ContainsFunc(grants[:i], func(o Grant) bool { return o.On == g.On && o.If == g.If }) {
+				problems = append(problems, fmt.Errorf("access: %s: two grants on resource %d under the same condition: merge them", role, g.On))
 			}
 		}
 	}
@@ -625,9 +636,12 @@ func (b *builder) applyAccess(names []string) error {
 					return fmt.Errorf("access: %s: %w", n, err)
 				}
 				props.Resources, value = jsii.Strings(arns...), v
+				if g.If != (Condition{}) {
+					props.Conditions = &map[string]any{"StringEquals": map[string]any{g.If.Key: g.If.Value}}
+				}
 			}
 			f.role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(props))
-			if v, ok := envVar(g.On); ok {
+			if v, ok := envVar(g); ok {
 				f.fn.AddEnvironment(jsii.String(v), value, nil)
 			}
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/botplatform/api/docs"
 	"github.com/botplatform/api/functions/families"
 	"github.com/botplatform/api/infra/stack"
+	kmssealer "github.com/botplatform/api/shared/secrets/kms"
 )
 
 // dev is the stack with default context, synthesized once for every test that reads it.
@@ -525,10 +526,12 @@ func TestEnvironmentContract(t *testing.T) {
 		"experiments":    append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		"webpush":        append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		"customersdk":    append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
-		"crm":            append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "PUBLIC_URL", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
-		"sdk":            append([]string{"CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
-		"mcp":            append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "TABLE_NAME"}, base...),
-		stack.Jobs:       append([]string{"CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, base...),
+		// The CRM credentials' sealer only (the key under the CRM encryption context).
+		"crm": append([]string{"AUDIT_BUS_NAME", "CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "PUBLIC_URL", "TABLE_NAME"}, base...),
+		"sdk": append([]string{"CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
+		"mcp": append([]string{"AUDIT_BUS_NAME", "CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "TABLE_NAME"}, base...),
+		// Both sealers: channel credentials (the runtime's sends) and CRM credentials.
+		stack.Jobs: append([]string{"CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, base...),
 	}
 	checkEnvironment(t, dev, want)
 
@@ -545,7 +548,8 @@ func TestEnvironmentContract(t *testing.T) {
 // With every provider context value set: the settings go to the Lambdas that use them, and
 // of the secrets only the parameters' names: the WhatsApp ones to the webhooks Lambda alone,
 // the customer SDK's project-key secret to the customersdk and sdk Lambdas alone, the CRM
-// client secrets to the crm Lambda alone.
+// client secrets to the crm Lambda, the MCP Lambda (its CRM read tools refresh tokens) and
+// the jobs Lambda (its CRM steps do) alone.
 func TestEnvironmentContractWithProviders(t *testing.T) {
 	base := []string{"LOG_LEVEL", "STAGE"}
 	urls := []string{"PUBLIC_URL", "TELEGRAM_BASE_URL", "VK_BASE_URL", "WHATSAPP_BASE_URL"}
@@ -554,14 +558,19 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 		"channels": append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME", "WHATSAPP_APP_ID"}, urls...),
 		"webhooks": {"CURSOR_KEY_ID", "JOBS_QUEUE_URL", "SECRETS_KEY_ID", "TABLE_NAME",
 			"WHATSAPP_APP_SECRET_PARAMETER", "WHATSAPP_VERIFY_TOKEN_PARAMETER"},
-		stack.Jobs: append([]string{"CURSOR_KEY_ID", "JOBS_QUEUE_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, urls...),
+		stack.Jobs: append([]string{"CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME",
+			"CRM_HUBSPOT_CLIENT_ID", "CRM_HUBSPOT_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_CLIENT_ID",
+			"CRM_SALESFORCE_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_LOGIN_BASE_URL", "CRM_DYNAMICS_LOGIN_BASE_URL"}, urls...),
 		// A test send of a message goes out through the providers' APIs.
 		"content":     append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, urls[1:]...),
 		"customersdk": {"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SDK_KEY_PARAMETER", "SECRETS_KEY_ID", "TABLE_NAME"},
 		"sdk":         {"CURSOR_KEY_ID", "SDK_KEY_PARAMETER", "SECRETS_KEY_ID", "TABLE_NAME"},
 		// The CRM OAuth applications: the client ids and the overridden endpoints, and the
-		// names of the client secrets' parameters, to the crm Lambda alone.
-		"crm": {"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "PUBLIC_URL", "SECRETS_KEY_ID", "TABLE_NAME",
+		// names of the client secrets' parameters, to the crm, MCP and jobs Lambdas alone.
+		"crm": {"AUDIT_BUS_NAME", "CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "PUBLIC_URL", "TABLE_NAME",
+			"CRM_HUBSPOT_CLIENT_ID", "CRM_HUBSPOT_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_CLIENT_ID",
+			"CRM_SALESFORCE_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_LOGIN_BASE_URL", "CRM_DYNAMICS_LOGIN_BASE_URL"},
+		"mcp": {"AUDIT_BUS_NAME", "CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "TABLE_NAME",
 			"CRM_HUBSPOT_CLIENT_ID", "CRM_HUBSPOT_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_CLIENT_ID",
 			"CRM_SALESFORCE_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_LOGIN_BASE_URL", "CRM_DYNAMICS_LOGIN_BASE_URL"},
 	} {
@@ -575,18 +584,24 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 	}
 	checkEnvironment(t, withProviders, want)
 
+	// The CRM family's configuration, in its Lambda, in the MCP Lambda (its read tools) and
+	// in the jobs Lambda (its steps).
+	crmVars := map[string]string{"PUBLIC_URL": "https://hooks.example.com/bots", "CRM_HUBSPOT_CLIENT_ID": "6f1c2b7e-0d4a-4a8e-9a77-3c1f0e5b2d10",
+		"CRM_HUBSPOT_CLIENT_SECRET_PARAMETER": hubSpotSecretParam, "CRM_SALESFORCE_CLIENT_ID": "3MVG9.consumer_key",
+		"CRM_SALESFORCE_CLIENT_SECRET_PARAMETER": salesforceSecretParam,
+		"CRM_SALESFORCE_LOGIN_BASE_URL":          "https://test.salesforce.com", "CRM_DYNAMICS_LOGIN_BASE_URL": "https://login.microsoftonline.us"}
+	jobsVars := maps.Clone(crmVars)
+	jobsVars["TELEGRAM_BASE_URL"] = "https://telegram-proxy.example.com"
 	for name, vars := range map[string]map[string]string{
 		"channels": {"PUBLIC_URL": "https://hooks.example.com/bots", "TELEGRAM_BASE_URL": "https://telegram-proxy.example.com",
 			"VK_BASE_URL": "https://vk-proxy.example.com/method", "WHATSAPP_BASE_URL": "https://graph.example.com/v21.0",
 			"WHATSAPP_APP_ID": "1029384756"},
-		stack.Jobs:    {"PUBLIC_URL": "https://hooks.example.com/bots", "TELEGRAM_BASE_URL": "https://telegram-proxy.example.com"},
+		stack.Jobs:    jobsVars,
 		"webhooks":    {"WHATSAPP_APP_SECRET_PARAMETER": appSecretParameter, "WHATSAPP_VERIFY_TOKEN_PARAMETER": verifyTokenParameter},
 		"customersdk": {"SDK_KEY_PARAMETER": sdkKeyParameter},
 		"sdk":         {"SDK_KEY_PARAMETER": sdkKeyParameter},
-		"crm": {"PUBLIC_URL": "https://hooks.example.com/bots", "CRM_HUBSPOT_CLIENT_ID": "6f1c2b7e-0d4a-4a8e-9a77-3c1f0e5b2d10",
-			"CRM_HUBSPOT_CLIENT_SECRET_PARAMETER": hubSpotSecretParam, "CRM_SALESFORCE_CLIENT_ID": "3MVG9.consumer_key",
-			"CRM_SALESFORCE_CLIENT_SECRET_PARAMETER": salesforceSecretParam,
-			"CRM_SALESFORCE_LOGIN_BASE_URL":          "https://test.salesforce.com", "CRM_DYNAMICS_LOGIN_BASE_URL": "https://login.microsoftonline.us"},
+		"crm":         crmVars,
+		"mcp":         crmVars,
 	} {
 		env := withProviders.env(t, name)
 		for k, v := range vars {
@@ -935,8 +950,10 @@ func TestNoWildcardActions(t *testing.T) {
 }
 
 // Each role's synthesized policy is exactly its row of stack.Access (as the configuration
-// deploys it: stack.AccessFor): the same actions on the same resources, nothing more, and no
-// managed policy. With default context and with every provider context value set.
+// deploys it: stack.AccessFor): the same actions on the same resources under the same
+// conditions, nothing more, and no managed policy. With default context and with every
+// provider context value set. (The conditions of the parameters' key grant are the stack's,
+// held by TestProviderSecretsLeastPrivilege.)
 func TestRolesMatchAccessTable(t *testing.T) {
 	t.Run("default", func(t *testing.T) { checkRoles(t, dev) })
 	t.Run("providers", func(t *testing.T) { checkRoles(t, withProviders) })
@@ -1068,8 +1085,12 @@ func checkRoles(t *testing.T, s *synthesized) {
 		t.Fatalf("unknown resource %d", r)
 		return ""
 	}
-	grant := func(acts []string, on string) string {
-		return strings.Join(slices.Sorted(slices.Values(acts)), ",") + " on " + on
+	grant := func(acts []string, on, cond string) string {
+		g := strings.Join(slices.Sorted(slices.Values(acts)), ",") + " on " + on
+		if cond != "" {
+			g += " if " + cond
+		}
+		return g
 	}
 
 	got := map[string][]string{}
@@ -1091,7 +1112,11 @@ func checkRoles(t *testing.T, s *synthesized) {
 			if st["Effect"] != "Allow" {
 				t.Errorf("policy %s: statement %v", id, st)
 			}
-			got[roleOf[roles[0]]] = append(got[roleOf[roles[0]]], grant(acts, on))
+			cond := ""
+			if c, ok := st["Condition"].(map[string]any); ok && on != parameterKeys {
+				cond = conditionOf(c)
+			}
+			got[roleOf[roles[0]]] = append(got[roleOf[roles[0]]], grant(acts, on, cond))
 		}
 	}
 	for id, r := range s.ofType("AWS::IAM::Role") {
@@ -1102,7 +1127,11 @@ func checkRoles(t *testing.T, s *synthesized) {
 	for name := range stack.Access() {
 		var want []string
 		for _, g := range stack.AccessFor(name, cfg) {
-			want = append(want, grant(g.Actions, resourceIDs(name, g.On)))
+			cond := ""
+			if g.If != (stack.Condition{}) {
+				cond = conditionOf(map[string]any{"StringEquals": map[string]any{g.If.Key: g.If.Value}})
+			}
+			want = append(want, grant(g.Actions, resourceIDs(name, g.On), cond))
 		}
 		sort.Strings(want)
 		sort.Strings(got[name])
@@ -1122,6 +1151,19 @@ func checkRoles(t *testing.T, s *synthesized) {
 	}
 }
 
+// conditionOf writes a statement's Condition as "Operator key=value; ...", sorted.
+func conditionOf(c map[string]any) string {
+	var parts []string
+	for op, keys := range c {
+		m, _ := keys.(map[string]any)
+		for k, v := range m {
+			parts = append(parts, op+" "+k+"="+render(v))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "; ")
+}
+
 // policyOf returns the statements of the Lambda called name's role policy.
 func (s *synthesized) policyOf(t *testing.T, name string) []map[string]any {
 	t.Helper()
@@ -1132,8 +1174,9 @@ func (s *synthesized) policyOf(t *testing.T, name string) []map[string]any {
 
 // The secrets in SSM: the stack creates no parameter and holds no value; the webhooks Lambda
 // alone may read exactly the two WhatsApp parameters, the customersdk and sdk Lambdas alone
-// exactly the customer SDK's project-key parameter, the crm Lambda alone exactly the CRM
-// client secrets' parameters, and each may decrypt only those, only through SSM.
+// exactly the customer SDK's project-key parameter, the crm, MCP and jobs Lambdas alone
+// exactly the CRM client secrets' parameters, and each may decrypt only those, only through
+// SSM.
 func TestProviderSecretsLeastPrivilege(t *testing.T) {
 	check(t, "no parameter is created", func() {
 		withProviders.tmpl.ResourceCountIs(jsii.String("AWS::SSM::Parameter"), jsii.Number(0))
@@ -1144,6 +1187,8 @@ func TestProviderSecretsLeastPrivilege(t *testing.T) {
 		"customersdk": {parameterARN(sdkKeyParameter)},
 		"sdk":         {parameterARN(sdkKeyParameter)},
 		"crm":         {parameterARN(hubSpotSecretParam), parameterARN(salesforceSecretParam)},
+		"mcp":         {parameterARN(hubSpotSecretParam), parameterARN(salesforceSecretParam)},
+		stack.Jobs:    {parameterARN(hubSpotSecretParam), parameterARN(salesforceSecretParam)},
 	}
 	for name := range withProviders.functions(t) {
 		var reads, decrypts []map[string]any
@@ -1154,7 +1199,7 @@ func TestProviderSecretsLeastPrivilege(t *testing.T) {
 					reads = append(reads, st)
 				}
 			}
-			if st["Condition"] != nil {
+			if isParameterKeyGrant(st) {
 				decrypts = append(decrypts, st)
 			}
 		}
@@ -1178,7 +1223,7 @@ func TestProviderSecretsLeastPrivilege(t *testing.T) {
 			t.Errorf("%s reads parameters %v, want exactly %v", name, granted, secretARNs)
 		}
 		if len(decrypts) != 1 {
-			t.Fatalf("%s: %d conditioned statements, want the one kms:Decrypt for the parameters", name, len(decrypts))
+			t.Fatalf("%s: %d statements on the account's keys, want the one kms:Decrypt for the parameters", name, len(decrypts))
 		}
 		st := decrypts[0]
 		if acts, _ := actions(st); !slices.Equal(acts, []string{"kms:Decrypt"}) || render(st["Resource"]) != parameterKeys {
@@ -1206,13 +1251,77 @@ func TestProviderSecretsLeastPrivilege(t *testing.T) {
 	// Lambda without OAuth applications (503 oauth_not_configured).
 	for name := range dev.functions(t) {
 		for _, st := range dev.policyOf(t, name) {
-			if acts, _ := actions(st); strings.HasPrefix(acts[0], "ssm:") || st["Condition"] != nil {
+			if acts, _ := actions(st); strings.HasPrefix(acts[0], "ssm:") || isParameterKeyGrant(st) {
 				t.Errorf("%s: %v without a configured parameter", name, st)
 			}
 		}
 		for k := range dev.env(t, name) {
-			if strings.HasSuffix(k, "_PARAMETER") || strings.HasPrefix(k, "CRM_") {
+			if strings.HasSuffix(k, "_PARAMETER") || (strings.HasPrefix(k, "CRM_") && k != "CRM_SECRETS_KEY_ID") {
 				t.Errorf("%s: %s without a configured parameter", name, k)
+			}
+		}
+	}
+}
+
+// isParameterKeyGrant tells the statement that lets SSM decrypt parameters for the role: on
+// the account's keys, not on a key of the stack.
+func isParameterKeyGrant(st map[string]any) bool {
+	return render(st["Resource"]) == parameterKeys
+}
+
+// The CRM credentials are scoped by the KMS encryption context: the crm and MCP Lambdas may
+// use the credentials key (Decrypt, GenerateDataKey) only under the CRM purpose, which the
+// CRM family's sealer (shared/secrets/kms, family.Env.CRMSecrets) asks with, so neither can
+// open a channel's token (sealed under the default purpose); the jobs Lambda holds the
+// same conditioned grant for the CRM steps beside its unconditioned Decrypt (the runtime's
+// sends), and no other role has a conditioned grant on the key. Each Lambda learns the key
+// from the variable of its grant: CRM_SECRETS_KEY_ID for the conditioned one, SECRETS_KEY_ID
+// for the other. With default context and with every provider context value set.
+func TestCRMCredentialsScopedByEncryptionContext(t *testing.T) {
+	if stack.CRMCredentials.Key != kmssealer.ContextCondition || stack.CRMCredentials.Value != kmssealer.PurposeCRMCredentials ||
+		kmssealer.ContextCondition != "kms:EncryptionContext:purpose" {
+		t.Fatalf("the condition %v is not the CRM sealer's encryption context", stack.CRMCredentials)
+	}
+	const crmOnly = "StringEquals kms:EncryptionContext:purpose=botplatform-crm-credentials"
+	type keyGrant struct{ actions, cond string }
+	want := map[string][]keyGrant{
+		"crm":      {{"kms:Decrypt,kms:GenerateDataKey", crmOnly}},
+		"mcp":      {{"kms:Decrypt,kms:GenerateDataKey", crmOnly}},
+		stack.Jobs: {{"kms:Decrypt", ""}, {"kms:Decrypt,kms:GenerateDataKey", crmOnly}},
+	}
+	for _, s := range []*synthesized{dev, withProviders} {
+		keyID := ""
+		for id, k := range s.ofType("AWS::KMS::Key") {
+			if k.Properties["KeySpec"] == "SYMMETRIC_DEFAULT" {
+				keyID = id
+			}
+		}
+		for name := range s.functions(t) {
+			var got []keyGrant
+			for _, st := range s.policyOf(t, name) {
+				if !slices.Equal(refs(st["Resource"]), []string{keyID}) {
+					continue
+				}
+				acts, _ := actions(st)
+				g := keyGrant{actions: strings.Join(slices.Sorted(slices.Values(acts)), ",")}
+				if c, ok := st["Condition"].(map[string]any); ok {
+					g.cond = conditionOf(c)
+				}
+				got = append(got, g)
+			}
+			slices.SortFunc(got, func(a, b keyGrant) int { return strings.Compare(a.actions+a.cond, b.actions+b.cond) })
+			if w := want[name]; !slices.Equal(got, w) && (w != nil || slices.ContainsFunc(got, func(g keyGrant) bool { return g.cond != "" })) {
+				t.Errorf("%s: grants on the credentials key %v, want %v", name, got, w)
+			}
+			// Each grant's variable, and only its: CRM_SECRETS_KEY_ID for the conditioned one.
+			env := s.env(t, name)
+			for v, conditioned := range map[string]bool{"CRM_SECRETS_KEY_ID": true, "SECRETS_KEY_ID": false} {
+				granted := slices.ContainsFunc(got, func(g keyGrant) bool { return (g.cond != "") == conditioned })
+				if _, set := env[v]; set != granted {
+					t.Errorf("%s: %s set %v, its grant %v", name, v, set, granted)
+				} else if set && !slices.Equal(refs(env[v]), []string{keyID}) {
+					t.Errorf("%s: %s %v, want the credentials key", name, v, env[v])
+				}
 			}
 		}
 	}

@@ -51,6 +51,13 @@ type Env struct {
 	RequestLog *reqlog.Log
 	// Secrets seals credentials at rest (provider tokens); nil where the process holds none.
 	Secrets secrets.Sealer
+	// CRMSecrets seals the CRM family's credentials (connections' tokens and keys, pending
+	// OAuth starts' verifiers); nil where the process holds none. On AWS it is a sealer of
+	// the same KMS key under the CRM encryption context, which the Lambdas that serve CRM
+	// are granted the key under (alone, or beside the default one): such a Lambda cannot
+	// open a channel's credentials. Locally it is the same key file as Secrets, whose aad
+	// binds each value to its connection.
+	CRMSecrets secrets.Sealer
 	// Queue sends work-queue messages (the local queue, SQS on AWS); nil where none.
 	Queue queue.Sender
 	// Outbox stages queue messages in the transactions of the changes they follow and
@@ -111,6 +118,8 @@ type Deps struct {
 	// Secrets seals stored credentials (optional: only families that store some need it):
 	// the key file locally, KMS envelope encryption on AWS.
 	Secrets secrets.Sealer
+	// CRMSecrets is Env.CRMSecrets (optional: only the crm family uses it).
+	CRMSecrets secrets.Sealer
 	// Queue carries job steps and the families' messages (optional: a process without one
 	// starts no jobs, and its outbox only stages).
 	Queue queue.Sender
@@ -205,6 +214,7 @@ func NewEnv(d Deps) (*Env, error) {
 		Requests:            d.Requests,
 		RequestLog:          reqlog.NewLog(d.Store),
 		Secrets:             d.Secrets,
+		CRMSecrets:          d.CRMSecrets,
 		Queue:               d.Queue,
 		Outbox:              o,
 		Adapters:            d.Adapters,

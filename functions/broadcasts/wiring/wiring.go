@@ -97,10 +97,12 @@ func New(env *family.Env, cfg broadcasts.Config) (*broadcasts.Service, error) {
 }
 
 // toolsWithoutChannels are the MCP tools of a process that holds no key to open channel
-// credentials, as the MCP Lambda holds none: what they do (start a legacy broadcast, whose
-// runs the runtime sends; pause, resume, cancel; reads) opens no channel and renders no
-// content, so they run on a service whose channels and content fail closed (503) instead of
-// the MCP Lambda being granted the key. why is why the service with channels was not built.
+// credentials, as the MCP Lambda holds none (its grant on the credentials key, for the CRM
+// read tools, is only under the CRM encryption context: family.Env.CRMSecrets): what they
+// do (start a legacy broadcast, whose runs the runtime sends; pause, resume, cancel; reads)
+// opens no channel and renders no content, so they run on a service whose channels and
+// content fail closed (503) instead of the MCP Lambda being granted the key. why is why the
+// service with channels was not built.
 func toolsWithoutChannels(env *family.Env, cfg broadcasts.Config, why error) []mcptool.Tool {
 	down := httpapi.Errorf(httpapi.KindUnavailable, "broadcasts_unavailable", "this process cannot open channels: %s", why)
 	svc, err := build(env, cfg, noChannels{down}, noChannels{down})

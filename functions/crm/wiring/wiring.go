@@ -1,7 +1,8 @@
 // Package wiring composes the CRM family with the process: the deployment's OAuth
 // applications and provider base URLs (from the environment; on AWS the client secrets
-// from SSM, through family.Env.CRMClientSecrets), its sealer, the tenancy check and the
-// provider clients.
+// from SSM, through family.Env.CRMClientSecrets), its sealer (family.Env.CRMSecrets: on AWS
+// the credentials key under the CRM encryption context, not the channels' one), the tenancy
+// check and the provider clients.
 package wiring
 
 import (
@@ -28,7 +29,8 @@ import (
 	"github.com/botplatform/api/shared/ratelimit"
 )
 
-// Family is the crm family: the token API's CRM connection routes and the OAuth callback.
+// Family is the crm family: the token API's CRM connection routes, the OAuth callback and
+// the MCP tools of its reads.
 func Family() family.Family {
 	return family.Family{Name: "crm", Build: func(env *family.Env) family.Parts {
 		svc := Service(env, configOf(env, os.Getenv))
@@ -36,6 +38,7 @@ func Family() family.Family {
 			Routes: func(mux *httpapi.Mux) { crm.Routes(mux, svc, env.Cursors) },
 			Jobs:   svc.Steps(),
 			Purge:  crm.PurgeStep(env.Store),
+			Tools:  crm.Tools(svc, env.Cursors),
 		}
 	}}
 }
@@ -183,9 +186,12 @@ func list(s string) []string {
 	return out
 }
 
-// Service builds the CRM service on env with cfg.
+// Service builds the CRM service on env with cfg. Credentials are sealed and opened with
+// env.CRMSecrets, never env.Secrets: the Lambdas that serve CRM are granted the key only
+// under the CRM encryption context (infra/access), and CRM values sealed under the default
+// one would be what a channel-only grant could open.
 func Service(env *family.Env, cfg Config) *crm.Service {
-	sealer := env.Secrets
+	sealer := env.CRMSecrets
 	if sealer == nil {
 		sealer = noSealer{}
 	}

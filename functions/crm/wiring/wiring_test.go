@@ -1,11 +1,14 @@
 package wiring
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -19,6 +22,7 @@ import (
 	"github.com/botplatform/api/shared/family/familytest"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
+	"github.com/botplatform/api/shared/secrets"
 	"github.com/botplatform/api/shared/secrets/keyfile"
 	dynamicsfake "github.com/botplatform/api/tests/fakes/crm/dynamics"
 	hubspotfake "github.com/botplatform/api/tests/fakes/crm/hubspot"
@@ -109,7 +113,7 @@ func TestServiceConnects(t *testing.T) {
 	pd := pipedrivefake.New(t)
 	key, err := keyfile.New(make([]byte, 32))
 	require.NoError(t, err)
-	env := familytest.Env(t, family.Deps{Secrets: key})
+	env := familytest.Env(t, family.Deps{CRMSecrets: key})
 	vars := map[string]string{EnvPipedriveAPIBaseURL: pd.URL(), EnvPrivateAddresses: "allow"}
 	svc := Service(env, ConfigFromEnv(func(k string) string { return vars[k] }, ""))
 	_, _, err = svc.ConnectPipedrive(t.Context(), "bot_1", crm.PipedriveRequest{APIKey: "wrong-key", CompanyDomain: "acme"})
@@ -127,6 +131,78 @@ func TestServiceConnects(t *testing.T) {
 	assert.Equal(t, "provider_unavailable", httpapitest.AsError(t, err).Code)
 	assert.Equal(t, before, pd.Requests())
 	require.NotNil(t, Family().Build(env).Purge, "the family erases a deleted bot's connections")
+}
+
+// recordingSealer is a sealer that records the aad of each Seal and Open it serves, over a
+// real one.
+type recordingSealer struct {
+	secrets.Sealer
+	mu           sync.Mutex
+	seals, opens []string
+}
+
+func (r *recordingSealer) Seal(ctx context.Context, plaintext, aad []byte) ([]byte, error) {
+	r.mu.Lock()
+	r.seals = append(r.seals, string(aad))
+	r.mu.Unlock()
+	return r.Sealer.Seal(ctx, plaintext, aad)
+}
+
+func (r *recordingSealer) Open(ctx context.Context, sealed, aad []byte) ([]byte, error) {
+	r.mu.Lock()
+	r.opens = append(r.opens, string(aad))
+	r.mu.Unlock()
+	return r.Sealer.Open(ctx, sealed, aad)
+}
+
+func (r *recordingSealer) calls() (seals, opens []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.seals), slices.Clone(r.opens)
+}
+
+// The family seals and opens CRM credentials with family.Env.CRMSecrets (on AWS the key
+// under the CRM encryption context, the only one the crm and MCP Lambdas are granted it
+// under) and never with Env.Secrets, the channels' sealer: a connection is sealed and its
+// credentials opened for a discovery through the CRM sealer alone. A process with only the
+// channels' sealer connects nothing (503), rather than sealing CRM credentials under the
+// default context.
+func TestFamilySealsWithTheCRMSealer(t *testing.T) {
+	t.Parallel()
+	pd := pipedrivefake.New(t)
+	crmKey, err := keyfile.New(bytes.Repeat([]byte{1}, 32))
+	require.NoError(t, err)
+	channelKey, err := keyfile.New(bytes.Repeat([]byte{2}, 32))
+	require.NoError(t, err)
+	crmSealer, channelSealer := &recordingSealer{Sealer: crmKey}, &recordingSealer{Sealer: channelKey}
+	vars := map[string]string{EnvPipedriveAPIBaseURL: pd.URL(), EnvPrivateAddresses: "allow"}
+	getenv := func(k string) string { return vars[k] }
+
+	env := familytest.Env(t, family.Deps{Secrets: channelSealer, CRMSecrets: crmSealer})
+	svc := Service(env, configOf(env, getenv))
+	c, _, err := svc.ConnectPipedrive(t.Context(), "bot_1", crm.PipedriveRequest{APIKey: pipedrivefake.APIToken, CompanyDomain: "acme"})
+	require.NoError(t, err)
+	seals, _ := crmSealer.calls()
+	require.NotEmpty(t, seals, "the connection's credentials are sealed with the CRM sealer")
+	for _, aad := range seals {
+		assert.Contains(t, aad, c.ID, "each sealed value is bound to its connection")
+	}
+	fields, err := svc.Fields(t.Context(), "bot_1", c.ID, "persons", true)
+	require.NoError(t, err)
+	assert.NotEmpty(t, fields.Data, "the CRM answered with the opened key")
+	_, opens := crmSealer.calls()
+	assert.NotEmpty(t, opens, "the credentials are opened with the CRM sealer")
+	chSeals, chOpens := channelSealer.calls()
+	assert.Empty(t, chSeals, "nothing sealed with the channels' sealer")
+	assert.Empty(t, chOpens, "nothing opened with the channels' sealer")
+
+	// Only the channels' sealer: no CRM credentials are sealed with it.
+	channelsOnly := familytest.Env(t, family.Deps{Secrets: channelSealer})
+	_, _, err = Service(channelsOnly, configOf(channelsOnly, getenv)).
+		ConnectPipedrive(t.Context(), "bot_2", crm.PipedriveRequest{APIKey: pipedrivefake.APIToken, CompanyDomain: "acme"})
+	assert.Equal(t, "secrets_unavailable", httpapitest.AsError(t, err).Code)
+	chSeals, _ = channelSealer.calls()
+	assert.Empty(t, chSeals)
 }
 
 // The client secrets the platform hands over (family.Env.CRMClientSecrets, from SSM on AWS)
@@ -172,7 +248,7 @@ func TestFamilyUsesTheClientSecretFromThePlatform(t *testing.T) {
 	vars := map[string]string{EnvHubSpotClientID: hubspotfake.ClientID, EnvHubSpotRedirectURL: hubspotfake.RedirectURI,
 		EnvHubSpotAuthBaseURL: hs.URL(), EnvHubSpotAPIBaseURL: hs.URL(), EnvPrivateAddresses: "allow"}
 	service := func(secrets map[string]string) *crm.Service {
-		env := familytest.Env(t, family.Deps{Secrets: key, CRMClientSecrets: secrets,
+		env := familytest.Env(t, family.Deps{CRMSecrets: key, CRMClientSecrets: secrets,
 			Tenancy: func(*family.Env) httpapi.BotLoader { return anyBot{} }})
 		return Service(env, configOf(env, func(k string) string { return vars[k] }))
 	}

@@ -69,10 +69,12 @@ func (c *captured) jobs(t *testing.T) []string {
 }
 
 // The broadcast tools, as the MCP Lambda composes them: without a key to open channel
-// credentials (the Lambda is granted none), with the jobs queue. Each answers what its REST
-// route answers (the broadcasts family's, with a key); start, resume and cancel start the send
-// job through the outbox; pause, resume and cancel act on legacy broadcasts only; mutations
-// are audited; the store operations stay within the mcp row of infra/access (TestMain).
+// credentials (the Lambda is granted the credentials key only under the CRM encryption
+// context, for the CRM read tools: TestCRMToolsInTheLambda), with the jobs queue. Each
+// answers what its REST route answers (the broadcasts family's, with a key); start, resume
+// and cancel start the send job through the outbox; pause, resume and cancel act on legacy
+// broadcasts only; mutations are audited; the store operations stay within the mcp row of
+// infra/access (TestMain).
 func TestBroadcastToolsInTheLambda(t *testing.T) {
 	t.Parallel()
 	out := &captured{}

@@ -7,6 +7,7 @@ package wiring
 import (
 	botswiring "github.com/botplatform/api/functions/bots/wiring"
 	broadcastswiring "github.com/botplatform/api/functions/broadcasts/wiring"
+	crmwiring "github.com/botplatform/api/functions/crm/wiring"
 	reactionswiring "github.com/botplatform/api/functions/reactions/wiring"
 	subscriberswiring "github.com/botplatform/api/functions/subscribers/wiring"
 	"github.com/botplatform/api/shared/family"
@@ -17,6 +18,7 @@ func Served() []family.Family {
 	return []family.Family{
 		botswiring.Family(),
 		broadcastswiring.Family(),
+		crmwiring.Family(),
 		reactionswiring.Family(),
 		subscriberswiring.Family(),
 	}

@@ -11,6 +11,12 @@
 // per-value aad: a data key seals many values with different aad, and a per-value context
 // would cost a KMS call per value. The context still scopes the data keys (IAM policies can
 // condition on it, CloudTrail records it); the aad binds each value through GCM instead.
+//
+// A deployment seals with two Sealers under the same key: channel and other provider
+// credentials with the default purpose (PurposeSecrets), CRM credentials with their own
+// (PurposeCRMCredentials), so that a Lambda granted the key only under the CRM purpose
+// (infra/access: a grant conditioned on kms:EncryptionContext:purpose) can open CRM
+// credentials and nothing else.
 package kms
 
 import (
@@ -33,6 +39,26 @@ import (
 	"github.com/botplatform/api/shared/secrets/internal/envelope"
 )
 
+// The encryption context of the deployment's Sealers: one key, PurposeKey, whose value is
+// the purpose the sealed values serve. IAM policies name these (ContextCondition).
+const (
+	// PurposeKey is the encryption context's key.
+	PurposeKey = "purpose"
+	// PurposeSecrets is the default purpose: provider credentials (channel tokens, DKIM
+	// keys, VAPID keys, the customer SDK's identity secrets).
+	PurposeSecrets = "botplatform-secrets"
+	// PurposeCRMCredentials is the purpose of CRM connections' credentials (and the PKCE
+	// verifiers of pending OAuth starts): the CRM family seals and opens them with a Sealer
+	// of its own (family.Env.CRMSecrets).
+	PurposeCRMCredentials = "botplatform-crm-credentials"
+	// ContextCondition is the IAM condition key a policy restricts the key's use to one
+	// purpose with.
+	ContextCondition = "kms:EncryptionContext:" + PurposeKey
+)
+
+// Context is the encryption context of purpose.
+func Context(purpose string) map[string]string { return map[string]string{PurposeKey: purpose} }
+
 // API is the part of *kms.Client the Sealer uses.
 type API interface {
 	GenerateDataKey(ctx context.Context, in *awskms.GenerateDataKeyInput, optFns ...func(*awskms.Options)) (*awskms.GenerateDataKeyOutput, error)
@@ -44,7 +70,8 @@ type Config struct {
 	// KeyID is the KMS key (id, ARN, alias name or alias ARN). Required. Decrypt names it
 	// too, so a value whose data key was encrypted under another key is refused.
 	KeyID string
-	// EncryptionContext is passed to every KMS call (default {"purpose": "botplatform-secrets"}).
+	// EncryptionContext is passed to every KMS call (default Context(PurposeSecrets):
+	// {"purpose": "botplatform-secrets"}).
 	// It is part of the key's identity: changing it makes existing values unreadable.
 	EncryptionContext map[string]string
 	// MaxAge bounds how long a data key seals, and how long a decrypted one stays cached
@@ -98,7 +125,7 @@ type fetch struct {
 // New returns a Sealer over client (a *kms.Client built once per container).
 func New(client API, cfg Config) (*Sealer, error) {
 	if cfg.EncryptionContext == nil {
-		cfg.EncryptionContext = map[string]string{"purpose": "botplatform-secrets"}
+		cfg.EncryptionContext = Context(PurposeSecrets)
 	}
 	if cfg.MaxAge == 0 {
 		cfg.MaxAge = time.Hour

@@ -267,6 +267,10 @@ func TestTamperWrongAADAndWrongKeyDoNotOpen(t *testing.T) {
 	otherContext := newSealer(t, f, kms.Config{EncryptionContext: map[string]string{"purpose": "something-else"}})
 	_, err = otherContext.Open(ctx, sealed, []byte("bot_1/openai"))
 	assert.ErrorIs(t, err, secrets.ErrOpen, "KMS refuses the data key under another context")
+	// The CRM family's sealer (same key, its own purpose) opens no channel credential.
+	crmSealer := newSealer(t, f, kms.Config{EncryptionContext: kms.Context(kms.PurposeCRMCredentials)})
+	_, err = crmSealer.Open(ctx, sealed, []byte("bot_1/openai"))
+	assert.ErrorIs(t, err, secrets.ErrOpen, "the CRM purpose opens no value sealed under the default purpose")
 
 	otherKey := newSealer(t, f, kms.Config{KeyID: "alias/another"})
 	_, err = otherKey.Open(ctx, sealed, []byte("bot_1/openai"))
