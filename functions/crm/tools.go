@@ -16,11 +16,11 @@ import (
 const connectionsRoute = "/api/bots/{botID}/crm/connections"
 
 // Tools are the CRM family's MCP tools (issue 14, item 5): the reads of a bot's CRM
-// connections, of a connection's discovered fields and pipelines, and of its mapping. Each
-// mirrors its REST route, with the read routes' access (crm:read, the Reactions right, the
-// crm plan feature) and answer, through the same Service methods; none changes anything
-// (the discovery cache aside, which the routes fill too), so none is audited. The tools of
-// sync jobs and conflicts come with them.
+// connections, of a connection's discovered fields and pipelines, of its mapping, of its
+// sync jobs and of its conflicts. Each mirrors its REST route, with the read routes' access
+// (crm:read, the Reactions right, the crm plan feature) and answer, through the same
+// Service methods; none changes anything (the discovery cache aside, which the routes fill
+// too), so none is audited.
 func Tools(svc *Service, cursors *httpapi.Cursors) []mcptool.Tool {
 	read := httpapi.Need("crm:read", auth.RightReactions).InPlan(auth.FeatureCRM)
 	return []mcptool.Tool{
@@ -63,7 +63,82 @@ func Tools(svc *Service, cursors *httpapi.Cursors) []mcptool.Tool {
 				}
 				return svc.Revision(ctx, in.BotID, in.ConnectionID, strconv.FormatInt(*in.Revision, 10))
 			}).Mirroring("GET " + connectionsRoute + "/{connectionID}/mapping"),
+		mcptool.New("list_crm_jobs", "List the sync jobs of a CRM connection, newest first, or read one with job_id: each "+
+			"job's id (job_...), kind (initial_sync, reconcile), status (queued, running, succeeded, failed, cancelled), "+
+			"phase (a reconcile's pull or push), the mapping revision it syncs with, progress (processed, written, unchanged, "+
+			"skipped, failed, pulled, conflicts), errors_recorded, the failure's code and message, and its times. With "+
+			"job_id and errors true, the job's per-record errors instead (subscriber, record, code, the CRM's status and "+
+			"code), paged.",
+			read, func(ctx context.Context, in jobsArgs) (any, error) {
+				base := "/api/bots/" + url.PathEscape(in.BotID) + "/crm/connections/" + url.PathEscape(in.ConnectionID) + "/jobs"
+				switch {
+				case in.JobID == "":
+					return mcptool.List(ctx, cursors, base, nil, in.Page, func(limit int, cursor string) ([]Job, string, error) {
+						return svc.Jobs(ctx, in.BotID, in.ConnectionID, limit, cursor)
+					})
+				case in.Errors:
+					return mcptool.List(ctx, cursors, base+"/"+url.PathEscape(in.JobID)+"/errors", nil, in.Page,
+						func(limit int, cursor string) ([]JobError, string, error) {
+							return svc.JobErrors(ctx, in.BotID, in.ConnectionID, in.JobID, limit, cursor)
+						})
+				}
+				return svc.GetJob(ctx, in.BotID, in.ConnectionID, in.JobID)
+			}).Mirroring("GET " + connectionsRoute + "/{connectionID}/jobs"),
+		mcptool.New("list_crm_conflicts", "List the conflicts of a CRM connection, oldest first, or read one with "+
+			"conflict_id: a field both the subscriber and the CRM record changed since their last sync. Each has the "+
+			"subscriber, the record, the source and target, both values and the value they last agreed on, status (open, "+
+			"resolved), the resolution and revision. status narrows the list (a page may then come back short, with a "+
+			"cursor). Resolving is REST only (POST .../conflicts/{id}/resolve).",
+			read, func(ctx context.Context, in conflictsArgs) (any, error) {
+				if in.ConflictID != "" {
+					return svc.Conflict(ctx, in.BotID, in.ConnectionID, in.ConflictID)
+				}
+				path := "/api/bots/" + url.PathEscape(in.BotID) + "/crm/connections/" + url.PathEscape(in.ConnectionID) + "/conflicts"
+				var q url.Values
+				if in.Status != "" {
+					q = url.Values{"status": {in.Status}}
+				}
+				return mcptool.List(ctx, cursors, path, q, in.Page, func(limit int, cursor string) ([]Conflict, string, error) {
+					return svc.Conflicts(ctx, in.BotID, in.ConnectionID, in.Status, limit, cursor)
+				})
+			}).Mirroring("GET " + connectionsRoute + "/{connectionID}/conflicts"),
 	}
+}
+
+type jobsArgs struct {
+	mcptool.Bot
+	mcptool.Page
+	ConnectionID string `json:"connection_id" jsonschema:"the connection's id (crm_...), as list_crm_connections returns it"`
+	JobID        string `json:"job_id,omitempty" jsonschema:"one job (job_...) to read instead of the list"`
+	Errors       bool   `json:"errors,omitempty" jsonschema:"with job_id: list the job's per-record errors instead of the job"`
+}
+
+// Validate requires the connection, and a job for its errors.
+func (a *jobsArgs) Validate() error {
+	var p httpapi.Problems
+	requireConnection(&p, a.ConnectionID)
+	if a.Errors && a.JobID == "" {
+		p.Add("errors", "needs job_id: the job whose errors to list")
+	}
+	return p.Err()
+}
+
+type conflictsArgs struct {
+	mcptool.Bot
+	mcptool.Page
+	ConnectionID string `json:"connection_id" jsonschema:"the connection's id (crm_...), as list_crm_connections returns it"`
+	ConflictID   string `json:"conflict_id,omitempty" jsonschema:"one conflict (cfl_...) to read instead of the list"`
+	Status       string `json:"status,omitempty" jsonschema:"open or resolved; absent: both"`
+}
+
+// Validate requires the connection and a known status.
+func (a *conflictsArgs) Validate() error {
+	var p httpapi.Problems
+	requireConnection(&p, a.ConnectionID)
+	if a.Status != "" && a.Status != ConflictOpen && a.Status != ConflictResolved {
+		p.Add("status", "must be open or resolved")
+	}
+	return p.Err()
 }
 
 // withRetryAfter gives a problem that knows how long the CRM asked to wait the wait as

@@ -85,7 +85,7 @@ func TestToolsAnswerAsTheirRoutes(t *testing.T) {
 	f := newToolFixture(t)
 	f.catalog(t, f.bot)
 	owner := f.as(auth.Scopes{auth.Full}, auth.RoleOwner, nil)
-	require.Len(t, f.tools, 4)
+	require.Len(t, f.tools, 6)
 	for _, tool := range f.tools {
 		assert.False(t, tool.Mutates, tool.Name)
 		assert.True(t, tool.BotScoped, tool.Name)
@@ -202,6 +202,60 @@ func TestToolsRefuse(t *testing.T) {
 	assert.Positive(t, res.Err.Extensions["retry_after_seconds"], "the wait the CRM asked for")
 	rest := f.Do(t, "GET", f.hsURL+"/pipelines", nil)
 	require.Equal(t, http.StatusOK, rest.Code, "a refusal caches nothing: %s", rest.Body)
+}
+
+// The jobs and conflicts tools answer what their routes answer: the list, one job, its
+// errors, one conflict, and the list narrowed by status.
+func TestJobAndConflictTools(t *testing.T) {
+	t.Parallel()
+	f := newToolFixture(t)
+	f.catalog(t, f.bot)
+	owner := f.as(auth.Scopes{auth.Full}, auth.RoleOwner, nil)
+	f.subscriber(t, f.bot, "1", map[string]any{"email": "ann@example.com"}, false)
+	put := f.Do(t, "PUT", f.hsURL+"/mapping", hubspotMapping)
+	require.Equal(t, http.StatusCreated, put.Code, put.Body)
+	job := f.sync(t, KindInitialSync)
+	id := job["id"].(string)
+	conn := map[string]any{"bot_id": f.bot, "connection_id": f.hsID}
+	with := func(extra map[string]any) map[string]any {
+		out := map[string]any{}
+		for k, v := range conn {
+			out[k] = v
+		}
+		for k, v := range extra {
+			out[k] = v
+		}
+		return out
+	}
+
+	rest := f.Do(t, "GET", f.hsURL+"/jobs", nil)
+	require.Equal(t, http.StatusOK, rest.Code, rest.Body)
+	assert.JSONEq(t, rest.Body, answer(t, f.call(owner, "list_crm_jobs", conn)))
+	rest = f.Do(t, "GET", f.hsURL+"/jobs/"+id, nil)
+	assert.JSONEq(t, rest.Body, answer(t, f.call(owner, "list_crm_jobs", with(map[string]any{"job_id": id}))))
+	rest = f.Do(t, "GET", f.hsURL+"/jobs/"+id+"/errors", nil)
+	require.Equal(t, http.StatusOK, rest.Code, rest.Body)
+	assert.JSONEq(t, rest.Body, answer(t, f.call(owner, "list_crm_jobs", with(map[string]any{"job_id": id, "errors": true}))))
+
+	rest = f.Do(t, "GET", f.hsURL+"/conflicts?status=open", nil)
+	require.Equal(t, http.StatusOK, rest.Code, rest.Body)
+	assert.JSONEq(t, rest.Body, answer(t, f.call(owner, "list_crm_conflicts", with(map[string]any{"status": "open"}))))
+
+	for name, c := range map[string]struct {
+		tool string
+		args map[string]any
+		want int
+	}{
+		"errors without a job": {"list_crm_jobs", with(map[string]any{"errors": true}), http.StatusBadRequest},
+		"unknown status":       {"list_crm_conflicts", with(map[string]any{"status": "pending"}), http.StatusBadRequest},
+		"unknown job":          {"list_crm_jobs", with(map[string]any{"job_id": "job_00000000000000000000000000"}), http.StatusNotFound},
+		"unknown conflict":     {"list_crm_conflicts", with(map[string]any{"conflict_id": "cfl_00000000000000000000000000"}), http.StatusNotFound},
+		"another bot":          {"list_crm_jobs", map[string]any{"bot_id": f.otherBot, "connection_id": f.hsID}, http.StatusNotFound},
+	} {
+		res := f.call(owner, c.tool, c.args)
+		require.NotNil(t, res.Err, name)
+		assert.Equal(t, c.want, res.Status(), "%s: %v", name, res.Err)
+	}
 }
 
 // decoded is v as encoding/json decodes its JSON into any.
