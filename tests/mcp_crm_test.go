@@ -20,6 +20,8 @@ var crmTools = map[string][]string{
 	"get_crm_fields":       {"bot_id", "connection_id", "object"},
 	"list_crm_pipelines":   {"bot_id", "connection_id"},
 	"get_crm_mapping":      {"bot_id", "connection_id"},
+	"list_crm_jobs":        {"bot_id", "connection_id"},
+	"list_crm_conflicts":   {"bot_id", "connection_id"},
 }
 
 // The CRM read tools over the real process, with the SDK's client, against the CRM fakes:
@@ -91,6 +93,8 @@ func TestMCPCRMTools(t *testing.T) {
 		{"get_crm_fields", map[string]any{"bot_id": bot, "connection_id": pd, "object": "persons"}, conn(pd) + "/objects/persons/fields"},
 		{"get_crm_mapping", map[string]any{"bot_id": bot, "connection_id": pd}, conn(pd) + "/mapping"},
 		{"get_crm_mapping", map[string]any{"bot_id": bot, "connection_id": pd, "revision": 1}, conn(pd) + "/mapping/revisions/1"},
+		{"list_crm_jobs", map[string]any{"bot_id": bot, "connection_id": pd}, conn(pd) + "/jobs"},
+		{"list_crm_conflicts", map[string]any{"bot_id": bot, "connection_id": pd, "status": "open"}, conn(pd) + "/conflicts?status=open"},
 	}
 	for _, c := range cases {
 		got, isError := callTool(t, cs, c.tool, c.args)
