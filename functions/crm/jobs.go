@@ -128,12 +128,20 @@ type JobError struct {
 	At time.Time `json:"at"`
 }
 
-// jobPayload names the job a step runs.
+// jobPayload names the job a step runs, and the step its run begins at (a run that
+// continues an earlier one: see stepsPerRun).
 type jobPayload struct {
 	Bot  string `json:"bot_id"`
 	Conn string `json:"connection_id"`
 	Job  string `json:"job_id"`
+	From int64  `json:"from_step,omitempty"`
 }
+
+// stepsPerRun bounds the steps of one run of a job (one Step Functions execution, one
+// chain of queue messages): a Standard execution ends at 25,000 history events, some 9 a
+// step, so a sync longer than that continues as a new run (at 20 seconds a step, every 11
+// hours).
+const stepsPerRun = 2000
 
 // Rate is a provider's API rate limit: N calls in any Window.
 type Rate struct {
@@ -417,7 +425,7 @@ func (s *Service) SyncStep(ctx context.Context, payload json.RawMessage, cursor 
 	if err := json.Unmarshal(payload, &p); err != nil {
 		return "", true, fmt.Errorf("crm: sync job payload: %w", err)
 	}
-	n := int64(0)
+	n := p.From
 	if cursor != "" {
 		var err error
 		if n, err = strconv.ParseInt(cursor, 10, 64); err != nil {
@@ -430,6 +438,10 @@ func (s *Service) SyncStep(ctx context.Context, payload json.RawMessage, cursor 
 	}
 	if err != nil {
 		return "", false, err
+	}
+	if !terminal(rec.Status) && rec.Step == n+1 && rec.Step-p.From >= s.runSteps {
+		// The last step of this run ran but its hand-over did not start the next run.
+		return "", true, s.handOver(ctx, p, rec.Step)
 	}
 	if terminal(rec.Status) || rec.Step != n {
 		return "", true, nil // finished, or a duplicate delivery of a step that ran
@@ -458,7 +470,24 @@ func (s *Service) SyncStep(ctx context.Context, payload json.RawMessage, cursor 
 		}
 		return "", false, err
 	}
+	if rec.Step-p.From >= s.runSteps {
+		if err := s.handOver(ctx, p, rec.Step); err != nil {
+			return "", false, err // the retry of this step hands over again (above)
+		}
+		return "", true, nil
+	}
 	return strconv.FormatInt(rec.Step, 10), false, nil
+}
+
+// handOver ends a run of a job that has run stepsPerRun steps: a new run goes on from step
+// next. Two hand-overs of one step (a retry after a start that did succeed) start two runs,
+// of which the second finds the step taken and stops.
+func (s *Service) handOver(ctx context.Context, p jobPayload, next int64) error {
+	p.From = next
+	if err := s.jobs.Start(ctx, JobSync, p); err != nil {
+		return fmt.Errorf("crm: continue sync job %s as a new run: %w", p.Job, err)
+	}
+	return nil
 }
 
 // runStep runs pages until the step's time is up; done when the job finished.
@@ -483,7 +512,8 @@ func (s *Service) runStep(ctx context.Context, c Connection, rec *jobRecord) (bo
 		}
 	}
 	r := s.rate(c.Provider)
-	pc := crmhttp.NewPace(pace.New(r.N, r.Window, start, rec.Pace.Times()))
+	// The pacer counts on the real clock, as the provider does (crmhttp paces with it).
+	pc := crmhttp.NewPace(pace.New(r.N, r.Window, time.Now(), rec.Pace.Times()))
 	ctx = crmhttp.WithPace(ctx, pc)
 	deadline := start.Add(s.stepDuration)
 	for s.now().Before(deadline) {
@@ -509,7 +539,7 @@ func (s *Service) runStep(ctx context.Context, c Connection, rec *jobRecord) (bo
 			}
 			return false, fail
 		}
-		rec.Pace = pace.NewLog(pc.Recent(s.now()))
+		rec.Pace = pace.NewLog(pc.Recent(time.Now()))
 		extra, err := s.errorWrites(rec, errs)
 		if err != nil {
 			return false, err
@@ -569,7 +599,7 @@ func jobProblem(err error) *JobProblem {
 
 // pushPage syncs the next page of subscribers, syncWorkers at a time.
 func (s *Service) pushPage(ctx context.Context, y *syncer, rec *jobRecord) ([]JobError, bool, error) {
-	people, next, err := s.subscribers.Page(ctx, rec.BotID, syncPage, rec.Cursor)
+	people, next, err := s.subscribers.Page(ctx, rec.BotID, s.pageSize, rec.Cursor)
 	if err != nil {
 		return nil, false, err
 	}

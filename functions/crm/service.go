@@ -149,7 +149,10 @@ type Service struct {
 	// subscribers may be nil (Config.Subscribers).
 	subscribers Subscribers
 	// transcripts and jobs may be nil (Config).
-	transcripts  Transcripts
+	transcripts Transcripts
+	// pageSize and runSteps are syncPage and stepsPerRun, which tests make small.
+	pageSize     int
+	runSteps     int64
 	jobs         jobs.Starter
 	stepDuration time.Duration
 }
@@ -166,6 +169,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{store: cfg.Store, sealer: cfg.Sealer, bots: cfg.Bots, audit: cfg.Audit, limiter: cfg.Limiter,
 		newClient: cfg.NewClient, subscribers: cfg.Subscribers, http: cfg.HTTPClient, settings: cfg.Settings, log: cfg.Log, now: cfg.Now,
 		transcripts: cfg.Transcripts, jobs: cfg.Jobs, stepDuration: cfg.StepDuration}
+	s.pageSize, s.runSteps = syncPage, stepsPerRun
 	if s.stepDuration <= 0 {
 		s.stepDuration = DefaultStepDuration
 	}

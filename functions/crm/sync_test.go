@@ -3,9 +3,11 @@ package crm
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -231,4 +233,53 @@ func TestReconcileConflict(t *testing.T) {
 	sub, err = f.subs.Get(t.Context(), f.bot, ann)
 	require.NoError(t, err)
 	assert.Equal(t, "Smythe", *sub.LastName)
+}
+
+// A job longer than one run's steps continues as new runs, each from the step the last one
+// saved, and still writes every subscriber once.
+func TestSyncContinuesAsNewRuns(t *testing.T) {
+	t.Parallel()
+	f := newMappingFixture(t)
+	f.catalog(t, f.bot)
+	for i := range 7 {
+		f.subscriber(t, f.bot, fmt.Sprint(100+i), map[string]any{"email": fmt.Sprintf("p%d@example.com", i)}, false)
+	}
+	res := f.Do(t, "PUT", f.hsURL+"/mapping", json.RawMessage(hubspotMapping))
+	require.Equal(t, http.StatusCreated, res.Code, res.Body)
+	// Pages of 2, runs of 2 steps, and a clock that moves on every reading: a step's time is
+	// up after a page or two.
+	f.svc.pageSize, f.svc.runSteps, f.svc.stepDuration = 2, 2, 5*time.Second
+	var mu sync.Mutex
+	f.svc.now = func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		f.clock.Advance(2 * time.Second)
+		return f.clock.Now()
+	}
+	res = f.Do(t, "POST", f.hsURL+"/jobs", map[string]any{"kind": KindInitialSync})
+	require.Equal(t, http.StatusAccepted, res.Code, res.Body)
+	id := res.JSON["id"].(string)
+	runs := 0
+	for i := 0; i < len(f.jobs.list); i++ {
+		require.Less(t, i, 50, "the job never finishes")
+		f.jobs.mu.Lock()
+		j := f.jobs.list[i]
+		f.jobs.mu.Unlock()
+		runs++
+		cursor := ""
+		for {
+			next, done, err := f.svc.SyncStep(t.Context(), j.payload, cursor)
+			require.NoError(t, err)
+			if done {
+				break
+			}
+			cursor = next
+		}
+	}
+	assert.Greater(t, runs, 1, "the job continued as new runs")
+	res = f.Do(t, "GET", f.hsURL+"/jobs/"+id, nil)
+	require.Equal(t, http.StatusOK, res.Code, res.Body)
+	assert.Equal(t, JobSucceeded, res.JSON["status"])
+	assert.Equal(t, float64(7), progress(t, res.JSON)["written"])
+	assert.Equal(t, 7, f.hs.Count("contacts"))
 }

@@ -9,6 +9,11 @@ import (
 	"strings"
 	"time"
 
+	awssfn "github.com/aws/aws-sdk-go-v2/service/sfn"
+
+	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/jobs/sfn"
+
 	"github.com/botplatform/api/functions/bots"
 	"github.com/botplatform/api/shared/eventlog/storelog"
 	"github.com/botplatform/api/shared/family"
@@ -285,6 +290,10 @@ func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now 
 		if d.Queue, err = a.JobsSender(); err != nil {
 			return family.Deps{}, err
 		}
+	}
+	if arn := a.cfg.JobsStateMachineARN; arn != "" {
+		client := awssfn.NewFromConfig(a.aws)
+		d.LongJobs = func(known func(string) bool) jobs.Starter { return sfn.NewStarter(client, arn, known) }
 	}
 	return d, nil
 }

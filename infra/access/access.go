@@ -389,6 +389,10 @@ func Access() map[string][]Grant {
 			{On: CRMHubSpotClientSecretParameter, Actions: []string{"ssm:GetParameter"}},
 			{On: CRMSalesforceClientSecretParameter, Actions: []string{"ssm:GetParameter"}},
 			{On: ParameterKey, Actions: []string{"kms:Decrypt"}},
+			// Sync jobs, and the erasure of a disconnected connection's sync state, run as
+			// executions of the jobs state machine (shared/jobs/sfn): a sync is paced to the
+			// provider's limit for as long as its subscribers take.
+			{On: JobsStateMachine, Actions: []string{"states:StartExecution"}},
 		},
 		// The device surface /sdk/v1/*: installations registered and authenticated (the
 		// token lookup, GetItem), identity secrets opened (Decrypt), push credentials sealed

@@ -527,7 +527,7 @@ func TestEnvironmentContract(t *testing.T) {
 		"webpush":        append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		"customersdk":    append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		// The CRM credentials' sealer only (the key under the CRM encryption context).
-		"crm": append([]string{"AUDIT_BUS_NAME", "CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "PUBLIC_URL", "TABLE_NAME"}, base...),
+		"crm": append([]string{"AUDIT_BUS_NAME", "CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_STATE_MACHINE_ARN", "PUBLIC_URL", "TABLE_NAME"}, base...),
 		"sdk": append([]string{"CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		"mcp": append([]string{"AUDIT_BUS_NAME", "CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "TABLE_NAME"}, base...),
 		// Both sealers: channel credentials (the runtime's sends) and CRM credentials.
@@ -567,7 +567,7 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 		"sdk":         {"CURSOR_KEY_ID", "SDK_KEY_PARAMETER", "SECRETS_KEY_ID", "TABLE_NAME"},
 		// The CRM OAuth applications: the client ids and the overridden endpoints, and the
 		// names of the client secrets' parameters, to the crm, MCP and jobs Lambdas alone.
-		"crm": {"AUDIT_BUS_NAME", "CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "PUBLIC_URL", "TABLE_NAME",
+		"crm": {"AUDIT_BUS_NAME", "CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_STATE_MACHINE_ARN", "PUBLIC_URL", "TABLE_NAME",
 			"CRM_HUBSPOT_CLIENT_ID", "CRM_HUBSPOT_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_CLIENT_ID",
 			"CRM_SALESFORCE_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_LOGIN_BASE_URL", "CRM_DYNAMICS_LOGIN_BASE_URL"},
 		"mcp": {"AUDIT_BUS_NAME", "CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "TABLE_NAME",

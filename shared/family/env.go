@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,6 +68,10 @@ type Env struct {
 	// Jobs starts background jobs as steps on Queue; nil without a Queue. It knows the job
 	// kinds of the families composed on this Env (Compose).
 	Jobs jobs.Starter
+	// LongJobs starts jobs that may run longer than a queue's retries tolerate (a CRM sync
+	// of many thousand records, paced to the provider): executions of the jobs state machine
+	// on AWS (Deps.LongJobs); elsewhere Jobs. Nil when neither is there.
+	LongJobs jobs.Starter
 	// Adapters are the messaging providers this deployment speaks to.
 	Adapters []channel.Adapter
 	// PublicURL is the deployment's public base URL, where providers deliver webhooks ("" when
@@ -123,6 +128,10 @@ type Deps struct {
 	// Queue carries job steps and the families' messages (optional: a process without one
 	// starts no jobs, and its outbox only stages).
 	Queue queue.Sender
+	// LongJobs builds Env.LongJobs where long jobs run elsewhere than on Queue (optional:
+	// the Step Functions starter on AWS). known reports whether a job kind is registered on
+	// the Env, so that a starter refuses a typo at once.
+	LongJobs func(known func(kind string) bool) jobs.Starter
 	// Adapters are the messaging providers this deployment speaks to.
 	Adapters []channel.Adapter
 	// PublicURL is Env.PublicURL.
@@ -231,6 +240,10 @@ func NewEnv(d Deps) (*Env, error) {
 	if d.Queue != nil {
 		env.runner = jobs.NewQueueRunner(d.Queue, env.registry)
 		env.Jobs = env.runner
+		env.LongJobs = env.runner
+	}
+	if d.LongJobs != nil {
+		env.LongJobs = d.LongJobs(func(kind string) bool { return slices.Contains(env.registry.Kinds(), kind) })
 	}
 	if d.LinkKey != nil {
 		if env.Links, err = emaillinks.New(d.LinkKey); err != nil {

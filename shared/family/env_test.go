@@ -49,3 +49,27 @@ func TestComposeBuildsOnce(t *testing.T) {
 	assert.Error(t, err, "no queue: no job can run")
 	assert.Nil(t, env.Jobs, "no queue: no job can start")
 }
+
+// LongJobs is the starter Deps builds (the state machine's on AWS), told which kinds the
+// composed families registered; without one it is the queue runner, and without a queue nil.
+func TestLongJobs(t *testing.T) {
+	t.Parallel()
+	var known func(string) bool
+	starter := recordingStarter{}
+	env := familytest.Env(t, family.Deps{LongJobs: func(k func(string) bool) jobs.Starter { known = k; return starter }})
+	family.Compose(env, family.Family{Name: "x", Build: func(*family.Env) family.Parts {
+		return family.Parts{Jobs: map[string]jobs.Step{"x.sync": func(context.Context, json.RawMessage, string) (string, bool, error) {
+			return "", true, nil
+		}}}
+	}})
+	assert.Equal(t, starter, env.LongJobs)
+	require.NotNil(t, known)
+	assert.True(t, known("x.sync"), "a kind composed after the Env was built")
+	assert.False(t, known("x.typo"))
+
+	assert.Nil(t, familytest.Env(t, family.Deps{}).LongJobs, "no queue, no state machine: nothing starts")
+}
+
+type recordingStarter struct{}
+
+func (recordingStarter) Start(context.Context, string, any) error { return nil }

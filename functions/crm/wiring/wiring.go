@@ -214,11 +214,12 @@ func Service(env *family.Env, cfg Config) *crm.Service {
 		// Pulls write subscribers as any other writer does: their events recorded.
 		Subscribers: crm.SubscribersOf(subs),
 		Transcripts: transcripts{runtime.NewTraces(env.Store, traceSubscribers{subs}, env.Now)},
-		Jobs:        env.Jobs,
-		HTTPClient:  &tokenClient,
-		Settings:    cfg.Settings,
-		Log:         env.Log,
-		Now:         env.Now,
+		// Syncs run long (paced to the provider): the state machine on AWS.
+		Jobs:       env.LongJobs,
+		HTTPClient: &tokenClient,
+		Settings:   cfg.Settings,
+		Log:        env.Log,
+		Now:        env.Now,
 	})
 	if err != nil {
 		// Every field New checks is set above; a failure here is a programming error.
