@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -540,10 +541,19 @@ func (s *Service) runStep(ctx context.Context, c Connection, rec *jobRecord) (bo
 			return false, fail
 		}
 		rec.Pace = pace.NewLog(pc.Recent(time.Now()))
-		extra, err := s.errorWrites(rec, errs)
+		// The page's errors go first, in transactions of their own (a page of failures is
+		// more than one transaction holds), numbered from the count the job saved: a page
+		// repeated after a crash writes the same items again.
+		errWrites, err := s.errorWrites(rec, errs)
 		if err != nil {
 			return false, err
 		}
+		for chunk := range slices.Chunk(errWrites, store.MaxTransactWrites) {
+			if err := s.store.Transact(ctx, chunk); err != nil {
+				return false, err
+			}
+		}
+		var extra []store.Write
 		if last {
 			if rec.Kind == KindReconcile {
 				wm, err := item(watermarkKey(rec.BotID, rec.ConnectionID), 0, watermark{Since: rec.Began.Add(-reconcileOverlap)})

@@ -330,6 +330,9 @@ func (y *syncer) pull(ctx context.Context, rec crmapi.Record) (outcome, opened i
 		case f.Direction == DirectionBoth && same(platform, crmValue):
 			// Both sides hold the same value already.
 		case f.Direction == DirectionBoth && (!known || !same(platform, base)) && platform != nil:
+			if len(conflicts) == maxConflictsPerRecord {
+				continue // the rest wait for the next reconcile that reads the record
+			}
 			conflicts = append(conflicts, y.newConflict(person.ID, rec.ID, f, platform, crmValue, base, known))
 			l.Conflicts = append(l.Conflicts, f.Target)
 			changed = true
@@ -368,6 +371,10 @@ func (y *syncer) pull(ctx context.Context, rec crmapi.Record) (outcome, opened i
 	}
 	return pullWritten, 0, nil
 }
+
+// maxConflictsPerRecord bounds the conflicts one record opens at once: each is two writes
+// of the transaction that saves the subscriber's link.
+const maxConflictsPerRecord = (store.MaxTransactWrites - 1) / 2
 
 // pullInto adds to w what writing a CRM value to f's source takes; false when the value does
 // not convert to the source's type.
