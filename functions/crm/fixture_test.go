@@ -121,6 +121,10 @@ func (*fakeClient) Upsert(context.Context, string, string, string, map[string]an
 	return crmapi.Record{}, errUnused
 }
 
+func (*fakeClient) Update(context.Context, string, string, map[string]any) (crmapi.Record, error) {
+	return crmapi.Record{}, errUnused
+}
+
 func (*fakeClient) Find(context.Context, string, string, string, []string) (crmapi.Record, error) {
 	return crmapi.Record{}, errUnused
 }

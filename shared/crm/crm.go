@@ -1,9 +1,9 @@
 // Package crm is the contract between the CRM family (functions/crm) and the provider
 // clients (shared/crm/hubspot, salesforce, pipedrive, dynamics): what a connection's
 // credentials are, what the family asks of a CRM (who am I, which objects and fields, which
-// pipelines, write a record, find a record, add a note, revoke) and the errors a client
-// returns so that the family maps them to documented problem codes without knowing the
-// provider's wire format.
+// pipelines, write a record by key or by id, find a record, add a note, revoke) and the
+// errors a client returns so that the family maps them to documented problem codes without
+// knowing the provider's wire format.
 //
 // Each client is a real HTTP client of its provider's documented API with a configurable base
 // URL; tests run them against the fakes in tests/fakes/crm, which check tokens, signatures
@@ -146,6 +146,11 @@ type Client interface {
 	// contacts, the email address), creating it when there is none, and returns the record
 	// as stored. It is idempotent: the same call twice leaves one record.
 	Upsert(ctx context.Context, object, key, value string, props map[string]any) (Record, error)
+	// Update writes props to the record of object with that id (a Record.ID an earlier write
+	// returned) in one write, without a search, and returns the record as stored. It never
+	// creates a record: ErrNotFound when the CRM has no record with that id (deleted, or
+	// merged into another), and the caller falls back to Upsert.
+	Update(ctx context.Context, object, id string, props map[string]any) (Record, error)
 	// Get reads a record by id with the fields named (all mapped fields, say).
 	Get(ctx context.Context, object, id string, fields []string) (Record, error)
 	// Find reads the record of object whose field key equals value; ErrNotFound when none.

@@ -3,8 +3,9 @@
 // Microsoft Entra ID ({login}/{tenant}/oauth2/v2.0/token, scope "{environment}/.default"):
 // WhoAmI and the organization for the account, EntityDefinitions for fields and picklist
 // options, the opportunity sales stages as the pipeline, $filter queries then PATCH or POST
-// for upserts, modifiedon for changes and annotations for notes. Dataverse has no revocation
-// of client-credentials tokens: Revoke returns nil (the customer removes the application user).
+// for upserts, PATCH by id for updates, modifiedon for changes and annotations for notes.
+// Dataverse has no revocation of client-credentials tokens: Revoke returns nil (the customer
+// removes the application user).
 package dynamics
 
 import (
@@ -411,19 +412,52 @@ func (c *Client) Upsert(ctx context.Context, object, key, value string, props ma
 	if err != nil && !errors.Is(err, crm.ErrNotFound) {
 		return crm.Record{}, err
 	}
-	prefer := http.Header{"Prefer": {"return=representation"}}
-	var out map[string]any
 	if err == nil {
-		prefer.Set("If-Match", "*")
-		err = c.do(ctx, http.MethodPatch, c.api+"/"+object+"("+found.ID+")", vals, &out, prefer)
-	} else {
-		vals[key] = value
-		err = c.do(ctx, http.MethodPost, c.api+"/"+object, vals, &out, prefer)
+		if !guid.MatchString(found.ID) {
+			return crm.Record{}, &crm.ProviderError{Status: 200, Code: "bad_response", Message: "no record id in the answer"}
+		}
+		return c.update(ctx, i, found.ID, vals)
 	}
+	vals[key] = value
+	var out map[string]any
+	if err := c.do(ctx, http.MethodPost, c.api+"/"+object, vals, &out, http.Header{"Prefer": {"return=representation"}}); err != nil {
+		return crm.Record{}, err
+	}
+	return answered(i, out)
+}
+
+// Update writes props to the record with that id: one PATCH with If-Match: * (without it
+// Dataverse upserts: a PATCH to an id it does not have would create the record) and Prefer:
+// return=representation, which answers the record. An id Dataverse does not have (deleted)
+// answers 404.
+func (c *Client) Update(ctx context.Context, object, id string, props map[string]any) (crm.Record, error) {
+	i, err := known(object)
 	if err != nil {
 		return crm.Record{}, err
 	}
-	r := record(object, objects[i].key, out)
+	if !guid.MatchString(id) {
+		return crm.Record{}, fmt.Errorf("%w: %q is not a Dataverse id", crm.ErrNotFound, id)
+	}
+	vals, err := values(props)
+	if err != nil {
+		return crm.Record{}, err
+	}
+	return c.update(ctx, i, id, vals)
+}
+
+// update PATCHes the existing record id of objects[i] with vals and returns it as answered.
+func (c *Client) update(ctx context.Context, i int, id string, vals map[string]any) (crm.Record, error) {
+	var out map[string]any
+	h := http.Header{"Prefer": {"return=representation"}, "If-Match": {"*"}}
+	if err := c.do(ctx, http.MethodPatch, c.api+"/"+objects[i].Name+"("+id+")", vals, &out, h); err != nil {
+		return crm.Record{}, err
+	}
+	return answered(i, out)
+}
+
+// answered is the record a write of objects[i] answered (Prefer: return=representation).
+func answered(i int, out map[string]any) (crm.Record, error) {
+	r := record(objects[i].Name, objects[i].key, out)
 	if !guid.MatchString(r.ID) {
 		return crm.Record{}, &crm.ProviderError{Status: 200, Code: "bad_response", Message: "no record id in the answer"}
 	}

@@ -2,12 +2,16 @@ package dynamics_test
 
 import (
 	"fmt"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/botplatform/api/shared/crm"
 	"github.com/botplatform/api/shared/crm/dynamics"
@@ -226,4 +230,123 @@ func TestErrors(t *testing.T) {
 	assert.True(t, pe.Temporary)
 	_, err = c.Pipelines(ctx)
 	require.NoError(t, err)
+}
+
+func TestUpdate(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c := newClient(t, f, creds(f))
+	ctx := t.Context()
+	r, err := c.Upsert(ctx, "contacts", "emailaddress1", "upd@example.com", map[string]any{"firstname": "Ada"})
+	require.NoError(t, err)
+
+	before := f.Requests()
+	got, err := c.Update(ctx, "contacts", r.ID, map[string]any{"lastname": "Lovelace", "new_botconversations": 4.0})
+	require.NoError(t, err)
+	assert.Equal(t, before+1, f.Requests(), "one PATCH answering the record (return=representation), no query")
+	assert.Equal(t, r.ID, got.ID)
+	assert.Equal(t, "Lovelace", got.Properties["lastname"])
+	assert.Equal(t, "Ada", got.Properties["firstname"])
+	assert.Equal(t, 4.0, got.Properties["new_botconversations"])
+	assert.False(t, got.UpdatedAt.IsZero())
+	assert.Equal(t, 1, f.Count("contacts"))
+
+	// Upsert updates through the same PATCH, after its query.
+	before = f.Requests()
+	_, err = c.Upsert(ctx, "contacts", "emailaddress1", "upd@example.com", map[string]any{"firstname": "Augusta"})
+	require.NoError(t, err)
+	assert.Equal(t, before+2, f.Requests())
+
+	// Deleted on the CRM side: If-Match: * makes the PATCH an update, which answers 404;
+	// without it Dataverse (and the fake) would create the record again.
+	require.True(t, f.Delete("contacts", r.ID))
+	_, err = c.Update(ctx, "contacts", r.ID, map[string]any{"firstname": "Ada"})
+	require.ErrorIs(t, err, crm.ErrNotFound)
+	_, err = c.Update(ctx, "contacts", "00000000-0000-0000-0000-000000000000", map[string]any{"firstname": "Ada"})
+	require.ErrorIs(t, err, crm.ErrNotFound)
+	assert.Equal(t, 0, f.Count("contacts"), "an update never creates")
+	before = f.Requests()
+	for _, id := range []string{"", "x)/../accounts(", r.ID + ")?$x=("} {
+		_, err = c.Update(ctx, "contacts", id, nil)
+		require.ErrorIs(t, err, crm.ErrNotFound, id)
+	}
+	assert.Equal(t, before, f.Requests(), "an id that is not a GUID reaches no URL")
+
+	o, err := c.Upsert(ctx, "contacts", "emailaddress1", "o@example.com", nil)
+	require.NoError(t, err)
+	var pe *crm.ProviderError
+	_, err = c.Update(ctx, "contacts", o.ID, map[string]any{"preferredcontactmethodcode": 9.0})
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, 400, pe.Status)
+	_, err = c.Update(ctx, "contacts", o.ID, map[string]any{"modifiedon": "2026-01-01T00:00:00Z"})
+	require.ErrorAs(t, err, &pe, "a read-only attribute")
+	_, err = c.Update(ctx, "incidents", o.ID, nil)
+	assert.ErrorIs(t, err, crm.ErrNotFound, "an entity set the client does not write")
+}
+
+// TestFakePatchWithoutIfMatchUpserts is the control of TestUpdate's deleted record: a PATCH
+// without If-Match creates the record it names, so only the client's If-Match: * kept it
+// deleted.
+func TestFakePatchWithoutIfMatchUpserts(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	cc := clientcredentials.Config{ClientID: fake.ClientID, ClientSecret: fake.ClientSecret,
+		TokenURL: f.URL() + "/" + fake.TenantID + "/oauth2/v2.0/token", Scopes: []string{f.URL() + "/.default"},
+		AuthStyle: oauth2.AuthStyleInParams}
+	hc := cc.Client(t.Context())
+	id := "0000002a-0000-ef11-a317-00000000002a"
+	patch := func(h map[string]string) int {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPatch, f.URL()+"/api/data/v9.2/contacts("+id+")",
+			strings.NewReader(`{"firstname":"Ada"}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("OData-MaxVersion", "4.0")
+		req.Header.Set("OData-Version", "4.0")
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		res, err := hc.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		return res.StatusCode
+	}
+	assert.Equal(t, http.StatusNotFound, patch(map[string]string{"If-Match": "*"}))
+	assert.Equal(t, 0, f.Count("contacts"))
+	assert.Equal(t, http.StatusNoContent, patch(nil), "an upsert that creates")
+	rec, ok := f.Record("contacts", id)
+	require.True(t, ok)
+	assert.Equal(t, "Ada", rec.Props["firstname"])
+	assert.Equal(t, http.StatusPreconditionFailed, patch(map[string]string{"If-None-Match": "*"}), "create only: it exists")
+	assert.Equal(t, http.StatusPreconditionFailed, patch(map[string]string{"If-Match": `W/"1"`}), "another version")
+	assert.Equal(t, http.StatusNoContent, patch(map[string]string{"If-Match": "*"}))
+	assert.Equal(t, 1, f.Count("contacts"))
+}
+
+func TestUpdateErrors(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c := newClient(t, f, creds(f))
+	ctx := t.Context()
+	id := f.Create("contacts", map[string]any{"lastname": "Lovelace"})
+
+	f.SetRateLimit(1, time.Minute)
+	_, err := c.Update(ctx, "contacts", id, map[string]any{"firstname": "A"})
+	require.NoError(t, err)
+	_, err = c.Update(ctx, "contacts", id, map[string]any{"firstname": "B"})
+	var rl *crm.RateLimitedError
+	require.ErrorAs(t, err, &rl)
+	assert.Positive(t, rl.RetryAfter)
+	assert.LessOrEqual(t, rl.RetryAfter, time.Minute, "Retry-After")
+	f.SetRateLimit(0, 0)
+
+	f.ExpireTokens()
+	_, err = c.Update(ctx, "contacts", id, map[string]any{"firstname": "C"})
+	assert.ErrorIs(t, err, crm.ErrUnauthorized)
+	bad := creds(f)
+	bad.ClientSecret = "not~the~client~secret"
+	_, err = newClient(t, f, bad).Update(ctx, "contacts", id, map[string]any{"firstname": "C"})
+	assert.ErrorIs(t, err, crm.ErrUnauthorized)
+	assert.NotContains(t, err.Error(), bad.ClientSecret)
+	rec, _ := f.Record("contacts", id)
+	assert.Equal(t, "A", rec.Props["firstname"], "only the admitted update wrote")
 }

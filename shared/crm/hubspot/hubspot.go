@@ -1,5 +1,5 @@
 // Package hubspot is the crm.Client of HubSpot: the CRM v3 objects API (search, batch upsert,
-// create and update), properties, deal pipelines, notes with associations and the account's
+// create and update by id), properties, deal pipelines, notes with associations and the account's
 // details, with an OAuth 2.0 access token (authorization code with PKCE; Endpoint and Scopes
 // are what the family's oauth2.Config needs) and refresh-token revocation.
 package hubspot
@@ -405,15 +405,41 @@ func (c *Client) Upsert(ctx context.Context, objectName, key, value string, prop
 	if err != nil {
 		return crm.Record{}, err
 	}
-	var out object
 	if len(found.Results) > 0 {
-		err = c.do(ctx, http.MethodPatch, "/crm/v3/objects/"+objectName+"/"+crmhttp.PathEscape(found.Results[0].ID),
-			map[string]any{"properties": vals}, &out)
-	} else {
-		vals[key] = value
-		err = c.do(ctx, http.MethodPost, "/crm/v3/objects/"+objectName, map[string]any{"properties": vals}, &out)
+		return c.update(ctx, objectName, found.Results[0].ID, vals)
 	}
+	vals[key] = value
+	var out object
+	if err := c.do(ctx, http.MethodPost, "/crm/v3/objects/"+objectName, map[string]any{"properties": vals}, &out); err != nil {
+		return crm.Record{}, err
+	}
+	return out.record(objectName), nil
+}
+
+// recordID is a HubSpot record id (hs_object_id): a number.
+var recordID = regexp.MustCompile(`^[0-9]{1,19}$`)
+
+// Update writes props to the record with that id: one PATCH, which answers the record.
+// HubSpot answers 404 for an id it does not have (an archived record included).
+func (c *Client) Update(ctx context.Context, objectName, id string, props map[string]any) (crm.Record, error) {
+	if _, _, err := known(objectName); err != nil {
+		return crm.Record{}, err
+	}
+	if !recordID.MatchString(id) {
+		return crm.Record{}, fmt.Errorf("%w: %q is not a HubSpot record id", crm.ErrNotFound, id)
+	}
+	vals, err := values(props)
 	if err != nil {
+		return crm.Record{}, err
+	}
+	return c.update(ctx, objectName, id, vals)
+}
+
+// update PATCHes the record id with vals (HubSpot's values) and returns it as answered.
+func (c *Client) update(ctx context.Context, objectName, id string, vals map[string]any) (crm.Record, error) {
+	var out object
+	if err := c.do(ctx, http.MethodPatch, "/crm/v3/objects/"+objectName+"/"+crmhttp.PathEscape(id),
+		map[string]any{"properties": vals}, &out); err != nil {
 		return crm.Record{}, err
 	}
 	return out.record(objectName), nil

@@ -424,3 +424,98 @@ func TestTransportErrorHasNoSecret(t *testing.T) {
 	assert.False(t, errors.Is(err, crm.ErrUnauthorized))
 	assert.True(t, strings.Contains(err.Error(), "public"), err.Error())
 }
+
+func TestUpdate(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c, _ := newClient(t, f)
+	ctx := t.Context()
+	r, err := c.Upsert(ctx, "contacts", "email", "upd@example.com", map[string]any{"firstname": "Ada"})
+	require.NoError(t, err)
+
+	before := f.Requests()
+	got, err := c.Update(ctx, "contacts", r.ID, map[string]any{"lastname": "Lovelace", "bot_conversations": 4.0})
+	require.NoError(t, err)
+	assert.Equal(t, before+1, f.Requests(), "one PATCH, no search")
+	assert.Equal(t, r.ID, got.ID)
+	assert.Equal(t, "Lovelace", got.Properties["lastname"])
+	assert.False(t, got.UpdatedAt.IsZero())
+	stored, _ := f.Record("contacts", r.ID)
+	assert.Equal(t, map[string]any{"email": "upd@example.com", "firstname": "Ada", "lastname": "Lovelace", "bot_conversations": "4"}, stored.Props)
+	assert.Equal(t, 1, f.Count("contacts"))
+
+	// Deals have no unique key: Upsert searches, then updates through the same PATCH.
+	d, err := c.Upsert(ctx, "deals", "dealname", "Chat lead 7", map[string]any{"amount": 10.0})
+	require.NoError(t, err)
+	before = f.Requests()
+	_, err = c.Upsert(ctx, "deals", "dealname", "Chat lead 7", map[string]any{"amount": 20.0})
+	require.NoError(t, err)
+	assert.Equal(t, before+2, f.Requests(), "Upsert: a search and a PATCH")
+	got, err = c.Update(ctx, "deals", d.ID, map[string]any{"amount": 30.0})
+	require.NoError(t, err)
+	assert.Equal(t, "30", got.Properties["amount"])
+	assert.Equal(t, 1, f.Count("deals"))
+
+	// A record archived on the CRM side, an id never seen: not found, and nothing created.
+	require.True(t, f.Archive("contacts", r.ID))
+	_, err = c.Update(ctx, "contacts", r.ID, map[string]any{"firstname": "Ada"})
+	require.ErrorIs(t, err, crm.ErrNotFound)
+	_, err = c.Update(ctx, "contacts", "999999", map[string]any{"firstname": "Ada"})
+	require.ErrorIs(t, err, crm.ErrNotFound)
+	assert.Equal(t, 0, f.Count("contacts"), "an update never creates")
+	before = f.Requests()
+	for _, id := range []string{"", "12/../34", "1?x=1"} {
+		_, err = c.Update(ctx, "contacts", id, nil)
+		require.ErrorIs(t, err, crm.ErrNotFound, id)
+	}
+	assert.Equal(t, before, f.Requests(), "an id that is not a HubSpot id reaches no URL")
+
+	// Another contact's email is refused, as HubSpot refuses it.
+	a, err := c.Upsert(ctx, "contacts", "email", "a@example.com", nil)
+	require.NoError(t, err)
+	b, err := c.Upsert(ctx, "contacts", "email", "b@example.com", nil)
+	require.NoError(t, err)
+	_, err = c.Update(ctx, "contacts", b.ID, map[string]any{"email": "a@example.com"})
+	var pe *crm.ProviderError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, 409, pe.Status)
+	stored, _ = f.Record("contacts", a.ID)
+	assert.Equal(t, "a@example.com", stored.Props["email"])
+
+	_, err = c.Update(ctx, "contacts", a.ID, map[string]any{"no_such_property": "1"})
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, 400, pe.Status)
+	_, err = c.Update(ctx, "tickets", a.ID, nil)
+	assert.ErrorIs(t, err, crm.ErrNotFound, "an object the client does not write")
+}
+
+func TestUpdateErrors(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c, _ := newClient(t, f)
+	ctx := t.Context()
+	r, err := c.Upsert(ctx, "contacts", "email", "rl@example.com", nil)
+	require.NoError(t, err)
+
+	f.SetRateLimit(1, time.Minute)
+	_, err = c.Update(ctx, "contacts", r.ID, map[string]any{"firstname": "A"})
+	require.NoError(t, err)
+	_, err = c.Update(ctx, "contacts", r.ID, map[string]any{"firstname": "B"})
+	var rl *crm.RateLimitedError
+	require.ErrorAs(t, err, &rl)
+	assert.Equal(t, time.Minute, rl.RetryAfter, "the policy's interval")
+	f.SetRateLimit(0, 0)
+	stored, _ := f.Record("contacts", r.ID)
+	assert.Equal(t, "A", stored.Props["firstname"], "the refused update wrote nothing")
+
+	f.ExpireAccessTokens()
+	_, err = c.Update(ctx, "contacts", r.ID, map[string]any{"firstname": "C"})
+	assert.ErrorIs(t, err, crm.ErrUnauthorized)
+	bad, err := hubspot.New(hubspot.Config{BaseURL: f.URL(), AllowPrivate: true}, crm.Credentials{AccessToken: "not-a-token"})
+	require.NoError(t, err)
+	_, err = bad.Update(ctx, "contacts", r.ID, map[string]any{"firstname": "C"})
+	assert.ErrorIs(t, err, crm.ErrUnauthorized)
+	assert.NotContains(t, err.Error(), "not-a-token")
+	stored, _ = f.Record("contacts", r.ID)
+	assert.Equal(t, "A", stored.Props["firstname"])
+}

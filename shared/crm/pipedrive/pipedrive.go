@@ -477,22 +477,48 @@ func (c *Client) Upsert(ctx context.Context, object, key, value string, props ma
 	if err != nil && !errors.Is(err, crm.ErrNotFound) {
 		return crm.Record{}, err
 	}
-	var out envelope[map[string]any]
 	if existing != nil {
-		id := strconv.FormatInt(int64(existing["id"].(float64)), 10)
-		err = c.send(ctx, http.MethodPut, object+"/"+id, b, &out)
-	} else {
-		kv, _ := body(map[string]any{key: value})
-		b[key] = kv[key]
-		if object == "persons" && b["name"] == nil {
-			first, _ := props["first_name"].(string)
-			last, _ := props["last_name"].(string)
-			b["name"] = cmpOr(strings.TrimSpace(first+" "+last), value)
-		}
-		err = c.send(ctx, http.MethodPost, object, b, &out)
+		return c.update(ctx, object, strconv.FormatInt(int64(existing["id"].(float64)), 10), b)
 	}
+	kv, _ := body(map[string]any{key: value})
+	b[key] = kv[key]
+	if object == "persons" && b["name"] == nil {
+		first, _ := props["first_name"].(string)
+		last, _ := props["last_name"].(string)
+		b["name"] = cmpOr(strings.TrimSpace(first+" "+last), value)
+	}
+	var out envelope[map[string]any]
+	if err := c.send(ctx, http.MethodPost, object, b, &out); err != nil {
+		return crm.Record{}, err
+	}
+	return record(object, out.Data, nil)
+}
+
+// Update writes props to the record with that id: one PUT, which answers the record.
+// Pipedrive answers 404 for an id it does not have (refuse reads a 410 Gone as not found
+// too).
+func (c *Client) Update(ctx context.Context, object, id string, props map[string]any) (crm.Record, error) {
+	if _, err := known(object); err != nil {
+		return crm.Record{}, err
+	}
+	if !recordID.MatchString(id) {
+		return crm.Record{}, fmt.Errorf("%w: %q is not a Pipedrive id", crm.ErrNotFound, id)
+	}
+	b, err := body(props)
 	if err != nil {
 		return crm.Record{}, err
+	}
+	return c.update(ctx, object, id, b)
+}
+
+// update PUTs b (Pipedrive's write body) to the record id and returns it as answered.
+func (c *Client) update(ctx context.Context, object, id string, b map[string]any) (crm.Record, error) {
+	var out envelope[map[string]any]
+	if err := c.send(ctx, http.MethodPut, object+"/"+id, b, &out); err != nil {
+		return crm.Record{}, err
+	}
+	if out.Data == nil {
+		return crm.Record{}, crm.ErrNotFound
 	}
 	return record(object, out.Data, nil)
 }

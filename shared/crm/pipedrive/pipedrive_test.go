@@ -2,6 +2,7 @@ package pipedrive_test
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -246,4 +247,79 @@ func TestErrors(t *testing.T) {
 	assert.True(t, pe.Temporary)
 	assert.Equal(t, 503, pe.Status)
 	assert.False(t, strings.Contains(err.Error(), fake.APIToken))
+}
+
+func TestUpdate(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c := newClient(t, f)
+	ctx := t.Context()
+	r, err := c.Upsert(ctx, "persons", "email", "upd@example.com", map[string]any{"first_name": "Ada"})
+	require.NoError(t, err)
+
+	before := f.Requests()
+	got, err := c.Update(ctx, "persons", r.ID, map[string]any{"last_name": "Lovelace", fake.KeyConversations: 4.0,
+		"phone": "+4930123456"})
+	require.NoError(t, err)
+	assert.Equal(t, before+1, f.Requests(), "one PUT, no search")
+	assert.Equal(t, r.ID, got.ID)
+	assert.Equal(t, "Lovelace", got.Properties["last_name"])
+	assert.Equal(t, "Ada", got.Properties["first_name"])
+	assert.Equal(t, 4.0, got.Properties[fake.KeyConversations])
+	assert.Equal(t, "+4930123456", got.Properties["phone"], "a phone written as its primary entry")
+	assert.Equal(t, "upd@example.com", got.Properties["email"])
+	assert.False(t, got.UpdatedAt.IsZero())
+	assert.Equal(t, 1, f.Count("persons"))
+
+	// Upsert updates through the same PUT, after its search and the read of the candidate.
+	before = f.Requests()
+	again, err := c.Upsert(ctx, "persons", "email", "upd@example.com", map[string]any{"first_name": "Augusta"})
+	require.NoError(t, err)
+	assert.Equal(t, r.ID, again.ID)
+	assert.Equal(t, before+3, f.Requests())
+
+	_, err = c.Update(ctx, "persons", "99999", map[string]any{"first_name": "Ada"})
+	require.ErrorIs(t, err, crm.ErrNotFound)
+	assert.Equal(t, 1, f.Count("persons"), "an update never creates")
+	before = f.Requests()
+	for _, id := range []string{"", "../users/me", "1?x=1"} {
+		_, err = c.Update(ctx, "persons", id, nil)
+		require.ErrorIs(t, err, crm.ErrNotFound, id)
+	}
+	assert.Equal(t, before, f.Requests(), "an id that is not a Pipedrive id reaches no URL")
+
+	var pe *crm.ProviderError
+	_, err = c.Update(ctx, "persons", r.ID, map[string]any{fake.KeySubscribed: 99.0})
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, 400, pe.Status)
+	_, err = c.Update(ctx, "persons", r.ID, map[string]any{"name": ""})
+	require.ErrorAs(t, err, &pe, "a person keeps its name")
+	_, err = c.Update(ctx, "leads", r.ID, nil)
+	assert.ErrorIs(t, err, crm.ErrNotFound, "an object the client does not write")
+}
+
+func TestUpdateErrors(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c := newClient(t, f)
+	ctx := t.Context()
+	id := strconv.Itoa(f.Create("persons", map[string]any{"name": "Ada"}))
+
+	f.SetRateLimit(1, time.Minute)
+	_, err := c.Update(ctx, "persons", id, map[string]any{"first_name": "A"})
+	require.NoError(t, err)
+	_, err = c.Update(ctx, "persons", id, map[string]any{"first_name": "B"})
+	var rl *crm.RateLimitedError
+	require.ErrorAs(t, err, &rl)
+	assert.Positive(t, rl.RetryAfter)
+	assert.LessOrEqual(t, rl.RetryAfter, time.Minute)
+	f.SetRateLimit(0, 0)
+
+	f.RevokeToken(fake.APIToken)
+	_, err = c.Update(ctx, "persons", id, map[string]any{"first_name": "C"})
+	assert.ErrorIs(t, err, crm.ErrUnauthorized, "a revoked key")
+	assert.NotContains(t, err.Error(), fake.APIToken)
+	n, _ := strconv.Atoi(id)
+	stored, _ := f.Record("persons", n)
+	assert.Equal(t, "A", stored.Props["first_name"], "only the admitted update wrote")
 }

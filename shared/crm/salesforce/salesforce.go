@@ -14,9 +14,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -402,43 +404,72 @@ func (c *Client) Upsert(ctx context.Context, object, key, value string, props ma
 	if err != nil {
 		return crm.Record{}, err
 	}
-	var id string
 	if len(res.Records) > 0 {
 		var r struct {
 			ID string `json:"Id"`
 		}
 		_ = json.Unmarshal(res.Records[0], &r)
-		id = r.ID
-		if len(vals) > 0 {
-			if err := c.do(ctx, http.MethodPatch, c.api+"/sobjects/"+object+"/"+id, vals, nil, nil); err != nil {
-				return crm.Record{}, err
-			}
+		if !recordID.MatchString(r.ID) {
+			return crm.Record{}, &crm.ProviderError{Status: 200, Code: "bad_response", Message: "no record id in the answer"}
 		}
-	} else {
-		vals[key] = value
-		for _, p := range objects[i].placeholders {
-			if s, _ := vals[p].(string); s == "" {
-				vals[p] = "[not provided]"
-			}
-		}
-		var created struct {
-			ID string `json:"id"`
-		}
-		if err := c.do(ctx, http.MethodPost, c.api+"/sobjects/"+object, vals, &created, nil); err != nil {
-			return crm.Record{}, err
-		}
-		id = created.ID
+		return c.update(ctx, object, r.ID, vals, key)
 	}
-	if !recordID.MatchString(id) {
+	vals[key] = value
+	for _, p := range objects[i].placeholders {
+		if s, _ := vals[p].(string); s == "" {
+			vals[p] = "[not provided]"
+		}
+	}
+	var created struct {
+		ID string `json:"id"`
+	}
+	if err := c.do(ctx, http.MethodPost, c.api+"/sobjects/"+object, vals, &created, nil); err != nil {
+		return crm.Record{}, err
+	}
+	if !recordID.MatchString(created.ID) {
 		return crm.Record{}, &crm.ProviderError{Status: 200, Code: "bad_response", Message: "no record id in the answer"}
 	}
-	fields := []string{key}
-	for k := range vals {
-		if k != key {
+	return c.Get(ctx, object, created.ID, fieldsOf(vals, key))
+}
+
+// Update writes props to the record with that id: a PATCH (204, no body) and a read of the
+// fields written, since Salesforce answers an update without the record: two requests (one
+// when props is empty: the read alone, which also tells whether the record exists). A deleted
+// or merged-away record answers 404 ENTITY_IS_DELETED, an unknown id 404 NOT_FOUND.
+func (c *Client) Update(ctx context.Context, object, id string, props map[string]any) (crm.Record, error) {
+	if _, err := known(object); err != nil {
+		return crm.Record{}, err
+	}
+	if !recordID.MatchString(id) {
+		return crm.Record{}, fmt.Errorf("%w: %q is not a Salesforce id", crm.ErrNotFound, id)
+	}
+	vals, err := values(props)
+	if err != nil {
+		return crm.Record{}, err
+	}
+	return c.update(ctx, object, id, vals)
+}
+
+// update PATCHes the record id with vals, when there are any, and reads back the fields
+// written and extra.
+func (c *Client) update(ctx context.Context, object, id string, vals map[string]any, extra ...string) (crm.Record, error) {
+	if len(vals) > 0 {
+		if err := c.do(ctx, http.MethodPatch, c.api+"/sobjects/"+object+"/"+id, vals, nil, nil); err != nil {
+			return crm.Record{}, err
+		}
+	}
+	return c.Get(ctx, object, id, fieldsOf(vals, extra...))
+}
+
+// fieldsOf lists first and then the other fields of vals, sorted (a stable read-back).
+func fieldsOf(vals map[string]any, first ...string) []string {
+	fields := slices.Clone(first)
+	for _, k := range slices.Sorted(maps.Keys(vals)) {
+		if !slices.Contains(fields, k) {
 			fields = append(fields, k)
 		}
 	}
-	return c.Get(ctx, object, id, fields)
+	return fields
 }
 
 // Get reads a record by id with the fields named.

@@ -253,3 +253,90 @@ func TestErrors(t *testing.T) {
 	_, err = salesforce.New(salesforce.Config{}, crm.Credentials{AccessToken: "a"})
 	assert.Error(t, err, "an instance URL is required")
 }
+
+func TestUpdate(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c, _ := newClient(t, f)
+	ctx := t.Context()
+	r, err := c.Upsert(ctx, "Contact", "Email", "upd@example.com", map[string]any{"FirstName": "Ada"})
+	require.NoError(t, err)
+
+	before := f.Requests()
+	got, err := c.Update(ctx, "Contact", r.ID, map[string]any{"LastName": "Lovelace", "Bot_Conversations__c": 4.0})
+	require.NoError(t, err)
+	assert.Equal(t, before+2, f.Requests(), "a PATCH (204) and the read of the fields written; no query")
+	assert.Equal(t, r.ID, got.ID)
+	assert.Equal(t, map[string]any{"Id": r.ID, "SystemModstamp": got.Properties["SystemModstamp"], "LastName": "Lovelace",
+		"Bot_Conversations__c": 4.0}, got.Properties)
+	assert.False(t, got.UpdatedAt.IsZero())
+	stored, _ := f.Record("Contact", r.ID)
+	assert.Equal(t, "Ada", stored.Props["FirstName"])
+	assert.Equal(t, "Lovelace", stored.Props["LastName"])
+	assert.Equal(t, 1, f.Count("Contact"))
+
+	before = f.Requests()
+	got, err = c.Update(ctx, "Contact", r.ID, nil)
+	require.NoError(t, err)
+	assert.Equal(t, before+1, f.Requests(), "nothing to write: the read alone")
+	assert.Equal(t, r.ID, got.ID)
+
+	// Upsert updates through the same path: the query, the PATCH and the read.
+	before = f.Requests()
+	_, err = c.Upsert(ctx, "Contact", "Email", "upd@example.com", map[string]any{"FirstName": "Augusta"})
+	require.NoError(t, err)
+	assert.Equal(t, before+3, f.Requests())
+
+	// Deleted on the CRM side (or merged away): ENTITY_IS_DELETED is not found, and the
+	// PATCH is the only request.
+	require.True(t, f.Delete("Contact", r.ID))
+	before = f.Requests()
+	_, err = c.Update(ctx, "Contact", r.ID, map[string]any{"FirstName": "Ada"})
+	require.ErrorIs(t, err, crm.ErrNotFound)
+	assert.Contains(t, err.Error(), "ENTITY_IS_DELETED")
+	assert.Equal(t, before+1, f.Requests())
+	_, err = c.Update(ctx, "Contact", "003000000000000AAA", map[string]any{"FirstName": "Ada"})
+	require.ErrorIs(t, err, crm.ErrNotFound)
+	assert.Equal(t, 0, f.Count("Contact"), "an update never creates")
+	before = f.Requests()
+	for _, id := range []string{"", "003000000000000AAA/../x", "003000000000000" + "A?b"} {
+		_, err = c.Update(ctx, "Contact", id, nil)
+		require.ErrorIs(t, err, crm.ErrNotFound, id)
+	}
+	assert.Equal(t, before, f.Requests(), "an id that is not a Salesforce id reaches no URL")
+
+	o, err := c.Upsert(ctx, "Contact", "Email", "o@example.com", nil)
+	require.NoError(t, err)
+	var pe *crm.ProviderError
+	_, err = c.Update(ctx, "Contact", o.ID, map[string]any{"Nope__c": "x"})
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "INVALID_FIELD", pe.Code)
+	_, err = c.Update(ctx, "Case", o.ID, nil)
+	assert.ErrorIs(t, err, crm.ErrNotFound, "an object the client does not write")
+}
+
+func TestUpdateErrors(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c, _ := newClient(t, f)
+	ctx := t.Context()
+	r, err := c.Upsert(ctx, "Contact", "Email", "rl@example.com", nil)
+	require.NoError(t, err)
+
+	f.SetRateLimit(2, time.Minute)
+	_, err = c.Update(ctx, "Contact", r.ID, map[string]any{"FirstName": "A"})
+	require.NoError(t, err)
+	_, err = c.Update(ctx, "Contact", r.ID, map[string]any{"FirstName": "B"})
+	var rl *crm.RateLimitedError
+	require.ErrorAs(t, err, &rl, "403 REQUEST_LIMIT_EXCEEDED")
+	assert.Equal(t, time.Second, rl.RetryAfter)
+	f.SetRateLimit(0, 0)
+	stored, _ := f.Record("Contact", r.ID)
+	assert.Equal(t, "A", stored.Props["FirstName"], "the refused update wrote nothing")
+
+	f.ExpireAccessTokens()
+	_, err = c.Update(ctx, "Contact", r.ID, map[string]any{"FirstName": "C"})
+	assert.ErrorIs(t, err, crm.ErrUnauthorized, "INVALID_SESSION_ID")
+	stored, _ = f.Record("Contact", r.ID)
+	assert.Equal(t, "A", stored.Props["FirstName"])
+}

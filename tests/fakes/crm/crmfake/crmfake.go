@@ -435,6 +435,33 @@ func (s *Records) Create(object string, props map[string]any) Record {
 	return r.clone()
 }
 
+// Put merges props into the record of object with id or, when there is none, creates it with
+// that id (a provider's upsert by id, Dataverse's PATCH without If-Match), and reports
+// whether it created it.
+func (s *Records) Put(object, id string, props map[string]any) (Record, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	r, ok := s.objects[object][id]
+	if !ok {
+		r = &Record{ID: id, Props: map[string]any{}, Created: now}
+		if s.objects[object] == nil {
+			s.objects[object] = map[string]*Record{}
+		}
+		s.objects[object][id] = r
+		s.order[object] = append(s.order[object], id)
+	}
+	for k, v := range props {
+		if v == nil {
+			delete(r.Props, k)
+		} else {
+			r.Props[k] = v
+		}
+	}
+	r.Updated = now
+	return r.clone(), !ok
+}
+
 // Update merges props into a record (a nil value removes the property) and reports whether
 // it exists.
 func (s *Records) Update(object, id string, props map[string]any) (Record, bool) {

@@ -63,3 +63,21 @@ func TestOAuthCodeExpiresAndPKCE(t *testing.T) {
 	require.NotNil(t, oerr)
 	assert.Equal(t, "authorization code expired", oerr.Description)
 }
+
+// Put creates a record with the id given when there is none, and merges into it otherwise.
+func TestRecordsPut(t *testing.T) {
+	t.Parallel()
+	var clock Clock
+	s := NewRecords(&clock, func(string, int) string { return "generated" })
+	rec, created := s.Put("contacts", "id-1", map[string]any{"a": "1", "b": "2"})
+	require.True(t, created)
+	assert.Equal(t, "id-1", rec.ID)
+	assert.Equal(t, rec.Created, rec.Updated)
+	rec, created = s.Put("contacts", "id-1", map[string]any{"b": nil, "c": "3"})
+	require.False(t, created)
+	assert.Equal(t, map[string]any{"a": "1", "c": "3"}, rec.Props)
+	assert.Equal(t, 1, s.Count("contacts"))
+	assert.Len(t, s.All("contacts"), 1, "one record, in the creation order once")
+	_, found := s.Update("contacts", "id-1", map[string]any{"d": "4"})
+	assert.True(t, found)
+}

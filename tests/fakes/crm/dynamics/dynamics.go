@@ -8,9 +8,11 @@
 // It checks what they check: the tenant, client id, client secret and the scope
 // "{environment}/.default" (AADSTS errors), and on every Web API call a bearer token the
 // fake's Entra issued for this environment and not expired; attribute names, values against
-// attribute types, OData binds of annotations, If-Match on updates. It answers in the Web
-// API's error shape {"error": {"code": "0x...", "message"}} and, over its limit, 429 with
-// Retry-After (Dataverse's service protection limits).
+// attribute types, OData binds of annotations, and the conditions of a PATCH: If-Match makes
+// it an update (404 for a missing id, 412 for another etag), If-None-Match: * a create, and
+// neither an upsert that creates a missing id. It answers in the Web API's error shape
+// {"error": {"code": "0x...", "message"}} and, over its limit, 429 with Retry-After
+// (Dataverse's service protection limits).
 package dynamics
 
 import (
@@ -223,6 +225,10 @@ func (s *Server) Change(set, id string, props map[string]any) bool {
 	return ok
 }
 
+// Delete deletes a record as a Dynamics user would: reads of its id answer 404, an update
+// with If-Match 404, and a PATCH without If-Match creates it again.
+func (s *Server) Delete(set, id string) bool { return s.records.Delete(set, id) }
+
 // Create adds a record as a Dynamics user would, and returns its id.
 func (s *Server) Create(set string, props map[string]any) string {
 	return s.records.Create(set, props).ID
@@ -427,6 +433,9 @@ func cmpOr(a, b string) string {
 	return b
 }
 
+// etag is a record's version as the Web API writes it (@odata.etag, If-Match).
+func etag(rec crmfake.Record) string { return fmt.Sprintf(`W/"%d"`, rec.Updated.UnixNano()) }
+
 // view is a record with the attributes selected (all when none), as the Web API answers it.
 func view(e entity, rec crmfake.Record, sel []string) map[string]any {
 	if len(sel) == 0 {
@@ -434,7 +443,7 @@ func view(e entity, rec crmfake.Record, sel []string) map[string]any {
 			sel = append(sel, a.Name)
 		}
 	}
-	out := map[string]any{"@odata.etag": fmt.Sprintf(`W/"%d"`, rec.Updated.UnixNano())}
+	out := map[string]any{"@odata.etag": etag(rec)}
 	for _, name := range sel {
 		switch {
 		case name == e.key:
@@ -610,23 +619,41 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, e entity, id stri
 	}
 	var rec crmfake.Record
 	status := http.StatusCreated
-	if id == "" {
+	ifMatch, ifNoneMatch := r.Header.Get("If-Match"), r.Header.Get("If-None-Match")
+	switch {
+	case id == "":
 		rec = s.records.Create(e.set, props)
-	} else {
-		var found bool
-		if r.Header.Get("If-Match") != "*" {
-			// Without If-Match a PATCH to a missing id would create the record (an upsert).
-			if _, found = s.records.Get(e.set, id); !found {
-				writeError(w, http.StatusBadRequest, "0x80048d19", "the fake requires If-Match: * on updates")
-				return
-			}
-		}
-		rec, found = s.records.Update(e.set, id, props)
+	case ifMatch != "":
+		// An update only: 404 for an id the environment does not have, 412 when If-Match
+		// names an etag other than the record's.
+		cur, found := s.records.Get(e.set, id)
 		if !found {
 			writeError(w, http.StatusNotFound, "0x80040217", fmt.Sprintf("%s With Id = %s Does Not Exist", e.logical, id))
 			return
 		}
+		if ifMatch != "*" && ifMatch != etag(cur) {
+			writeError(w, http.StatusPreconditionFailed, "0x80060882", "The version of the existing record doesn't match the RowVersion property provided.")
+			return
+		}
+		if rec, found = s.records.Update(e.set, id, props); !found {
+			writeError(w, http.StatusNotFound, "0x80040217", fmt.Sprintf("%s With Id = %s Does Not Exist", e.logical, id))
+			return
+		}
 		status = http.StatusOK
+	case ifNoneMatch == "*":
+		// A create only: 412 when the id exists.
+		if _, found := s.records.Get(e.set, id); found {
+			writeError(w, http.StatusPreconditionFailed, "0x80040237", "A record with matching key values already exists.")
+			return
+		}
+		rec, _ = s.records.Put(e.set, id, props)
+	default:
+		// Without If-Match a PATCH is an upsert: it creates the record with that id when the
+		// environment has none (what a client updating by id must prevent).
+		var created bool
+		if rec, created = s.records.Put(e.set, id, props); !created {
+			status = http.StatusOK
+		}
 	}
 	w.Header().Set("OData-EntityId", s.srv.URL+apiPath+e.set+"("+rec.ID+")")
 	if strings.Contains(r.Header.Get("Prefer"), "return=representation") {

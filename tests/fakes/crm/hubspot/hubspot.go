@@ -5,13 +5,14 @@
 // HubSpot checks: the bearer token on every API call (401 INVALID_AUTHENTICATION or
 // EXPIRED_AUTHENTICATION), the app's client id, secret and exact redirect URI, PKCE S256,
 // single-use codes, property names, read-only properties, values against property types,
-// contact email uniqueness, association types, the 10,000-result window of search; and it
-// answers in HubSpot's error shape {"status":"error","message","correlationId","category"}.
+// contact email uniqueness (on create and update), association types, the 10,000-result
+// window of search; and it answers in HubSpot's error shape
+// {"status":"error","message","correlationId","category"}.
 //
 // A test can set a rate limit (429 with the X-HubSpot-RateLimit-* headers of the
 // TEN_SECONDLY_ROLLING policy), fail the next requests with 5xx, expire access tokens, change
-// a record "on the CRM side" and read back what was written. It imports nothing of the
-// client, so that a mismatch with HubSpot shows up as a failing test.
+// or archive a record "on the CRM side" and read back what was written. It imports nothing of
+// the client, so that a mismatch with HubSpot shows up as a failing test.
 package hubspot
 
 import (
@@ -217,6 +218,10 @@ func (s *Server) Create(object string, props map[string]string) string {
 	}
 	return s.records.Create(object, p).ID
 }
+
+// Archive archives (deletes) a record as a HubSpot user would: reads and updates of its id
+// answer 404 from then on.
+func (s *Server) Archive(object, id string) bool { return s.records.Delete(object, id) }
 
 // Notes returns the notes received, in order.
 func (s *Server) Notes() []Note {
@@ -660,7 +665,21 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "VALIDATION_ERROR", bad)
 		return
 	}
-	rec, found := s.records.Update(o, r.PathValue("id"), props)
+	id := r.PathValue("id")
+	if _, found := s.records.Get(o, id); !found {
+		writeError(w, http.StatusNotFound, "OBJECT_NOT_FOUND", "resource not found")
+		return
+	}
+	if o == "contacts" {
+		// An update cannot give a contact another contact's email either.
+		if e, _ := props["email"].(string); e != "" {
+			if dup := s.records.Find(o, func(rec crmfake.Record) bool { return rec.ID != id && rec.Props["email"] == e }); len(dup) > 0 {
+				writeError(w, http.StatusConflict, "CONFLICT", "Contact already exists. Existing ID: "+dup[0].ID)
+				return
+			}
+		}
+	}
+	rec, found := s.records.Update(o, id, props)
 	if !found {
 		writeError(w, http.StatusNotFound, "OBJECT_NOT_FOUND", "resource not found")
 		return

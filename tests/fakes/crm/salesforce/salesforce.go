@@ -7,10 +7,11 @@
 // It checks what Salesforce checks: the session (Authorization: Bearer) on every API call
 // (401 INVALID_SESSION_ID), the connected app's consumer key, secret and exact callback URL,
 // PKCE S256 and single-use codes; field names (INVALID_FIELD), required fields
-// (REQUIRED_FIELD_MISSING), values against field types, read-only fields, and the small part
-// of SOQL it understands (MALFORMED_QUERY otherwise). It answers in Salesforce's error shape
-// [{"message","errorCode"}] and, over its request limit, 403 REQUEST_LIMIT_EXCEEDED with the
-// Sforce-Limit-Info header, as Salesforce does (it sends no Retry-After).
+// (REQUIRED_FIELD_MISSING), values against field types, read-only fields, deleted records
+// (ENTITY_IS_DELETED), and the small part of SOQL it understands (MALFORMED_QUERY otherwise).
+// It answers in Salesforce's error shape [{"message","errorCode"}] and, over its request
+// limit, 403 REQUEST_LIMIT_EXCEEDED with the Sforce-Limit-Info header, as Salesforce does (it
+// sends no Retry-After).
 package salesforce
 
 import (
@@ -134,6 +135,7 @@ type Server struct {
 	object  map[string]string           // query locator -> its object
 	batch   map[string]int
 	nextCur int
+	deleted map[string]bool // object/id of the records in the recycle bin
 }
 
 // New starts a fake on 127.0.0.1, closed when the test ends.
@@ -152,7 +154,8 @@ func Listen() (s *Server, close func()) {
 }
 
 func newServer() *Server {
-	s := &Server{cursors: map[string][]crmfake.Record{}, fields: map[string][]string{}, object: map[string]string{}, batch: map[string]int{}}
+	s := &Server{cursors: map[string][]crmfake.Record{}, fields: map[string][]string{}, object: map[string]string{}, batch: map[string]int{},
+		deleted: map[string]bool{}}
 	// Salesforce access tokens carry no expires_in: they die with the session (ExpireAccessTokens).
 	s.oauth = crmfake.NewOAuth(&s.Clock, 0)
 	s.oauth.AddApp(crmfake.App{ClientID: ClientID, ClientSecret: ClientSecret, RedirectURI: RedirectURI})
@@ -214,6 +217,32 @@ func (s *Server) Change(object, id string, props map[string]any) bool {
 // Create adds a record as a Salesforce user would, and returns its id.
 func (s *Server) Create(object string, props map[string]any) string {
 	return s.records.Create(object, props).ID
+}
+
+// Delete deletes a record as a Salesforce user would (or a merge does to the records merged
+// away): it goes to the recycle bin, and reads and updates of its id answer 404
+// ENTITY_IS_DELETED.
+func (s *Server) Delete(object, id string) bool {
+	if !s.records.Delete(object, id) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deleted[object+"/"+id] = true
+	return true
+}
+
+// notFound answers a read or update of an id the org does not have, as Salesforce does: 404
+// ENTITY_IS_DELETED for a record in the recycle bin, 404 NOT_FOUND for any other.
+func (s *Server) notFound(w http.ResponseWriter, object, id string) {
+	s.mu.Lock()
+	deleted := s.deleted[object+"/"+id]
+	s.mu.Unlock()
+	if deleted {
+		writeError(w, http.StatusNotFound, "ENTITY_IS_DELETED", "entity is deleted")
+		return
+	}
+	writeError(w, http.StatusNotFound, "NOT_FOUND", "Provided external ID field does not exist or is not accessible: "+id)
 }
 
 func (s *Server) handler() http.Handler {
@@ -401,7 +430,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	}
 	rec, found := s.records.Get(o, r.PathValue("id"))
 	if !found {
-		writeError(w, http.StatusNotFound, "NOT_FOUND", "Provided external ID field does not exist or is not accessible: "+r.PathValue("id"))
+		s.notFound(w, o, r.PathValue("id"))
 		return
 	}
 	fakehttp.WriteJSON(w, http.StatusOK, view(o, rec, fields))
@@ -518,7 +547,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, found := s.records.Update(o, r.PathValue("id"), in); !found {
-		writeError(w, http.StatusNotFound, "NOT_FOUND", "The requested resource does not exist")
+		s.notFound(w, o, r.PathValue("id"))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
