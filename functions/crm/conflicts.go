@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/botplatform/api/shared/auth"
+	crmapi "github.com/botplatform/api/shared/crm"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/store"
@@ -224,7 +225,12 @@ func (s *Service) Resolve(ctx context.Context, caller *auth.Principal, bot, conn
 			return Conflict{}, httpapi.E(httpapi.KindUnprocessable, "missing_key",
 				"the subscriber no longer has the value their record is matched by; set it, then resolve")
 		}
-		if _, err := y.upsert(ctx, key, map[string]any{cf.Target: value}); err != nil {
+		props := map[string]any{cf.Target: value}
+		err = retryCall(ctx, func() error { _, err := y.cl.Update(ctx, m.Object, cf.RecordID, props); return err })
+		if errors.Is(err, crmapi.ErrNotFound) {
+			_, err = y.upsert(ctx, key, props) // the record is gone: the subscriber's, by key
+		}
+		if err != nil {
 			return Conflict{}, s.callProblem(ctx, bot, conn, err)
 		}
 	}

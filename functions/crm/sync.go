@@ -135,7 +135,14 @@ func (y *syncer) push(ctx context.Context, person Person) pushResult {
 	if err != nil {
 		return pushResult{fatal: err}
 	}
-	props := map[string]any{}
+	// The key is written too: a record updated by its id follows a changed key value (a
+	// subscriber's new email), and the next match by key finds it.
+	props := map[string]any{y.m.Key: key}
+	if y.targets[y.m.Key].Type == crmapi.TypeNumber {
+		if n, err := strconv.ParseFloat(key, 64); err == nil {
+			props[y.m.Key] = n
+		}
+	}
 	for _, f := range y.m.Fields {
 		if slices.Contains(l.Conflicts, f.Target) {
 			continue
@@ -155,7 +162,21 @@ func (y *syncer) push(ctx context.Context, person Person) pushResult {
 			return pushResult{Outcome: OutcomeUnchanged, RecordID: l.RecordID}
 		}
 	}
-	rec, err := y.upsert(ctx, key, props)
+	var rec crmapi.Record
+	if l.RecordID != "" && l.Object == y.m.Object {
+		// The record the subscriber was last written to: by its id, one call and no search
+		// (a search may lag behind at the provider, and the key value may have changed).
+		err = retryCall(ctx, func() error {
+			var err error
+			rec, err = y.cl.Update(ctx, y.m.Object, l.RecordID, props)
+			return err
+		})
+		if errors.Is(err, crmapi.ErrNotFound) {
+			rec, err = y.upsert(ctx, key, props) // deleted or merged at the CRM: matched by key again
+		}
+	} else {
+		rec, err = y.upsert(ctx, key, props)
+	}
 	if err != nil {
 		if fatal(err) {
 			return pushResult{fatal: err}

@@ -128,6 +128,18 @@ func TestInitialSync(t *testing.T) {
 	assert.Equal(t, float64(1), p["unchanged"])
 	assert.Equal(t, 2, f.hs.Count("contacts"), "the changed subscriber's record, not a second one")
 
+	// A new email is written to the record the subscriber was linked to, by its id: the
+	// record's key changes with it, and no second record is created.
+	_, err = f.subs.SetFields(sqlitetest.Unrecorded(t.Context()), f.bot, ann, map[string]any{"email": "ann.lee@example.com"})
+	require.NoError(t, err)
+	job = f.sync(t, KindInitialSync)
+	assert.Equal(t, float64(1), progress(t, job)["written"])
+	emails := []string{}
+	for _, r := range f.hs.Records("contacts") {
+		emails = append(emails, r.Props["email"].(string))
+	}
+	assert.ElementsMatch(t, []string{"ann.lee@example.com", "bob@example.com"}, emails)
+
 	res = f.Do(t, "GET", "/api/bots/"+f.bot+"/subscribers/"+ann+"/crm", nil)
 	require.Equal(t, http.StatusOK, res.Code, res.Body)
 	st := res.JSON["data"].([]any)
@@ -143,7 +155,7 @@ func TestInitialSync(t *testing.T) {
 	}
 	res = f.Do(t, "GET", f.hsURL+"/jobs", nil)
 	require.Equal(t, http.StatusOK, res.Code, res.Body)
-	assert.Len(t, res.JSON["data"], 3)
+	assert.Len(t, res.JSON["data"], 4)
 }
 
 // One job at a time per connection; a cancelled job stops at its next step.

@@ -453,6 +453,9 @@ func Access() map[string][]Grant {
 			// signed with (derived with GenerateMac).
 			{On: EmailIdentities, Actions: []string{"ses:SendEmail", "ses:SendRawEmail"}},
 			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			// A CRM sync that has run its steps for one execution goes on as a new one
+			// (functions/crm, stepsPerRun): a Standard execution ends at 25,000 events.
+			{On: JobsStateMachine, Actions: []string{"states:StartExecution"}},
 		},
 		// The schedules of long waits send their message to the jobs queue, and nothing else.
 		QueueScheduleRole: {

@@ -734,7 +734,12 @@ func (b *builder) resolve(r Resource, f *lambdaFn) ([]string, *string, error) {
 	case JobsQueue:
 		return []string{*b.jobsQueue.QueueArn()}, b.jobsQueue.QueueUrl(), nil
 	case JobsStateMachine:
-		return []string{*b.machine.StateMachineArn()}, b.machine.StateMachineArn(), nil
+		// From the machine's fixed name, not its attribute: the machine invokes the jobs
+		// Lambda, and the jobs Lambda starts executions of it (a CRM sync's next run), so an
+		// attribute would make the two depend on each other.
+		arn := b.st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("states"), Resource: jsii.String("stateMachine"),
+			ResourceName: jsii.String(FunctionName(b.cfg.Stage, "jobs")), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME})
+		return []string{*arn}, arn, nil
 	case Schedules:
 		return []string{*b.st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("scheduler"),
 			Resource: jsii.String("schedule"), ResourceName: jsii.String("default/" + sqs.ScheduleNamePrefix + "*")})}, nil, nil

@@ -531,7 +531,7 @@ func TestEnvironmentContract(t *testing.T) {
 		"sdk": append([]string{"CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		"mcp": append([]string{"AUDIT_BUS_NAME", "CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "TABLE_NAME"}, base...),
 		// Both sealers: channel credentials (the runtime's sends) and CRM credentials.
-		stack.Jobs: append([]string{"CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, base...),
+		stack.Jobs: append([]string{"CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "JOBS_STATE_MACHINE_ARN", "PUBLIC_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, base...),
 	}
 	checkEnvironment(t, dev, want)
 
@@ -558,7 +558,7 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 		"channels": append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME", "WHATSAPP_APP_ID"}, urls...),
 		"webhooks": {"CURSOR_KEY_ID", "JOBS_QUEUE_URL", "SECRETS_KEY_ID", "TABLE_NAME",
 			"WHATSAPP_APP_SECRET_PARAMETER", "WHATSAPP_VERIFY_TOKEN_PARAMETER"},
-		stack.Jobs: append([]string{"CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME",
+		stack.Jobs: append([]string{"CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "JOBS_STATE_MACHINE_ARN", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME",
 			"CRM_HUBSPOT_CLIENT_ID", "CRM_HUBSPOT_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_CLIENT_ID",
 			"CRM_SALESFORCE_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_LOGIN_BASE_URL", "CRM_DYNAMICS_LOGIN_BASE_URL"}, urls...),
 		// A test send of a message goes out through the providers' APIs.
@@ -1028,7 +1028,11 @@ func checkRoles(t *testing.T, s *synthesized) {
 	}
 	tableID, _ := s.only(t, "AWS::DynamoDB::Table", nil)
 	busID, _ := s.only(t, "AWS::Events::EventBus", nil)
-	smID, _ := s.only(t, "AWS::StepFunctions::StateMachine", nil)
+	_, machine := s.only(t, "AWS::StepFunctions::StateMachine", nil)
+	// Grants on the machine name it by its fixed name: hold the machine to it.
+	if want := stack.FunctionName(s.stack.Config.Stage, "jobs"); machine.Properties["StateMachineName"] != want {
+		t.Errorf("the jobs state machine is named %v, want %s", machine.Properties["StateMachineName"], want)
+	}
 	jobsQueue, auditDLQ := "", ""
 	for id, q := range s.ofType("AWS::SQS::Queue") {
 		if q.Properties["RedrivePolicy"] != nil {
@@ -1051,7 +1055,9 @@ func checkRoles(t *testing.T, s *synthesized) {
 		case stack.JobsQueue:
 			return jobsQueue
 		case stack.JobsStateMachine:
-			return smID
+			// By its fixed name (the jobs Lambda starts executions of the machine that
+			// invokes it); the machine is held to that name below.
+			return "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:" + stack.FunctionName(cfg.Stage, "jobs")
 		case stack.AuditDLQ:
 			return auditDLQ
 		case stack.JobsFunction:
