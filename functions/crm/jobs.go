@@ -16,6 +16,7 @@ import (
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/pace"
+	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -161,12 +162,23 @@ var DefaultRates = map[string]Rate{
 	crmapi.Salesforce: {N: 25, Window: time.Second},
 }
 
-// rate is the limit the deployment paces provider's calls under.
+// maxPaceCalls bounds the calls of a pacer's window, and so the answers a job keeps
+// between steps (its Pace).
+const maxPaceCalls = 100
+
+// rate is the limit the deployment paces provider's calls under. A limit of more than
+// maxPaceCalls calls is paced as maxPaceCalls in the proportional part of its window
+// (Dataverse's 6,000 in 5 minutes as 100 in 5 seconds): the same rate, and stricter, since
+// every window of the original holds no more calls than that.
 func (s *Service) rate(provider string) Rate {
-	if r, ok := s.settings.Rates[provider]; ok && r.N > 0 && r.Window > 0 {
-		return r
+	r, ok := s.settings.Rates[provider]
+	if !ok || r.N <= 0 || r.Window <= 0 {
+		r = DefaultRates[provider]
 	}
-	return DefaultRates[provider]
+	if r.N > maxPaceCalls {
+		r = Rate{N: maxPaceCalls, Window: time.Duration(int64(r.Window) * maxPaceCalls / int64(r.N))}
+	}
+	return r
 }
 
 // StartJobRequest is the body of POST .../jobs.
@@ -231,14 +243,16 @@ func (s *Service) StartJob(ctx context.Context, bot, conn string, req StartJobRe
 	}
 	err = s.store.Transact(ctx, []store.Write{store.PutOp(it, store.MustNotExist), store.PutOp(active, store.MustNotExist)})
 	if errors.Is(err, store.ErrConditionFailed) {
-		running := ""
-		if a, err := s.store.Get(ctx, activeKey(bot, conn)); err == nil {
-			if aj, err := store.Decode[activeJob](a); err == nil {
-				running = aj.JobID
-			}
+		running, stalled := s.activeJob(ctx, bot, conn)
+		if stalled {
+			// The running job made no progress for StallAfter: its steps failed for good (a
+			// dead-lettered message, a failed execution). It is failed, and this one starts.
+			err = s.store.Transact(ctx, []store.Write{store.PutOp(it, store.MustNotExist), store.PutOp(active, store.MustNotExist)})
 		}
-		return Job{}, httpapi.E(httpapi.KindConflict, "job_running", "a sync job of this connection is running; wait for it or cancel it").
-			With("job_id", running)
+		if errors.Is(err, store.ErrConditionFailed) {
+			return Job{}, httpapi.E(httpapi.KindConflict, "job_running", "a sync job of this connection is running; wait for it or cancel it").
+				With("job_id", running)
+		}
 	}
 	if err != nil {
 		return Job{}, err
@@ -254,6 +268,31 @@ func (s *Service) StartJob(ctx context.Context, bot, conn string, req StartJobRe
 
 type activeJob struct {
 	JobID string `json:"job_id"`
+}
+
+// StallAfter is how long a queued or running job may go without saving progress before a
+// new start takes its place: a step saves after every page, so only a job whose steps
+// failed for good (retries exhausted, an execution failed) is that quiet.
+const StallAfter = 15 * time.Minute
+
+// activeJob returns the connection's running job and, when it stalled, fails it (code
+// job_stalled) and releases the connection.
+func (s *Service) activeJob(ctx context.Context, bot, conn string) (id string, released bool) {
+	a, err := s.store.Get(ctx, activeKey(bot, conn))
+	if err != nil {
+		return "", false
+	}
+	aj, err := store.Decode[activeJob](a)
+	if err != nil {
+		return "", false
+	}
+	rec, err := s.loadJob(ctx, bot, conn, aj.JobID)
+	if err != nil || terminal(rec.Status) || s.now().Sub(rec.UpdatedAt) < StallAfter {
+		return aj.JobID, false
+	}
+	err = s.finish(ctx, &rec, JobFailed, &JobProblem{Code: "job_stalled",
+		Message: "the job made no progress for 15 minutes: its steps failed after their retries; a new job took its place"})
+	return aj.JobID, err == nil
 }
 
 type watermark struct {
@@ -517,7 +556,15 @@ func (s *Service) runStep(ctx context.Context, c Connection, rec *jobRecord) (bo
 	pc := crmhttp.NewPace(pace.New(r.N, r.Window, time.Now(), rec.Pace.Times()))
 	ctx = crmhttp.WithPace(ctx, pc)
 	deadline := start.Add(s.stepDuration)
+	// A page may take longer than the queue's lease (a hundred subscribers at a slow rate,
+	// a rate limit waited out): before each, the lease is extended past what the page can
+	// take, so that no second delivery runs the step beside this one. Step Functions has
+	// no lease (ErrNotHandling).
+	pageBudget := time.Duration(int64(s.pageSize)*3)*r.Window/time.Duration(r.N) + maxRateWait
 	for s.now().Before(deadline) {
+		if err := queue.ExtendVisibility(ctx, s.stepDuration+pageBudget); err != nil && !errors.Is(err, queue.ErrNotHandling) {
+			s.log.WarnContext(ctx, "crm: could not extend the sync step's lease", "job", rec.ID, "error", err)
+		}
 		var (
 			errs []JobError
 			fail error

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/functions/subscribers"
+	crmapi "github.com/botplatform/api/shared/crm"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
@@ -294,4 +295,36 @@ func TestSyncContinuesAsNewRuns(t *testing.T) {
 	assert.Equal(t, JobSucceeded, res.JSON["status"])
 	assert.Equal(t, float64(7), progress(t, res.JSON)["written"])
 	assert.Equal(t, 7, f.hs.Count("contacts"))
+}
+
+// A job whose steps failed for good holds the connection only until StallAfter: the next
+// start fails it (job_stalled) and takes its place.
+func TestStalledJobGivesWay(t *testing.T) {
+	t.Parallel()
+	f := newMappingFixture(t)
+	f.catalog(t, f.bot)
+	res := f.Do(t, "PUT", f.hsURL+"/mapping", json.RawMessage(hubspotMapping))
+	require.Equal(t, http.StatusCreated, res.Code, res.Body)
+	res = f.Do(t, "POST", f.hsURL+"/jobs", map[string]any{"kind": KindInitialSync})
+	require.Equal(t, http.StatusAccepted, res.Code, res.Body)
+	first := res.JSON["id"].(string)
+	f.clock.Advance(StallAfter - time.Minute)
+	res = f.Do(t, "POST", f.hsURL+"/jobs", map[string]any{"kind": KindInitialSync})
+	require.Equal(t, http.StatusConflict, res.Code, "not stalled yet: %s", res.Body)
+	f.clock.Advance(2 * time.Minute)
+	res = f.Do(t, "POST", f.hsURL+"/jobs", map[string]any{"kind": KindInitialSync})
+	require.Equal(t, http.StatusAccepted, res.Code, res.Body)
+	res = f.Do(t, "GET", f.hsURL+"/jobs/"+first, nil)
+	require.Equal(t, http.StatusOK, res.Code, res.Body)
+	assert.Equal(t, JobFailed, res.JSON["status"])
+	assert.Equal(t, "job_stalled", res.JSON["error"].(map[string]any)["code"])
+}
+
+// Limits of more calls than a pacer keeps are paced as their rate in a shorter window.
+func TestRateNormalized(t *testing.T) {
+	t.Parallel()
+	s := &Service{settings: Settings{Rates: map[string]Rate{crmapi.Pipedrive: {N: 600, Window: 2 * time.Second}}}}
+	assert.Equal(t, Rate{N: 100, Window: 5 * time.Second}, s.rate(crmapi.Dynamics), "6,000 in 5 minutes")
+	assert.Equal(t, Rate{N: 100, Window: 10 * time.Second}, s.rate(crmapi.HubSpot))
+	assert.Equal(t, Rate{N: 100, Window: 2 * time.Second / 6}, s.rate(crmapi.Pipedrive))
 }

@@ -22,6 +22,9 @@ type Pacer struct {
 type paceSlot struct {
 	done chan struct{}
 	at   time.Time // when the send was answered
+	// real is false for the slots New makes up for a pacer without history: they pace its
+	// first calls, but no provider counted them.
+	real bool
 }
 
 // PerSecond returns a Pacer of rate calls a second (any positive rate: 0.5 is one call in
@@ -48,7 +51,7 @@ func New(n int, span time.Duration, start time.Time, recent []time.Time) *Pacer 
 		case len(recent) > 0:
 			at = recent[i-free]
 		}
-		sl := &paceSlot{done: make(chan struct{}), at: at}
+		sl := &paceSlot{done: make(chan struct{}), at: at, real: len(recent) > 0 && i >= free}
 		close(sl.done)
 		p.ring[i] = sl
 	}
@@ -56,12 +59,13 @@ func New(n int, span time.Duration, start time.Time, recent []time.Time) *Pacer 
 }
 
 // Recent returns the answers of the last window before now, oldest first; call it once no
-// call is in flight.
+// call is in flight. Only calls made count, not the even use New assumes without history:
+// what a run keeps (Log) is at most the calls of one window.
 func (p *Pacer) Recent(now time.Time) []time.Time {
 	var out []time.Time
 	for i := range p.ring {
 		sl := p.ring[(p.next+i)%len(p.ring)]
-		if sl.at.After(now.Add(-p.span)) {
+		if sl.real && sl.at.After(now.Add(-p.span)) {
 			out = append(out, sl.at)
 		}
 	}
@@ -118,7 +122,7 @@ func (p *Pacer) Take(ctx context.Context, now func() time.Time, sleep func(conte
 	if err := p.Ready(ctx, now, sleep); err != nil {
 		return nil, err
 	}
-	sl := &paceSlot{done: make(chan struct{})}
+	sl := &paceSlot{done: make(chan struct{}), real: true}
 	p.ring[p.next] = sl
 	p.next = (p.next + 1) % len(p.ring)
 	return func() { sl.at = now(); close(sl.done) }, nil

@@ -90,3 +90,21 @@ func TestPacerAcrossSteps(t *testing.T) {
 		assert.GreaterOrEqual(t, starts[i].Sub(answers[i-rate]), time.Second, "send %d after the answer to send %d", i, i-rate)
 	}
 }
+
+// What a run keeps is the calls it made, not the even use a pacer without history assumes:
+// a run that made 3 calls keeps 3 answers, whatever the rate.
+func TestRecentKeepsOnlyCallsMade(t *testing.T) {
+	t.Parallel()
+	clock := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	now := func() time.Time { return clock }
+	sleep := func(_ context.Context, d time.Duration) error { clock = clock.Add(d); return nil }
+	p := New(1000, time.Second, clock, nil)
+	assert.Empty(t, p.Recent(clock), "nothing was called")
+	for range 3 {
+		answered, err := p.Take(t.Context(), now, sleep)
+		require.NoError(t, err)
+		answered()
+	}
+	assert.Len(t, p.Recent(clock), 3)
+	assert.Len(t, New(1000, time.Second, clock, p.Recent(clock)).Recent(clock), 3, "kept across runs")
+}

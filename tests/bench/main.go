@@ -9,6 +9,7 @@
 //	go run ./tests/bench -funnel [-events 1000000] [-subscribers 100000] [-keep dir]   (a funnel report against a hand-written SQL query)
 //	go run ./tests/bench -broadcast [-plan-recipients 100000] [-send-recipients 20000] [-rate 1000]   (a broadcast's plan against a bare insert loop; its send rate against a rate-limited fake Telegram)
 //	go run ./tests/bench -webpush [-messages 2000] [-durability full]   (browser push encryption and signing per message against webpush-go alone)
+//	go run ./tests/bench -crm [-crm-records 2000] [-crm-rate 80]   (a CRM initial sync's requests/s against the Pipedrive fake's rate limit)
 package main
 
 import (
@@ -60,7 +61,17 @@ func main() {
 	sendRate := flag.Int("rate", 1000, "with -broadcast: BROADCAST_RATE_TELEGRAM and the fake's limit, messages a second")
 	webpushes := flag.Bool("webpush", false, "measure browser push encryption and signing per message against webpush-go alone instead")
 	messages := flag.Int("messages", 2000, "with -webpush: messages per run")
+	crms := flag.Bool("crm", false, "measure a CRM initial sync's request rate against the Pipedrive fake's rate limit instead")
+	crmRecords := flag.Int("crm-records", 2000, "with -crm: subscribers synced (new persons)")
+	crmRate := flag.Int("crm-rate", 80, "with -crm: the fake's limit and CRM_RATE_LIMITS, requests per 2 s (Pipedrive's Essential plan: 80)")
 	flag.Parse()
+	if *crms {
+		if err := crmBench(*crmRecords, *crmRate); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *webpushes {
 		d, err := sqlite.ParseDurability(*durability)
 		if err == nil {

@@ -48,7 +48,8 @@ func trigger(tr runtime.TriggerInfo) string {
 	case tr.Message != nil:
 		return "Subscriber pressed a button"
 	case tr.Keyword != "":
-		return "Subscriber wrote the keyword " + tr.Keyword
+		// A keyword matches the whole message: naming it would repeat what they wrote.
+		return "Subscriber wrote a keyword"
 	case tr.Type != "":
 		return "Conversation started (" + tr.Type + ")"
 	}

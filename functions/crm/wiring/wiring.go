@@ -160,6 +160,10 @@ func (c Config) WithClientSecrets(secrets map[string]string) Config {
 	return c
 }
 
+// maxRateCalls bounds a limit's calls in EnvRateLimits (beyond a million calls in a window,
+// a typo is likelier than a plan).
+const maxRateCalls = 1_000_000
+
 // rates parses EnvRateLimits.
 func rates(s string) map[string]crm.Rate {
 	out := map[string]crm.Rate{}
@@ -168,7 +172,7 @@ func rates(s string) map[string]crm.Rate {
 		n, window, ok2 := strings.Cut(limit, "/")
 		count, err1 := strconv.Atoi(strings.TrimSpace(n))
 		d, err2 := time.ParseDuration(strings.TrimSpace(window))
-		if _, known := crmapi.Kind(strings.TrimSpace(provider)); !ok1 || !ok2 || !known || err1 != nil || err2 != nil || count <= 0 || d <= 0 {
+		if _, known := crmapi.Kind(strings.TrimSpace(provider)); !ok1 || !ok2 || !known || err1 != nil || err2 != nil || count <= 0 || count > maxRateCalls || d <= 0 {
 			continue
 		}
 		out[strings.TrimSpace(provider)] = crm.Rate{N: count, Window: d}
