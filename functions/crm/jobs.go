@@ -562,7 +562,7 @@ func (s *Service) runStep(ctx context.Context, c Connection, rec *jobRecord) (bo
 	// no lease (ErrNotHandling).
 	pageBudget := time.Duration(int64(s.pageSize)*3)*r.Window/time.Duration(r.N) + maxRateWait
 	for s.now().Before(deadline) {
-		if err := queue.ExtendVisibility(ctx, s.stepDuration+pageBudget); err != nil && !errors.Is(err, queue.ErrNotHandling) {
+		if err := queue.ExtendVisibility(ctx, deadline.Sub(s.now())+pageBudget); err != nil && !errors.Is(err, queue.ErrNotHandling) {
 			s.log.WarnContext(ctx, "crm: could not extend the sync step's lease", "job", rec.ID, "error", err)
 		}
 		var (
