@@ -17,8 +17,6 @@ import (
 	"github.com/botplatform/api/functions/bots"
 	"github.com/botplatform/api/functions/broadcasts"
 	"github.com/botplatform/api/functions/families"
-	"github.com/botplatform/api/functions/mcp"
-	mcpwiring "github.com/botplatform/api/functions/mcp/wiring"
 	"github.com/botplatform/api/functions/reactions"
 	reactionswiring "github.com/botplatform/api/functions/reactions/wiring"
 	"github.com/botplatform/api/functions/subscribers"
@@ -80,15 +78,7 @@ func TestBroadcastToolsInTheLambda(t *testing.T) {
 	out := &captured{}
 	env := familytest.Env(t, family.Deps{Tenancy: bots.Tenancy, Audit: out, Queue: out})
 	require.Nil(t, env.Secrets, "the Lambda opens no channel credentials")
-	composed := []family.Family{mcp.Family()}
-	for _, f := range mcpwiring.Served() {
-		composed = append(composed, family.ToolsOnly(f))
-	}
-	family.Compose(env, composed...)
-	tools := map[string]mcptool.Tool{}
-	for _, tool := range env.Tools() {
-		tools[tool.Name] = tool
-	}
+	tools := lambdaTools(env)
 
 	// Setup, not the Lambda's doing: an account, a bot, a published reaction, a label and a
 	// subscriber having it.

@@ -19,8 +19,6 @@ import (
 	"github.com/botplatform/api/functions/bots"
 	crmwiring "github.com/botplatform/api/functions/crm/wiring"
 	"github.com/botplatform/api/functions/families"
-	"github.com/botplatform/api/functions/mcp"
-	mcpwiring "github.com/botplatform/api/functions/mcp/wiring"
 	"github.com/botplatform/api/functions/subscribers"
 	"github.com/botplatform/api/shared/auth"
 	crmapi "github.com/botplatform/api/shared/crm"
@@ -65,15 +63,7 @@ func TestCRMToolsInTheLambda(t *testing.T) {
 	out := &captured{}
 	env := familytest.Env(t, family.Deps{Store: st, Now: now, Tenancy: bots.Tenancy, Audit: out, Queue: out, CRMSecrets: key, CRMClientSecrets: secrets})
 	require.Nil(t, env.Secrets, "the Lambda opens no channel credentials")
-	composed := []family.Family{mcp.Family()}
-	for _, f := range mcpwiring.Served() {
-		composed = append(composed, family.ToolsOnly(f))
-	}
-	family.Compose(env, composed...)
-	tools := map[string]mcptool.Tool{}
-	for _, tool := range env.Tools() {
-		tools[tool.Name] = tool
-	}
+	tools := lambdaTools(env)
 
 	// Setup: an account, a bot with an email field.
 	setup := sqlitetest.Unrecorded(t.Context())

@@ -31,11 +31,9 @@ import (
 // (infra/access): it runs every tool it serves.
 func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "mcp")) }
 
-// Every tool the MCP Lambda serves answers, on the real services, what its REST route
-// answers the same caller.
-func TestToolsAnswerWhatTheirRoutesAnswer(t *testing.T) {
-	t.Parallel()
-	env := familytest.Env(t, family.Deps{Tenancy: bots.Tenancy})
+// lambdaTools composes env as the MCP Lambda does (the mcp family, and the families it
+// serves for their tools alone) and returns its tools by name.
+func lambdaTools(env *family.Env) map[string]mcptool.Tool {
 	composed := []family.Family{mcp.Family()}
 	for _, f := range mcpwiring.Served() {
 		composed = append(composed, family.ToolsOnly(f))
@@ -45,6 +43,15 @@ func TestToolsAnswerWhatTheirRoutesAnswer(t *testing.T) {
 	for _, tool := range env.Tools() {
 		tools[tool.Name] = tool
 	}
+	return tools
+}
+
+// Every tool the MCP Lambda serves answers, on the real services, what its REST route
+// answers the same caller.
+func TestToolsAnswerWhatTheirRoutesAnswer(t *testing.T) {
+	t.Parallel()
+	env := familytest.Env(t, family.Deps{Tenancy: bots.Tenancy})
+	tools := lambdaTools(env)
 
 	// Seed an account, a bot, a reaction and a subscriber: setup, not the Lambda's doing.
 	setup := sqlitetest.Unrecorded(t.Context())
