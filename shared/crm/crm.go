@@ -1,9 +1,9 @@
 // Package crm is the contract between the CRM family (functions/crm) and the provider
 // clients (shared/crm/hubspot, salesforce, pipedrive, dynamics): what a connection's
 // credentials are, what the family asks of a CRM (who am I, which objects and fields, which
-// pipelines, write a record by key or by id, find a record, add a note, revoke) and the
-// errors a client returns so that the family maps them to documented problem codes without
-// knowing the provider's wire format.
+// pipelines, write a record by key or by id, find a record, open and read deals, add a note,
+// revoke) and the errors a client returns so that the family maps them to documented problem
+// codes without knowing the provider's wire format.
 //
 // Each client is a real HTTP client of its provider's documented API with a configurable base
 // URL; tests run them against the fakes in tests/fakes/crm, which check tokens, signatures
@@ -132,6 +132,34 @@ type Record struct {
 	UpdatedAt  time.Time      `json:"updated_at"`
 }
 
+// The states of a deal.
+const (
+	DealOpen = "open"
+	DealWon  = "won"
+	DealLost = "lost"
+)
+
+// DealInput is the deal the platform opens for a contact.
+type DealInput struct {
+	Pipeline string // a Pipeline.ID, as Pipelines lists it
+	Stage    string // a Stage.ID of that pipeline
+	Name     string // the deal's title
+}
+
+// Deal is a deal as the CRM holds it, normalized across providers.
+type Deal struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Pipeline string `json:"pipeline"` // a Pipeline.ID
+	Stage    string `json:"stage"`    // a Stage.ID
+	// Status is DealOpen, DealWon or DealLost.
+	Status string `json:"status"`
+	// Amount is the deal's value, and Currency its ISO 4217 code, when the CRM has them.
+	Amount    *float64  `json:"amount,omitempty"`
+	Currency  string    `json:"currency,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
 // Client is one connection's view of a CRM. Every method is safe for concurrent use.
 type Client interface {
 	// Account reads who the credentials act as; connecting calls it to check them.
@@ -158,6 +186,18 @@ type Client interface {
 	// ChangedSince lists records of object changed at or after since, oldest first, a page
 	// at a time: pass the returned cursor back; an empty cursor means the last page.
 	ChangedSince(ctx context.Context, object string, since time.Time, fields []string, cursor string) ([]Record, string, error)
+	// OpenDeal returns an open deal in d.Pipeline associated with the contact record (object,
+	// contactID), creating one at d.Stage named d.Name and associated with the contact when
+	// the contact has none; created says which. It finds deals through the contact's
+	// associations (reads that do not lag like a search index), so a repeated call, a
+	// resumed job say, finds the deal the first call created instead of opening another.
+	OpenDeal(ctx context.Context, object, contactID string, d DealInput) (deal Deal, created bool, err error)
+	// Deals lists the deals associated with the contact record, most recently changed
+	// first, at most 100.
+	Deals(ctx context.Context, object, contactID string) ([]Deal, error)
+	// DealsChangedSince lists deals changed at or after since, oldest first, a page at a
+	// time: pass the returned cursor back; an empty cursor means the last page.
+	DealsChangedSince(ctx context.Context, since time.Time, cursor string) ([]Deal, string, error)
 	// AddNote attaches a plain-text note (a conversation transcript) to a record.
 	AddNote(ctx context.Context, object, id, text string) error
 	// Revoke asks the provider to revoke the credentials, where it offers that; a provider
