@@ -124,8 +124,10 @@ type syncJob struct {
 		Unchanged int64 `json:"unchanged"`
 		Skipped   int64 `json:"skipped"`
 		Failed    int64 `json:"failed"`
-		Pulled    int64 `json:"pulled"`
-		Conflicts int64 `json:"conflicts"`
+		Pulled      int64 `json:"pulled"`
+		Conflicts   int64 `json:"conflicts"`
+		DealsOpened int64 `json:"deals_opened"`
+		DealsPulled int64 `json:"deals_pulled"`
 	} `json:"progress"`
 	Error *struct {
 		Code string `json:"code"`

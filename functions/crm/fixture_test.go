@@ -133,6 +133,18 @@ func (*fakeClient) ChangedSince(context.Context, string, time.Time, []string, st
 	return nil, "", errUnused
 }
 
+func (*fakeClient) OpenDeal(context.Context, string, string, crmapi.DealInput) (crmapi.Deal, bool, error) {
+	return crmapi.Deal{}, false, errUnused
+}
+
+func (*fakeClient) Deals(context.Context, string, string) ([]crmapi.Deal, error) {
+	return nil, errUnused
+}
+
+func (*fakeClient) DealsChangedSince(context.Context, time.Time, string) ([]crmapi.Deal, string, error) {
+	return nil, "", errUnused
+}
+
 // authServer is an OAuth 2.0 authorization server on 127.0.0.1 that checks what a real one
 // checks: the client, the redirect URI, single-use codes and PKCE (S256) at the exchange,
 // refresh tokens that rotate (only the newest refreshes), and the client secret of the

@@ -29,7 +29,8 @@ const (
 	// KindInitialSync writes every subscriber with a key value to the CRM.
 	KindInitialSync = "initial_sync"
 	// KindReconcile reads the records the CRM changed since the last reconcile (pulling
-	// values and opening conflicts), then pushes what changed on the platform.
+	// values and opening conflicts), then the deals it changed (a mapping with a deal), then
+	// pushes what changed on the platform.
 	KindReconcile = "reconcile"
 )
 
@@ -44,8 +45,9 @@ const (
 
 // The phases of a reconcile.
 const (
-	PhasePull = "pull"
-	PhasePush = "push"
+	PhasePull  = "pull"
+	PhaseDeals = "deals"
+	PhasePush  = "push"
 )
 
 // MaxJobErrors bounds the per-record errors a job keeps: beyond it they are counted only.
@@ -73,6 +75,10 @@ type Progress struct {
 	// Pulled counts the subscribers who took CRM values; Conflicts the conflicts opened.
 	Pulled    int64 `json:"pulled"`
 	Conflicts int64 `json:"conflicts"`
+	// DealsOpened counts the deals the job created; DealsPulled the deals whose change at
+	// the CRM a reconcile took.
+	DealsOpened int64 `json:"deals_opened"`
+	DealsPulled int64 `json:"deals_pulled"`
 }
 
 // JobProblem is why a job failed.
@@ -570,12 +576,21 @@ func (s *Service) runStep(ctx context.Context, c Connection, rec *jobRecord) (bo
 			fail error
 			last bool
 		)
-		if rec.Kind == KindReconcile && rec.Phase == PhasePull {
+		switch {
+		case rec.Kind == KindReconcile && rec.Phase == PhasePull:
 			errs, last, fail = s.pullPage(ctx, y, rec)
 			if last && fail == nil {
 				rec.Phase, rec.Cursor, last = PhasePush, "", false
+				if m.Deal != nil {
+					rec.Phase = PhaseDeals
+				}
 			}
-		} else {
+		case rec.Kind == KindReconcile && rec.Phase == PhaseDeals:
+			errs, last, fail = s.dealsPage(ctx, y, rec)
+			if last && fail == nil {
+				rec.Phase, rec.Cursor, last = PhasePush, "", false
+			}
+		default:
 			errs, last, fail = s.pushPage(ctx, y, rec)
 		}
 		if fail != nil {
@@ -684,6 +699,9 @@ func (s *Service) pushPage(ctx context.Context, y *syncer, rec *jobRecord) ([]Jo
 		switch r.Outcome {
 		case OutcomeWritten:
 			rec.Progress.Written++
+			if r.DealOpened {
+				rec.Progress.DealsOpened++
+			}
 		case OutcomeUnchanged:
 			rec.Progress.Unchanged++
 		case OutcomeSkipped:
@@ -730,6 +748,34 @@ func (s *Service) pullPage(ctx context.Context, y *syncer, rec *jobRecord) ([]Jo
 		case pullConflict:
 			rec.Progress.Conflicts += int64(opened)
 		default:
+			rec.Progress.Unchanged++
+		}
+	}
+	rec.Cursor = next
+	return nil, next == "", nil
+}
+
+// dealsPage reads the next page of the CRM's changed deals and pulls each.
+func (s *Service) dealsPage(ctx context.Context, y *syncer, rec *jobRecord) ([]JobError, bool, error) {
+	var deals []crmapi.Deal
+	var next string
+	err := retryCall(ctx, func() error {
+		var err error
+		deals, next, err = y.cl.DealsChangedSince(ctx, rec.Since, rec.Cursor)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	for _, d := range deals {
+		changed, err := y.pullDeal(ctx, d)
+		if err != nil {
+			return nil, false, err
+		}
+		rec.Progress.Processed++
+		if changed {
+			rec.Progress.DealsPulled++
+		} else {
 			rec.Progress.Unchanged++
 		}
 	}

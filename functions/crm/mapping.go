@@ -56,10 +56,16 @@ type MappingField struct {
 	Values map[string]string `json:"values,omitempty"`
 }
 
-// Deal is the pipeline and stage of the deals a sync creates for new records.
+// Deal is the deal a sync opens for each subscriber it links to a record that has no open
+// deal in the pipeline: its pipeline and first stage, and the subscriber custom field that
+// follows the deal's stage.
 type Deal struct {
 	Pipeline string `json:"pipeline"`
 	Stage    string `json:"stage"`
+	// StageField is a text custom field of the bot's that receives the label of the deal's
+	// stage when the deal is opened and whenever a reconcile reads that the CRM moved it
+	// ("" for none): what flows, segments and broadcasts act on.
+	StageField string `json:"stage_field,omitempty"`
 }
 
 // MappingSpec is what a mapping says: which CRM object subscribers become, the field that
@@ -101,7 +107,8 @@ func (r *MappingRequest) Spec() MappingSpec {
 	sp := MappingSpec{Object: strings.TrimSpace(r.Object), Key: strings.TrimSpace(r.Key), KeySource: strings.TrimSpace(r.KeySource),
 		Fields: slices.Clone(r.Fields)}
 	if r.Deal != nil {
-		sp.Deal = &Deal{Pipeline: strings.TrimSpace(r.Deal.Pipeline), Stage: strings.TrimSpace(r.Deal.Stage)}
+		sp.Deal = &Deal{Pipeline: strings.TrimSpace(r.Deal.Pipeline), Stage: strings.TrimSpace(r.Deal.Stage),
+			StageField: strings.TrimSpace(r.Deal.StageField)}
 	}
 	if sp.KeySource == "" {
 		sp.KeySource = DefaultKeySource
@@ -167,6 +174,9 @@ func (sp MappingSpec) check() httpapi.Problems {
 	if sp.Deal != nil {
 		checkName(&p, "deal.pipeline", sp.Deal.Pipeline)
 		checkName(&p, "deal.stage", sp.Deal.Stage)
+		if sp.Deal.StageField != "" {
+			checkName(&p, "deal.stage_field", sp.Deal.StageField)
+		}
 	}
 	return p
 }
@@ -395,6 +405,17 @@ func (r resolved) problems(sp MappingSpec) httpapi.Problems {
 			p.Add("deal.pipeline", "the CRM has no deal pipeline %q", sp.Deal.Pipeline)
 		case !slices.ContainsFunc(r.pipelines[i].Stages, func(st crmapi.Stage) bool { return st.ID == sp.Deal.Stage }):
 			p.Add("deal.stage", "pipeline %q has no stage %q", sp.Deal.Pipeline, sp.Deal.Stage)
+		}
+		if f := sp.Deal.StageField; f != "" {
+			typ, ok := r.catalog.Fields[f]
+			switch {
+			case !ok:
+				p.Add("deal.stage_field", "the bot has no custom field %q", f)
+			case typ != SubscriberString:
+				p.Add("deal.stage_field", "%s is a %s field; the stage's label needs a %s field", f, typ, SubscriberString)
+			case slices.ContainsFunc(sp.Fields, func(mf MappingField) bool { return mf.Source == "field:"+f && mf.Direction != DirectionPush }):
+				p.Add("deal.stage_field", "field:%s is pulled from the CRM by the mapping's fields too", f)
+			}
 		}
 	}
 	return p

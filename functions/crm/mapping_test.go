@@ -392,7 +392,12 @@ func TestPreview(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.Code, res.Body)
 	assert.Equal(t, "update", res.JSON["action"])
 	assert.Equal(t, id, res.JSON["record_id"])
-	assert.Nil(t, res.JSON["deal"], "deals come with new records only")
+	assert.Equal(t, map[string]any{"pipeline": "default", "stage": "appointmentscheduled"}, res.JSON["deal"],
+		"the record has no open deal in the pipeline: the sync would open one")
+	f.hs.CreateDeal(id, map[string]string{"dealname": "Ann's", "pipeline": "default", "dealstage": "appointmentscheduled"})
+	res = f.Do(t, "POST", f.hsURL+"/preview", fmt.Sprintf(`{"subscriber_id":%q}`, sub))
+	require.Equal(t, http.StatusOK, res.Code, res.Body)
+	assert.Nil(t, res.JSON["deal"], "the record's open deal would be taken")
 	changed := map[string]any{}
 	for _, v := range res.JSON["fields"].([]any) {
 		pf := v.(map[string]any)

@@ -79,7 +79,8 @@ type Preview struct {
 	// Properties are what would be written, by CRM field.
 	Properties map[string]any `json:"properties"`
 	Fields     []PreviewField `json:"fields"`
-	// Deal is the deal a creation would add (the mapping's deal).
+	// Deal is the deal the sync would open (the mapping's deal): for a new record, and for
+	// a record with no open deal in the mapping's pipeline.
 	Deal *Deal `json:"deal,omitempty"`
 }
 
@@ -162,8 +163,8 @@ func (s *Service) Preview(ctx context.Context, bot, id, subscriberID string) (Pr
 	return p, nil
 }
 
-// compare reads the subscriber's record by the key and sets the action and each written
-// field's current value.
+// compare reads the subscriber's record by the key and sets the action, each written
+// field's current value, and whether the sync would open the mapping's deal.
 func (s *Service) compare(ctx context.Context, bot string, c Connection, m Mapping, p *Preview) error {
 	cl, err := s.clientOf(ctx, bot, c)
 	if err != nil {
@@ -193,6 +194,23 @@ func (s *Service) compare(ctx context.Context, bot string, c Connection, m Mappi
 		pf.Changed = &changed
 		if changed {
 			p.Action = ActionUpdate
+		}
+	}
+	if m.Deal != nil {
+		// A deal the sync opened before stays the subscriber's, whatever became of it.
+		l, err := (&syncer{s: s, bot: bot, c: c}).loadLink(ctx, p.SubscriberID)
+		if err != nil {
+			return err
+		}
+		if l.Deal != nil && l.Deal.Pipeline == m.Deal.Pipeline {
+			return nil
+		}
+		deals, err := cl.Deals(ctx, m.Object, rec.ID)
+		if err != nil {
+			return s.callProblem(ctx, bot, c.ID, err)
+		}
+		if !slices.ContainsFunc(deals, func(d crmapi.Deal) bool { return d.Status == crmapi.DealOpen && d.Pipeline == m.Deal.Pipeline }) {
+			p.Deal = m.Deal
 		}
 	}
 	return nil

@@ -54,6 +54,7 @@ func TestRoutesAccessTable(t *testing.T) {
 		"POST " + base + "/{connectionID}/conflicts/{conflictID}/resolve": write,
 		// The subscriber's own actions: the subscribers scopes and the Dialogs right.
 		"GET /api/bots/{botID}/subscribers/{subscriberID}/crm":        subRead,
+		"GET /api/bots/{botID}/subscribers/{subscriberID}/crm/deals":  subRead,
 		"POST /api/bots/{botID}/subscribers/{subscriberID}/crm/sync":  subWrite,
 		"POST /api/bots/{botID}/subscribers/{subscriberID}/crm/notes": subWrite,
 	}

@@ -2,8 +2,10 @@ package crm
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	crmapi "github.com/botplatform/api/shared/crm"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
 )
@@ -26,15 +28,18 @@ const (
 
 // SubscriberStatus is a subscriber's state at one CRM connection.
 type SubscriberStatus struct {
-	ConnectionID    string       `json:"connection_id"`
-	Provider        string       `json:"provider"`
-	Status          string       `json:"status"`
-	Object          string       `json:"object,omitempty"`
-	RecordID        string       `json:"record_id,omitempty"`
-	MappingRevision int64        `json:"mapping_revision,omitempty"`
-	SyncedAt        *time.Time   `json:"synced_at,omitempty"`
-	OpenConflicts   []string     `json:"open_conflicts"`
-	Error           *RecordError `json:"error,omitempty"`
+	ConnectionID    string     `json:"connection_id"`
+	Provider        string     `json:"provider"`
+	Status          string     `json:"status"`
+	Object          string     `json:"object,omitempty"`
+	RecordID        string     `json:"record_id,omitempty"`
+	MappingRevision int64      `json:"mapping_revision,omitempty"`
+	SyncedAt        *time.Time `json:"synced_at,omitempty"`
+	OpenConflicts   []string   `json:"open_conflicts"`
+	// Deal is the deal the sync opened for the record, as of the last sync or reconcile
+	// (GET .../crm/deals reads the record's deals from the CRM now).
+	Deal  *crmapi.Deal `json:"deal,omitempty"`
+	Error *RecordError `json:"error,omitempty"`
 }
 
 // maxConnectionsRead bounds the connections a subscriber's status reads (a bot connects a
@@ -70,7 +75,7 @@ func (s *Service) SubscriberCRM(ctx context.Context, bot, sub string) ([]Subscri
 			return nil, err
 		}
 		if l.rev > 0 {
-			st.Object, st.RecordID, st.MappingRevision, st.Error = l.Object, l.RecordID, l.MappingRevision, l.Error
+			st.Object, st.RecordID, st.MappingRevision, st.Deal, st.Error = l.Object, l.RecordID, l.MappingRevision, l.Deal, l.Error
 			if !l.SyncedAt.IsZero() {
 				at := l.SyncedAt
 				st.SyncedAt = &at
@@ -99,10 +104,14 @@ type SubscriberSyncRequest struct {
 
 // SyncResult is what a manual sync did at one connection.
 type SyncResult struct {
-	ConnectionID string       `json:"connection_id"`
-	Outcome      string       `json:"outcome"`
-	RecordID     string       `json:"record_id,omitempty"`
-	Error        *RecordError `json:"error,omitempty"`
+	ConnectionID string `json:"connection_id"`
+	Outcome      string `json:"outcome"`
+	RecordID     string `json:"record_id,omitempty"`
+	// DealID is the record's deal, when the mapping has one; DealOpened is true when this
+	// sync created it.
+	DealID     string       `json:"deal_id,omitempty"`
+	DealOpened bool         `json:"deal_opened,omitempty"`
+	Error      *RecordError `json:"error,omitempty"`
 }
 
 // SyncSubscriber syncs one subscriber now, as a job would: with each connection that has a
@@ -142,7 +151,72 @@ func (s *Service) SyncSubscriber(ctx context.Context, bot, sub string, req Subsc
 		if r.fatal != nil {
 			return nil, s.callProblem(ctx, bot, c.ID, r.fatal)
 		}
-		out = append(out, SyncResult{ConnectionID: c.ID, Outcome: r.Outcome, RecordID: r.RecordID, Error: r.Error})
+		out = append(out, SyncResult{ConnectionID: c.ID, Outcome: r.Outcome, RecordID: r.RecordID, DealID: r.DealID,
+			DealOpened: r.DealOpened, Error: r.Error})
+	}
+	return out, nil
+}
+
+// RecordDeals are the deals of a subscriber's record at one connection, as the CRM answers
+// now.
+type RecordDeals struct {
+	ConnectionID string        `json:"connection_id"`
+	Provider     string        `json:"provider"`
+	Object       string        `json:"object"`
+	RecordID     string        `json:"record_id"`
+	Deals        []crmapi.Deal `json:"deals"`
+}
+
+// SubscriberDeals reads the deals of the subscriber's linked records from each CRM (or the
+// connection named): every deal associated with the record, whoever opened it, most
+// recently changed first. A connection the subscriber is not linked at is left out.
+func (s *Service) SubscriberDeals(ctx context.Context, bot, sub, conn string) ([]RecordDeals, error) {
+	if _, err := s.subscriber(ctx, bot, sub); err != nil {
+		return nil, err
+	}
+	var conns []Connection
+	if conn != "" {
+		c, err := s.load(ctx, bot, conn)
+		if err != nil {
+			return nil, err
+		}
+		conns = []Connection{c}
+	} else {
+		var err error
+		if conns, _, err = s.List(ctx, bot, maxConnectionsRead, ""); err != nil {
+			return nil, err
+		}
+	}
+	out := []RecordDeals{}
+	for _, c := range conns {
+		y := &syncer{s: s, bot: bot, c: c}
+		l, err := y.loadLink(ctx, sub)
+		if err != nil {
+			return nil, err
+		}
+		if l.RecordID == "" {
+			continue
+		}
+		cl, err := s.clientOf(ctx, bot, c)
+		if err != nil {
+			return nil, err
+		}
+		var deals []crmapi.Deal
+		err = retryCall(ctx, func() error {
+			var err error
+			deals, err = cl.Deals(ctx, l.Object, l.RecordID)
+			return err
+		})
+		if errors.Is(err, crmapi.ErrNotFound) {
+			deals, err = nil, nil // the record is gone at the CRM: it has no deals
+		}
+		if err != nil {
+			return nil, s.callProblem(ctx, bot, c.ID, err)
+		}
+		if deals == nil {
+			deals = []crmapi.Deal{}
+		}
+		out = append(out, RecordDeals{ConnectionID: c.ID, Provider: c.Provider, Object: l.Object, RecordID: l.RecordID, Deals: deals})
 	}
 	return out, nil
 }
@@ -234,7 +308,7 @@ func (s *Service) ExportNote(ctx context.Context, bot, sub string, req NoteReque
 			return Note{}, s.callProblem(ctx, bot, c.ID, r.fatal)
 		case r.Outcome == OutcomeSkipped:
 			return Note{}, httpapi.E(httpapi.KindUnprocessable, "missing_key", "the subscriber has no value their CRM record is matched by")
-		case r.Outcome == OutcomeFailed:
+		case r.Outcome == OutcomeFailed && r.RecordID == "": // a refused deal leaves the record written
 			return Note{}, httpapi.E(httpapi.KindUnprocessable, "crm_request_rejected", r.Error.Message)
 		}
 		recordID = r.RecordID

@@ -26,6 +26,9 @@ type link struct {
 	// Conflicts are the CRM fields with an open conflict: no sync writes them until it is
 	// resolved.
 	Conflicts []string `json:"conflicts,omitempty"`
+	// Deal is the deal the sync opened (or found open) for the record, as the CRM last
+	// answered or a reconcile last read it.
+	Deal *crmapi.Deal `json:"deal,omitempty"`
 	// Error is the last sync's failure, cleared by a success.
 	Error *RecordError `json:"error,omitempty"`
 	rev   int64
@@ -58,6 +61,8 @@ type syncer struct {
 	cat     Catalog
 	targets map[string]crmapi.Field
 	cl      crmapi.Client
+	// stages are the labels of the deal pipeline's stages by id (a mapping with a deal).
+	stages map[string]string
 }
 
 // newSyncer reads what syncing with m needs: the bot's fields and labels, the CRM object's
@@ -81,6 +86,20 @@ func (s *Service) newSyncer(ctx context.Context, bot string, c Connection, m Map
 	y := &syncer{s: s, bot: bot, c: c, m: m, cat: cat, targets: make(map[string]crmapi.Field, len(fs.Data)), cl: cl}
 	for _, f := range fs.Data {
 		y.targets[f.Name] = f
+	}
+	if m.Deal != nil {
+		ps, err := s.pipelines(ctx, bot, c, false)
+		if err != nil {
+			return nil, err
+		}
+		y.stages = map[string]string{}
+		for _, p := range ps.Data {
+			if p.ID == m.Deal.Pipeline {
+				for _, st := range p.Stages {
+					y.stages[st.ID] = st.Label
+				}
+			}
+		}
 	}
 	return y, nil
 }
@@ -117,7 +136,11 @@ func (y *syncer) saveLink(ctx context.Context, sub string, l link, extra ...stor
 type pushResult struct {
 	Outcome  string
 	RecordID string
-	Error    *RecordError
+	// DealID is the record's deal (a mapping with a deal); DealOpened is true when the push
+	// created it.
+	DealID     string
+	DealOpened bool
+	Error      *RecordError
 	// fatal is an error that ends the job (credentials refused): not the subscriber's.
 	fatal error
 }
@@ -159,7 +182,10 @@ func (y *syncer) push(ctx context.Context, person Person) pushResult {
 			}
 		}
 		if !changed {
-			return pushResult{Outcome: OutcomeUnchanged, RecordID: l.RecordID}
+			if y.needsDeal(l) {
+				return y.openDeal(ctx, person, key, l, OutcomeUnchanged)
+			}
+			return pushResult{Outcome: OutcomeUnchanged, RecordID: l.RecordID, DealID: l.dealID()}
 		}
 	}
 	var rec crmapi.Record
@@ -203,11 +229,26 @@ func (y *syncer) push(ctx context.Context, person Person) pushResult {
 	for k, v := range props {
 		l.Synced[k] = v
 	}
-	if err := y.saveLink(ctx, person.ID, l, extra...); err != nil && !errors.Is(err, store.ErrConditionFailed) {
-		// The record is written; a lost link only costs the next sync a write.
-		return pushResult{fatal: err}
+	if err := y.saveLink(ctx, person.ID, l, extra...); err != nil {
+		if !errors.Is(err, store.ErrConditionFailed) {
+			// The record is written; a lost link only costs the next sync a write.
+			return pushResult{fatal: err}
+		}
+		return pushResult{Outcome: OutcomeWritten, RecordID: rec.ID, DealID: l.dealID()}
 	}
-	return pushResult{Outcome: OutcomeWritten, RecordID: rec.ID}
+	l.rev++
+	if y.needsDeal(l) {
+		return y.openDeal(ctx, person, key, l, OutcomeWritten)
+	}
+	return pushResult{Outcome: OutcomeWritten, RecordID: rec.ID, DealID: l.dealID()}
+}
+
+// dealID is the id of the link's deal, "" when it has none.
+func (l link) dealID() string {
+	if l.Deal == nil {
+		return ""
+	}
+	return l.Deal.ID
 }
 
 // recordRef is a record's subscriber.

@@ -13,6 +13,8 @@ import (
 //	                                                         values both sides last agreed on
 //	                                REC#<record id>          which subscriber a record is (reconcile
 //	                                                         reads the CRM's changed records)
+//	                                DEAL#<deal id>           which subscriber a deal the sync opened
+//	                                                         is (reconcile reads the changed deals)
 //	                                JOB#<job>                a sync job (revisioned)
 //	                                JOBERR#<job>#<seq, 6>    one per-record error of a job
 //	                                ACTIVE                   the job running now: one at a time
@@ -30,6 +32,10 @@ func linkKey(bot, conn, sub string) store.Key {
 
 func recordKey(bot, conn, recordID string) store.Key {
 	return store.Key{PK: syncPK(bot, conn), SK: "REC#" + hashHex(recordID)}
+}
+
+func dealKey(bot, conn, dealID string) store.Key {
+	return store.Key{PK: syncPK(bot, conn), SK: "DEAL#" + hashHex(dealID)}
 }
 
 const jobPrefix = "JOB#"

@@ -27,6 +27,7 @@ func SubscriberRoutes(mux *httpapi.Mux, h *Handlers) {
 	read := httpapi.Need("subscribers:read", auth.RightDialogs).InPlan(auth.FeatureCRM)
 	write := httpapi.Need("subscribers:write", auth.RightDialogs).InPlan(auth.FeatureCRM)
 	mux.Handle("GET "+base, read, h.subscriberCRM)
+	mux.Handle("GET "+base+"/deals", read, h.subscriberDeals)
 	mux.Handle("POST "+base+"/sync", write, h.syncSubscriber)
 	mux.Handle("POST "+base+"/notes", write, h.exportNote)
 }
@@ -109,6 +110,14 @@ func (h *Handlers) subscriberCRM(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return httpapi.WriteJSON(w, http.StatusOK, map[string]any{"data": st})
+}
+
+func (h *Handlers) subscriberDeals(w http.ResponseWriter, r *http.Request) error {
+	ds, err := h.svc.SubscriberDeals(r.Context(), r.PathValue("botID"), r.PathValue("subscriberID"), r.URL.Query().Get("connection_id"))
+	if err != nil {
+		return retryAfter(w, err)
+	}
+	return httpapi.WriteJSON(w, http.StatusOK, map[string]any{"data": ds})
 }
 
 func (h *Handlers) syncSubscriber(w http.ResponseWriter, r *http.Request) error {

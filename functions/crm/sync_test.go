@@ -14,6 +14,7 @@ import (
 
 	"github.com/botplatform/api/functions/subscribers"
 	crmapi "github.com/botplatform/api/shared/crm"
+	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
@@ -106,9 +107,15 @@ func TestInitialSync(t *testing.T) {
 
 	job := f.sync(t, KindInitialSync)
 	assert.Equal(t, JobSucceeded, job["status"])
-	assert.Equal(t, map[string]float64{"processed": 3, "written": 2, "unchanged": 0, "skipped": 1, "failed": 0, "pulled": 0, "conflicts": 0},
+	assert.Equal(t, map[string]float64{"processed": 3, "written": 2, "unchanged": 0, "skipped": 1, "failed": 0, "pulled": 0, "conflicts": 0, "deals_opened": 2, "deals_pulled": 0},
 		progress(t, job))
 	require.Equal(t, 2, f.hs.Count("contacts"))
+	require.Equal(t, 2, f.hs.Count("deals"), "the mapping's deal, one per new record")
+	for _, d := range f.hs.Records("deals") {
+		assert.Equal(t, "default", d.Props["pipeline"])
+		assert.Equal(t, "appointmentscheduled", d.Props["dealstage"])
+		assert.Len(t, f.hs.Associated(d.ID, "contacts"), 1)
+	}
 	records := map[string]map[string]any{}
 	for _, r := range f.hs.Records("contacts") {
 		records[r.Props["email"].(string)] = r.Props
@@ -327,4 +334,79 @@ func TestRateNormalized(t *testing.T) {
 	assert.Equal(t, Rate{N: 100, Window: 5 * time.Second}, s.rate(crmapi.Dynamics), "6,000 in 5 minutes")
 	assert.Equal(t, Rate{N: 100, Window: 10 * time.Second}, s.rate(crmapi.HubSpot))
 	assert.Equal(t, Rate{N: 100, Window: 2 * time.Second / 6}, s.rate(crmapi.Pipedrive))
+}
+
+// A deal is opened once per linked record: a step that opened it and died before saving the
+// link finds it at the next sync (through the contact's associations) instead of opening a
+// second; a record that has an open deal in the pipeline already gets none; a reconcile takes
+// the stage the CRM moved the deal to into the stage field, and "won" once it is won.
+func TestDeals(t *testing.T) {
+	t.Parallel()
+	f := newMappingFixture(t)
+	f.catalog(t, f.bot)
+	_, err := f.subs.CreateField(sqlitetest.Unrecorded(t.Context()), f.bot, subscribers.FieldSpec{Name: "deal_stage", Type: subscribers.TypeString})
+	require.NoError(t, err)
+	mapping := `{"object":"contacts","key":"email","fields":[{"source":"subscriber:first_name","target":"firstname","direction":"push"}],
+		"deal":{"pipeline":"default","stage":"appointmentscheduled","stage_field":"deal_stage"}}`
+	res := f.Do(t, "PUT", f.hsURL+"/mapping", json.RawMessage(mapping))
+	require.Equal(t, http.StatusCreated, res.Code, res.Body)
+	ann := f.subscriber(t, f.bot, "1", map[string]any{"email": "ann@example.com"}, false)
+	bob := f.subscriber(t, f.bot, "2", map[string]any{"email": "bob@example.com"}, false)
+	// Bob's contact exists with an open deal in the pipeline: it becomes his.
+	bobContact := f.hs.Create("contacts", map[string]string{"email": "bob@example.com"})
+	bobDeal := f.hs.CreateDeal(bobContact, map[string]string{"dealname": "Bob's", "pipeline": "default", "dealstage": "appointmentscheduled"})
+
+	job := f.sync(t, KindInitialSync)
+	p := progress(t, job)
+	assert.Equal(t, float64(1), p["deals_opened"], "Bob had one")
+	require.Equal(t, 2, f.hs.Count("deals"))
+	field := func(sub string) any {
+		t.Helper()
+		s, err := f.subs.Get(t.Context(), f.bot, sub)
+		require.NoError(t, err)
+		return s.Fields["deal_stage"]
+	}
+	assert.Equal(t, "Appointment Scheduled", field(ann))
+	assert.Equal(t, "Appointment Scheduled", field(bob))
+
+	// Ann's step "died" after opening her deal: her link does not have it.
+	key := linkKey(f.bot, f.hsID, ann)
+	it, err := f.raw.Get(t.Context(), key)
+	require.NoError(t, err)
+	l, err := store.Decode[link](it)
+	require.NoError(t, err)
+	annDeal := l.Deal.ID
+	l.Deal = nil
+	lost, err := item(key, it.Revision+1, l)
+	require.NoError(t, err)
+	require.NoError(t, f.raw.Put(t.Context(), lost, store.RevisionIs(it.Revision)))
+	job = f.sync(t, KindInitialSync)
+	assert.Equal(t, float64(0), progress(t, job)["deals_opened"])
+	assert.Equal(t, 2, f.hs.Count("deals"), "the deal opened before is found, not opened again")
+	res = f.Do(t, "POST", "/api/bots/"+f.bot+"/subscribers/"+ann+"/crm/sync", map[string]any{"connection_id": f.hsID})
+	require.Equal(t, http.StatusOK, res.Code, res.Body)
+	got := res.JSON["data"].([]any)[0].(map[string]any)
+	assert.Equal(t, annDeal, got["deal_id"])
+	assert.Nil(t, got["deal_opened"])
+
+	// The CRM moves Ann's deal and wins Bob's: a reconcile takes both.
+	require.True(t, f.hs.Change("deals", annDeal, map[string]string{"dealstage": "qualifiedtobuy"}))
+	require.True(t, f.hs.Change("deals", bobDeal, map[string]string{"dealstage": "closedwon"}))
+	job = f.sync(t, KindReconcile)
+	p = progress(t, job)
+	assert.Equal(t, float64(2), p["deals_pulled"])
+	assert.Equal(t, "Qualified To Buy", field(ann))
+	assert.Equal(t, "won", field(bob))
+	res = f.Do(t, "GET", "/api/bots/"+f.bot+"/subscribers/"+bob+"/crm", nil)
+	require.Equal(t, http.StatusOK, res.Code, res.Body)
+	for _, x := range res.JSON["data"].([]any) {
+		if m := x.(map[string]any); m["connection_id"] == f.hsID {
+			assert.Equal(t, bobDeal, m["deal"].(map[string]any)["id"])
+			assert.Equal(t, crmapi.DealWon, m["deal"].(map[string]any)["status"])
+		}
+	}
+	// A second reconcile finds nothing new.
+	job = f.sync(t, KindReconcile)
+	assert.Equal(t, float64(0), progress(t, job)["deals_pulled"])
+	assert.Equal(t, 2, f.hs.Count("deals"), "a won deal stays the subscriber's")
 }

@@ -3,7 +3,8 @@
 // Microsoft Entra ID ({login}/{tenant}/oauth2/v2.0/token, scope "{environment}/.default"):
 // WhoAmI and the organization for the account, EntityDefinitions for fields and picklist
 // options, the opportunity sales stages as the pipeline, $filter queries then PATCH or POST
-// for upserts, PATCH by id for updates, modifiedon for changes and annotations for notes.
+// for upserts, PATCH by id for updates, modifiedon for changes, annotations for notes, and
+// opportunities queried through their parentcontactid (or parentaccountid) lookup for deals.
 // Dataverse has no revocation of client-credentials tokens: Revoke returns nil (the customer
 // removes the application user).
 package dynamics
@@ -565,3 +566,191 @@ func (c *Client) AddNote(ctx context.Context, object, id, text string) error {
 // Revoke does nothing: Entra ID has no revocation of client-credentials tokens; access ends
 // when the customer removes the application user or its secret.
 func (c *Client) Revoke(context.Context) error { return nil }
+
+// pipelineID is the one pipeline Pipelines lists: the opportunity's sales stages.
+const pipelineID = "opportunity"
+
+// dealParents are the opportunity lookups that associate a deal with a record of an entity
+// set: the single-valued navigation property a create binds, whose _<name>_value a query
+// filters on.
+var dealParents = map[string]string{"contacts": "parentcontactid", "accounts": "parentaccountid"}
+
+// dealOpts are what a deal is read with; the currency lookup is expanded to its ISO code in
+// the same request rather than read separately.
+var dealOpts = [][2]string{{"$select", "opportunityid,name,salesstage,statecode,estimatedvalue,modifiedon"},
+	{"$expand", "transactioncurrencyid($select=isocurrencycode)"}}
+
+// opportunity is an opportunity as read with dealOpts.
+type opportunity struct {
+	ID             string   `json:"opportunityid"`
+	Name           string   `json:"name"`
+	SalesStage     *int     `json:"salesstage"`
+	StateCode      int      `json:"statecode"`
+	EstimatedValue *float64 `json:"estimatedvalue"`
+	ModifiedOn     string   `json:"modifiedon"`
+	Currency       *struct {
+		ISOCode string `json:"isocurrencycode"`
+	} `json:"transactioncurrencyid"`
+}
+
+// deal normalizes an opportunity: statecode 0 Open, 1 Won, 2 Lost; the stage is the
+// salesstage option value (empty when a user cleared it).
+func (o opportunity) deal() (crm.Deal, error) {
+	if !guid.MatchString(o.ID) {
+		return crm.Deal{}, &crm.ProviderError{Status: 200, Code: "bad_response", Message: "no opportunityid in the answer"}
+	}
+	d := crm.Deal{ID: o.ID, Name: o.Name, Pipeline: pipelineID, Amount: o.EstimatedValue}
+	switch o.StateCode {
+	case 0:
+		d.Status = crm.DealOpen
+	case 1:
+		d.Status = crm.DealWon
+	case 2:
+		d.Status = crm.DealLost
+	default:
+		return crm.Deal{}, &crm.ProviderError{Status: 200, Code: "bad_response", Message: fmt.Sprintf("opportunity statecode %d", o.StateCode)}
+	}
+	if o.SalesStage != nil {
+		d.Stage = strconv.Itoa(*o.SalesStage)
+	}
+	// A currency without an amount says nothing: every opportunity has the base currency.
+	if o.EstimatedValue != nil && o.Currency != nil {
+		d.Currency = o.Currency.ISOCode
+	}
+	if t, err := time.Parse(time.RFC3339, o.ModifiedOn); err == nil {
+		d.UpdatedAt = t.UTC()
+	}
+	return d, nil
+}
+
+func deals(page []opportunity) ([]crm.Deal, error) {
+	out := make([]crm.Deal, 0, len(page))
+	for _, o := range page {
+		d, err := o.deal()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// dealParent checks the record a deal is associated with and returns its lookup.
+func dealParent(object, id string) (string, error) {
+	nav, ok := dealParents[object]
+	if !ok {
+		return "", &crm.ProviderError{Status: 400, Code: "invalid_object", Message: fmt.Sprintf("opportunities are not associated with %q", object)}
+	}
+	if !guid.MatchString(id) {
+		return "", fmt.Errorf("%w: %q is not a Dataverse id", crm.ErrNotFound, id)
+	}
+	return nav, nil
+}
+
+// parentDeals queries the opportunities whose lookup nav is id, most recently changed first.
+func (c *Client) parentDeals(ctx context.Context, nav, id, filter string, top int) ([]crm.Deal, error) {
+	f := "_" + nav + "_value eq " + strings.ToLower(id)
+	if filter != "" {
+		f += " and " + filter
+	}
+	opts := append(slices.Clone(dealOpts), [2]string{"$filter", f},
+		[2]string{"$orderby", "modifiedon desc,opportunityid desc"}, [2]string{"$top", strconv.Itoa(top)})
+	var out struct {
+		Value []opportunity `json:"value"`
+	}
+	if err := c.do(ctx, http.MethodGet, c.query("opportunities", opts), nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return deals(out.Value)
+}
+
+// OpenDeal queries the record's open opportunities through its lookup (parentcontactid for
+// a contact, parentaccountid for an account), which Dataverse reads from its tables, not from
+// a search index, and returns the most recently changed one; when there is none it creates
+// one in a single POST that binds the lookup and answers the opportunity
+// (return=representation). The record is not read first: a bind to a record the environment
+// does not have makes the create answer 404, which is ErrNotFound. Dataverse has one
+// pipeline, so every opportunity is in it. One request when an open deal exists, two when
+// one is created.
+func (c *Client) OpenDeal(ctx context.Context, object, contactID string, d crm.DealInput) (crm.Deal, bool, error) {
+	nav, err := dealParent(object, contactID)
+	if err != nil {
+		return crm.Deal{}, false, err
+	}
+	if d.Pipeline != pipelineID {
+		return crm.Deal{}, false, &crm.ProviderError{Status: 400, Code: "invalid_pipeline", Message: fmt.Sprintf("Dataverse has one pipeline, %q", pipelineID)}
+	}
+	stage, err := strconv.Atoi(d.Stage)
+	if err != nil || stage < 0 {
+		return crm.Deal{}, false, &crm.ProviderError{Status: 400, Code: "invalid_stage", Message: fmt.Sprintf("%q is not a salesstage option value", d.Stage)}
+	}
+	open, err := c.parentDeals(ctx, nav, contactID, "statecode eq 0", 1)
+	if err != nil {
+		return crm.Deal{}, false, err
+	}
+	if len(open) > 0 {
+		return open[0], false, nil
+	}
+	body := map[string]any{"name": crmhttp.Truncate(d.Name, 300), "salesstage": stage,
+		nav + "@odata.bind": "/" + object + "(" + strings.ToLower(contactID) + ")"}
+	var created opportunity
+	h := http.Header{"Prefer": {"return=representation"}}
+	// $select only: a new opportunity has no amount, so its currency is not shown, and a
+	// create's answer is documented with $select, not $expand.
+	if err := c.do(ctx, http.MethodPost, c.query("opportunities", dealOpts[:1]), body, &created, h); err != nil {
+		return crm.Deal{}, false, err
+	}
+	deal, err := created.deal()
+	return deal, err == nil, err
+}
+
+// Deals queries the record's opportunities through its lookup, at most 100, most recently
+// changed first. A filter on an id the environment does not have answers an empty list, so
+// an empty answer costs a second request that reads the record: ErrNotFound when it is gone.
+func (c *Client) Deals(ctx context.Context, object, contactID string) ([]crm.Deal, error) {
+	nav, err := dealParent(object, contactID)
+	if err != nil {
+		return nil, err
+	}
+	out, err := c.parentDeals(ctx, nav, contactID, "", 100)
+	if err != nil || len(out) > 0 {
+		return out, err
+	}
+	i, err := known(object)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.do(ctx, http.MethodGet, c.api+"/"+object+"("+contactID+")?$select="+objects[i].key, nil, nil, nil); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DealsChangedSince queries opportunities by modifiedon (whole seconds), oldest first, in
+// pages of odata.maxpagesize, with ChangedSince's cursor: the @odata.nextLink Dataverse
+// answered, which must stay under this environment's opportunities. One request a page.
+func (c *Client) DealsChangedSince(ctx context.Context, since time.Time, cursor string) ([]crm.Deal, string, error) {
+	u := cursor
+	if u == "" {
+		u = c.query("opportunities", append(slices.Clone(dealOpts),
+			[2]string{"$filter", "modifiedon ge " + since.UTC().Truncate(time.Second).Format(time.RFC3339)},
+			[2]string{"$orderby", "modifiedon asc,opportunityid asc"}))
+	} else if !strings.HasPrefix(cursor, c.api+"/opportunities?") {
+		return nil, "", &crm.ProviderError{Status: 400, Code: "invalid_cursor", Message: "the cursor is not this environment's next link"}
+	}
+	var out struct {
+		Value    []opportunity `json:"value"`
+		NextLink string        `json:"@odata.nextLink"`
+	}
+	if err := c.do(ctx, http.MethodGet, u, nil, &out, http.Header{"Prefer": {fmt.Sprintf("odata.maxpagesize=%d", pageSize)}}); err != nil {
+		return nil, "", err
+	}
+	if out.NextLink != "" && !strings.HasPrefix(out.NextLink, c.api+"/opportunities?") {
+		return nil, "", &crm.ProviderError{Status: 200, Code: "bad_response", Message: "a next link outside the environment"}
+	}
+	page, err := deals(out.Value)
+	if err != nil {
+		return nil, "", err
+	}
+	return page, out.NextLink, nil
+}

@@ -1,8 +1,11 @@
 package dynamics_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -349,4 +352,312 @@ func TestUpdateErrors(t *testing.T) {
 	assert.NotContains(t, err.Error(), bad.ClientSecret)
 	rec, _ := f.Record("contacts", id)
 	assert.Equal(t, "A", rec.Props["firstname"], "only the admitted update wrote")
+}
+
+// tick makes the fake's clock advance a second on every reading, from base.
+func tick(f *fake.Server, base time.Time) {
+	var mu sync.Mutex
+	now := base
+	f.Clock.Set(func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(time.Second)
+		return now
+	})
+}
+
+func TestOpenDeal(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	tick(f, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	c := newClient(t, f, creds(f))
+	ctx := t.Context()
+	ada := f.Create("contacts", map[string]any{"emailaddress1": "ada@example.com"})
+	in := crm.DealInput{Pipeline: "opportunity", Stage: "1", Name: "Ada's order"}
+
+	before := f.Requests()
+	d1, created, err := c.OpenDeal(ctx, "contacts", ada, in)
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.Equal(t, before+2, f.Requests(), "the query of open deals, then the create")
+	assert.Equal(t, crm.Deal{ID: d1.ID, Name: "Ada's order", Pipeline: "opportunity", Stage: "1", Status: crm.DealOpen,
+		UpdatedAt: d1.UpdatedAt}, d1)
+	assert.False(t, d1.UpdatedAt.IsZero())
+	require.Equal(t, 1, f.Count("opportunities"))
+	rec, ok := f.Record("opportunities", d1.ID)
+	require.True(t, ok)
+	assert.Equal(t, ada, rec.Props["_parentcontactid_value"], "associated with the contact")
+	assert.Equal(t, 1.0, rec.Props["salesstage"])
+	assert.Equal(t, 0.0, rec.Props["statecode"])
+	assert.Equal(t, "Ada's order", rec.Props["name"])
+
+	before = f.Requests()
+	d2, created, err := c.OpenDeal(ctx, "contacts", ada, crm.DealInput{Pipeline: "opportunity", Stage: "0", Name: "Another"})
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.Equal(t, d1, d2, "the deal the first call opened")
+	assert.Equal(t, before+1, f.Requests(), "one query")
+	assert.Equal(t, 1, f.Count("opportunities"))
+
+	// A closed deal is not open: won, then lost, each makes the next call open another.
+	for _, state := range []float64{1, 2} {
+		open, _, err := c.OpenDeal(ctx, "contacts", ada, in)
+		require.NoError(t, err)
+		require.True(t, f.Change("opportunities", open.ID, map[string]any{"statecode": state}))
+		next, created, err := c.OpenDeal(ctx, "contacts", ada, in)
+		require.NoError(t, err)
+		assert.True(t, created, "statecode %v", state)
+		assert.NotEqual(t, open.ID, next.ID)
+	}
+	assert.Equal(t, 3, f.Count("opportunities"))
+
+	// Another contact's open deal, or the account's, is not this contact's.
+	bob := f.Create("contacts", map[string]any{"emailaddress1": "bob@example.com"})
+	acme := f.Create("accounts", map[string]any{"name": "Acme"})
+	f.Create("opportunities", map[string]any{"name": "Acme deal", "salesstage": 2.0, "_parentaccountid_value": acme})
+	bobs, created, err := c.OpenDeal(ctx, "contacts", bob, in)
+	require.NoError(t, err)
+	assert.True(t, created)
+	rec, _ = f.Record("opportunities", bobs.ID)
+	assert.Equal(t, bob, rec.Props["_parentcontactid_value"])
+	acmes, created, err := c.OpenDeal(ctx, "accounts", acme, in)
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.Equal(t, "Acme deal", acmes.Name)
+	assert.Equal(t, "2", acmes.Stage)
+
+	// Of two open deals, the most recently changed.
+	older := f.Create("opportunities", map[string]any{"name": "Older", "salesstage": 0.0, "_parentcontactid_value": bob})
+	require.True(t, f.Change("opportunities", older, map[string]any{"salesstage": 3.0}))
+	got, created, err := c.OpenDeal(ctx, "contacts", bob, in)
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.Equal(t, older, got.ID)
+	assert.Equal(t, "3", got.Stage, "moved by a user")
+}
+
+func TestOpenDealRefused(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c := newClient(t, f, creds(f))
+	ctx := t.Context()
+	ada := f.Create("contacts", map[string]any{"emailaddress1": "ada@example.com"})
+	in := crm.DealInput{Pipeline: "opportunity", Stage: "1", Name: "Order"}
+
+	// The filter on an unknown contact answers no deal; the create's bind answers 404.
+	_, _, err := c.OpenDeal(ctx, "contacts", "00000000-0000-0000-0000-000000000000", in)
+	require.ErrorIs(t, err, crm.ErrNotFound)
+	assert.Contains(t, err.Error(), "0x80040217")
+	assert.Equal(t, 0, f.Count("opportunities"))
+
+	var pe *crm.ProviderError
+	_, _, err = c.OpenDeal(ctx, "contacts", ada, crm.DealInput{Pipeline: "opportunity", Stage: "9", Name: "Order"})
+	require.ErrorAs(t, err, &pe, "a salesstage that is not an option")
+	assert.Equal(t, 400, pe.Status)
+	assert.Equal(t, "0x80048d19", pe.Code)
+	assert.Contains(t, pe.Message, "salesstage")
+	assert.Equal(t, 0, f.Count("opportunities"))
+
+	before := f.Requests()
+	for name, d := range map[string]crm.DealInput{
+		"another pipeline":  {Pipeline: "default", Stage: "1"},
+		"stage not a value": {Pipeline: "opportunity", Stage: "Qualify"},
+		"no stage":          {Pipeline: "opportunity"},
+	} {
+		_, _, err = c.OpenDeal(ctx, "contacts", ada, d)
+		require.ErrorAs(t, err, &pe, name)
+		assert.Equal(t, 400, pe.Status, name)
+	}
+	_, _, err = c.OpenDeal(ctx, "leads", ada, in)
+	require.ErrorAs(t, err, &pe, "opportunities have no lead lookup the client binds")
+	assert.Equal(t, "invalid_object", pe.Code)
+	_, _, err = c.OpenDeal(ctx, "contacts", "x)/../accounts(", in)
+	require.ErrorIs(t, err, crm.ErrNotFound)
+	assert.Equal(t, before, f.Requests(), "refused before any request")
+
+	f.FailNext(1, 503)
+	_, _, err = c.OpenDeal(ctx, "contacts", ada, in)
+	require.ErrorAs(t, err, &pe)
+	assert.True(t, pe.Temporary)
+	assert.Equal(t, 0, f.Count("opportunities"), "the failed query created nothing")
+
+	f.SetRateLimit(1, time.Minute)
+	_, _, err = c.OpenDeal(ctx, "contacts", ada, in)
+	var rl *crm.RateLimitedError
+	require.ErrorAs(t, err, &rl, "the create is over the limit")
+	assert.Positive(t, rl.RetryAfter)
+	assert.Equal(t, 0, f.Count("opportunities"))
+	f.SetRateLimit(0, 0)
+
+	f.ExpireTokens()
+	_, _, err = c.OpenDeal(ctx, "contacts", ada, in)
+	assert.ErrorIs(t, err, crm.ErrUnauthorized)
+}
+
+func TestDeals(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	tick(f, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	c := newClient(t, f, creds(f))
+	ctx := t.Context()
+	ada := f.Create("contacts", map[string]any{"emailaddress1": "ada@example.com"})
+	bob := f.Create("contacts", map[string]any{"emailaddress1": "bob@example.com"})
+	won := f.Create("opportunities", map[string]any{"name": "Won", "salesstage": 3.0, "statecode": 1.0,
+		"estimatedvalue": 1200.5, "_parentcontactid_value": ada})
+	lost := f.Create("opportunities", map[string]any{"name": "Lost", "salesstage": 2.0, "statecode": 2.0,
+		"estimatedvalue": 300.0, "_transactioncurrencyid_value": fake.EURCurrencyID, "_parentcontactid_value": ada})
+	open := f.Create("opportunities", map[string]any{"name": "Open", "salesstage": 0.0, "_parentcontactid_value": ada})
+	f.Create("opportunities", map[string]any{"name": "Bob's", "salesstage": 0.0, "_parentcontactid_value": bob})
+	require.True(t, f.Change("opportunities", won, map[string]any{"name": "Won big"}))
+
+	before := f.Requests()
+	got, err := c.Deals(ctx, "contacts", ada)
+	require.NoError(t, err)
+	assert.Equal(t, before+1, f.Requests(), "one query, the currency expanded in it")
+	require.Len(t, got, 3)
+	wonRec, _ := f.Record("opportunities", won)
+	lostRec, _ := f.Record("opportunities", lost)
+	openRec, _ := f.Record("opportunities", open)
+	amount := func(v float64) *float64 { return &v }
+	assert.Equal(t, []crm.Deal{
+		{ID: won, Name: "Won big", Pipeline: "opportunity", Stage: "3", Status: crm.DealWon, Amount: amount(1200.5), Currency: "USD",
+			UpdatedAt: wonRec.Updated.Truncate(time.Second)},
+		{ID: open, Name: "Open", Pipeline: "opportunity", Stage: "0", Status: crm.DealOpen, UpdatedAt: openRec.Updated.Truncate(time.Second)},
+		{ID: lost, Name: "Lost", Pipeline: "opportunity", Stage: "2", Status: crm.DealLost, Amount: amount(300), Currency: "EUR",
+			UpdatedAt: lostRec.Updated.Truncate(time.Second)},
+	}, got, "most recently changed first, statecode and money normalized")
+
+	// At most 100, the most recent.
+	var last string
+	for i := range 105 {
+		last = f.Create("opportunities", map[string]any{"name": fmt.Sprint("bulk ", i), "_parentcontactid_value": bob})
+	}
+	got, err = c.Deals(ctx, "contacts", bob)
+	require.NoError(t, err)
+	require.Len(t, got, 100)
+	assert.Equal(t, last, got[0].ID)
+	assert.Empty(t, got[0].Stage, "an opportunity without a sales stage")
+
+	// No deals: the contact is read, to tell an unknown contact from one without deals.
+	carol := f.Create("contacts", map[string]any{"emailaddress1": "carol@example.com"})
+	before = f.Requests()
+	got, err = c.Deals(ctx, "contacts", carol)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+	assert.NotNil(t, got)
+	assert.Equal(t, before+2, f.Requests())
+	_, err = c.Deals(ctx, "contacts", "00000000-0000-0000-0000-000000000000")
+	assert.ErrorIs(t, err, crm.ErrNotFound)
+	require.True(t, f.Delete("contacts", carol))
+	_, err = c.Deals(ctx, "contacts", carol)
+	assert.ErrorIs(t, err, crm.ErrNotFound)
+}
+
+func TestDealsChangedSince(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tick(f, base)
+	c := newClient(t, f, creds(f))
+	ada := f.Create("contacts", map[string]any{"emailaddress1": "ada@example.com"}) // base+1s
+	var ids []string
+	for i := range 250 { // base+2s .. base+251s
+		ids = append(ids, f.Create("opportunities", map[string]any{"name": fmt.Sprint("deal ", i), "salesstage": 1.0,
+			"_parentcontactid_value": ada}))
+	}
+	require.True(t, f.Change("opportunities", ids[0], map[string]any{"statecode": 1.0, "estimatedvalue": 99.0}))
+	var got []crm.Deal
+	cursor, pages := "", 0
+	for {
+		page, next, err := c.DealsChangedSince(t.Context(), base.Add(102*time.Second), cursor)
+		require.NoError(t, err)
+		got = append(got, page...)
+		pages++
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	require.Len(t, got, 151, "deals 100..249 and the changed deal 0")
+	assert.Equal(t, 2, pages)
+	assert.Equal(t, ids[100], got[0].ID)
+	assert.Equal(t, "deal 100", got[0].Name)
+	assert.Equal(t, base.Add(102*time.Second), got[0].UpdatedAt)
+	for i := 1; i < len(got); i++ {
+		require.False(t, got[i].UpdatedAt.Before(got[i-1].UpdatedAt), "oldest first")
+	}
+	assert.Equal(t, ids[0], got[150].ID)
+	assert.Equal(t, crm.DealWon, got[150].Status)
+	assert.Equal(t, 99.0, *got[150].Amount)
+	assert.Equal(t, "USD", got[150].Currency)
+
+	_, _, err := c.DealsChangedSince(t.Context(), base, "https://evil.example/api/data/v9.2/opportunities?x")
+	var pe *crm.ProviderError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "invalid_cursor", pe.Code)
+	_, _, err = c.DealsChangedSince(t.Context(), base, f.URL()+"/api/data/v9.2/contacts?$top=1")
+	require.ErrorAs(t, err, &pe, "another entity set's link")
+}
+
+// TestFakeOpportunities checks the fake's opportunity routes on the wire, where the client's
+// own checks do not reach: binds to missing or wrong records, $expand, and the Web API error
+// envelope.
+func TestFakeOpportunities(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	cc := clientcredentials.Config{ClientID: fake.ClientID, ClientSecret: fake.ClientSecret,
+		TokenURL: f.URL() + "/" + fake.TenantID + "/oauth2/v2.0/token", Scopes: []string{f.URL() + "/.default"},
+		AuthStyle: oauth2.AuthStyleInParams}
+	ada := f.Create("contacts", map[string]any{"emailaddress1": "ada@example.com"})
+	send := func(hc *http.Client, method, path, body string) (int, map[string]any) {
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, err := http.NewRequestWithContext(t.Context(), method, f.URL()+"/api/data/v9.2/"+path, rd)
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("OData-MaxVersion", "4.0")
+		req.Header.Set("OData-Version", "4.0")
+		req.Header.Set("Prefer", "return=representation")
+		res, err := hc.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(res.Body).Decode(&out)
+		return res.StatusCode, out
+	}
+	hc := cc.Client(t.Context())
+	code := func(out map[string]any) any { return out["error"].(map[string]any)["code"] }
+
+	status, _ := send(http.DefaultClient, http.MethodPost, "opportunities", `{"name":"x"}`)
+	assert.Equal(t, http.StatusUnauthorized, status)
+	status, out := send(hc, http.MethodPost, "opportunities", `{"name":"x","parentcontactid@odata.bind":"/contacts(00000000-0000-0000-0000-000000000001)"}`)
+	assert.Equal(t, http.StatusNotFound, status)
+	assert.Equal(t, "0x80040217", code(out))
+	status, out = send(hc, http.MethodPost, "opportunities", `{"name":"x","parentcontactid@odata.bind":"/accounts(`+ada+`)"}`)
+	assert.Equal(t, http.StatusBadRequest, status, "a contact lookup bound to an account")
+	assert.Equal(t, "0x80048d19", code(out))
+	status, out = send(hc, http.MethodPost, "opportunities", `{"name":"x","statecode":1}`)
+	assert.Equal(t, http.StatusBadRequest, status, "closing takes WinOpportunity, not a write")
+	assert.Equal(t, "0x80048d19", code(out))
+	status, out = send(hc, http.MethodPost, "opportunities?$expand=parentcontactid($select=nope)", `{"name":"x"}`)
+	assert.Equal(t, http.StatusBadRequest, status)
+	assert.Equal(t, "0x80060888", code(out))
+	assert.Equal(t, 0, f.Count("opportunities"))
+
+	status, out = send(hc, http.MethodPost, "opportunities?$select=name,statecode&$expand=parentcontactid($select=emailaddress1)",
+		`{"name":"x","salesstage":2,"parentcontactid@odata.bind":"/contacts(`+ada+`)"}`)
+	require.Equal(t, http.StatusCreated, status)
+	delete(out, "@odata.etag")
+	assert.Equal(t, map[string]any{"name": "x", "statecode": 0.0, "parentcontactid": map[string]any{"contactid": ada,
+		"emailaddress1": "ada@example.com", "@odata.etag": out["parentcontactid"].(map[string]any)["@odata.etag"]}}, out)
+	status, out = send(hc, http.MethodGet, "opportunities?$select=name&$filter="+url.QueryEscape("_parentcontactid_value eq "+ada+" and statecode eq 1"), "")
+	require.Equal(t, http.StatusOK, status)
+	assert.Empty(t, out["value"])
+	status, out = send(hc, http.MethodGet, "opportunities?$select=name&$filter="+url.QueryEscape("_parentcontactid_value eq 'ada'"), "")
+	assert.Equal(t, http.StatusBadRequest, status, "a GUID is compared unquoted")
+	assert.Equal(t, "0x80060888", code(out))
+	status, _ = send(hc, http.MethodGet, "opportunities?$orderby=nope%20desc", "")
+	assert.Equal(t, http.StatusBadRequest, status)
 }

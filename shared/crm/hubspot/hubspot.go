@@ -1,16 +1,18 @@
-// Package hubspot is the crm.Client of HubSpot: the CRM v3 objects API (search, batch upsert,
-// create and update by id), properties, deal pipelines, notes with associations and the account's
-// details, with an OAuth 2.0 access token (authorization code with PKCE; Endpoint and Scopes
+// Package hubspot is the crm.Client of HubSpot: the CRM v3 objects API (search, batch read and
+// upsert, create and update by id), the v4 associations API (a contact's deals), properties,
+// deal pipelines, notes with associations and the account's details, with an OAuth 2.0 access token (authorization code with PKCE; Endpoint and Scopes
 // are what the family's oauth2.Config needs) and refresh-token revocation.
 package hubspot
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"html"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -37,6 +39,12 @@ const (
 	// searchWindow is the most results one search reaches by paging; ChangedSince starts a
 	// new search from the last modification time it saw before reaching it.
 	searchWindow = 10000
+	// associationPage is a page of a v4 associations list: HubSpot allows 500.
+	associationPage = 500
+	// batchSize is the most inputs of a batch read.
+	batchSize = 100
+	// maxDeals is the most deals Deals returns.
+	maxDeals = 100
 	// maxNoteBody is the largest hs_note_body HubSpot keeps (65,536 characters).
 	maxNoteBody = 65536
 	// defaultRetry is the rate-limit window of HubSpot's TEN_SECONDLY_ROLLING policy, when an
@@ -598,4 +606,205 @@ func (c *Client) Revoke(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// dealProperties are the deal properties a Deal is made of. HubSpot derives hs_is_closed and
+// hs_is_closed_won from the stage's metadata (isClosed; probability 1 for won), so a custom
+// pipeline's closed stages need no mapping here.
+var dealProperties = []string{"dealname", "pipeline", "dealstage", "amount", "deal_currency_code",
+	"hs_lastmodifieddate", "hs_is_closed", "hs_is_closed_won"}
+
+// dealAssociation is the HUBSPOT_DEFINED association type id of a deal to each object a deal is
+// opened for.
+var dealAssociation = map[string]int{"contacts": 3, "companies": 5}
+
+// deal normalizes a deal's properties as HubSpot answers them (strings).
+func deal(id string, props map[string]any, updatedAt time.Time) crm.Deal {
+	str := func(name string) string {
+		v, _ := props[name].(string)
+		return v
+	}
+	d := crm.Deal{ID: id, Name: str("dealname"), Pipeline: str("pipeline"), Stage: str("dealstage"),
+		Status: crm.DealOpen, Currency: str("deal_currency_code"), UpdatedAt: updatedAt.UTC()}
+	switch {
+	case str("hs_is_closed_won") == "true":
+		d.Status = crm.DealWon
+	case str("hs_is_closed") == "true":
+		d.Status = crm.DealLost
+	}
+	if a, err := strconv.ParseFloat(str("amount"), 64); err == nil {
+		d.Amount = &a
+	}
+	if t, err := time.Parse(time.RFC3339, str("hs_lastmodifieddate")); err == nil {
+		d.UpdatedAt = t.UTC()
+	}
+	return d
+}
+
+// compareIDs orders HubSpot ids (numbers without leading zeros) numerically.
+func compareIDs(a, b string) int {
+	return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b))
+}
+
+// dealIDs lists the ids of the deals associated with a record through the v4 associations
+// API, which reads the associations themselves rather than a search index that lags writes.
+func (c *Client) dealIDs(ctx context.Context, objectName, id string) ([]string, error) {
+	var ids []string
+	after := ""
+	for {
+		path := "/crm/v4/objects/" + objectName + "/" + crmhttp.PathEscape(id) + "/associations/deals?limit=" + strconv.Itoa(associationPage)
+		if after != "" {
+			path += "&after=" + url.QueryEscape(after)
+		}
+		var out struct {
+			Results []struct {
+				ToObjectID int64 `json:"toObjectId"`
+			} `json:"results"`
+			Paging struct {
+				Next struct {
+					After string `json:"after"`
+				} `json:"next"`
+			} `json:"paging"`
+		}
+		if err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
+			return nil, err
+		}
+		for _, r := range out.Results {
+			ids = append(ids, strconv.FormatInt(r.ToObjectID, 10))
+		}
+		if out.Paging.Next.After == "" || out.Paging.Next.After == after || len(out.Results) == 0 {
+			return ids, nil
+		}
+		after = out.Paging.Next.After
+	}
+}
+
+// readDeals reads deals by id, 100 per batch read. A deal archived since it was listed is
+// left out (HubSpot answers the others with a 207).
+func (c *Client) readDeals(ctx context.Context, ids []string) ([]crm.Deal, error) {
+	deals := make([]crm.Deal, 0, len(ids))
+	for chunk := range slices.Chunk(ids, batchSize) {
+		inputs := make([]map[string]string, 0, len(chunk))
+		for _, id := range chunk {
+			inputs = append(inputs, map[string]string{"id": id})
+		}
+		var out struct {
+			Results []object `json:"results"`
+		}
+		if err := c.do(ctx, http.MethodPost, "/crm/v3/objects/deals/batch/read?archived=false",
+			map[string]any{"properties": dealProperties, "inputs": inputs}, &out); err != nil {
+			return nil, err
+		}
+		for _, o := range out.Results {
+			deals = append(deals, deal(o.ID, o.Properties, o.UpdatedAt))
+		}
+	}
+	return deals, nil
+}
+
+// checkDealTarget checks that deals can be opened for objectName and that id is a HubSpot id
+// before either reaches a URL.
+func checkDealTarget(objectName, id string) (associationType int, err error) {
+	associationType, ok := dealAssociation[objectName]
+	if !ok {
+		return 0, fmt.Errorf("%w: hubspot object %q has no deals", crm.ErrNotFound, objectName)
+	}
+	if !recordID.MatchString(id) {
+		return 0, fmt.Errorf("%w: %q is not a HubSpot record id", crm.ErrNotFound, id)
+	}
+	return associationType, nil
+}
+
+// OpenDeal lists the record's deals through its associations and reads them in one batch
+// (two calls), and returns the open deal of d.Pipeline with the lowest id: the oldest, so that
+// every call picks the same one should two exist. When there is none it creates the deal with
+// its association in one more call.
+func (c *Client) OpenDeal(ctx context.Context, objectName, contactID string, d crm.DealInput) (crm.Deal, bool, error) {
+	associationType, err := checkDealTarget(objectName, contactID)
+	if err != nil {
+		return crm.Deal{}, false, err
+	}
+	if d.Pipeline == "" || d.Stage == "" {
+		return crm.Deal{}, false, &crm.ProviderError{Status: 400, Code: "invalid_deal", Message: "a deal needs a pipeline and a stage"}
+	}
+	ids, err := c.dealIDs(ctx, objectName, contactID)
+	if err != nil {
+		return crm.Deal{}, false, err
+	}
+	deals, err := c.readDeals(ctx, ids)
+	if err != nil {
+		return crm.Deal{}, false, err
+	}
+	var open *crm.Deal
+	for i, dl := range deals {
+		if dl.Pipeline == d.Pipeline && dl.Status == crm.DealOpen && (open == nil || compareIDs(dl.ID, open.ID) < 0) {
+			open = &deals[i]
+		}
+	}
+	if open != nil {
+		return *open, false, nil
+	}
+	body := map[string]any{
+		"properties": map[string]any{"dealname": d.Name, "pipeline": d.Pipeline, "dealstage": d.Stage},
+		"associations": []map[string]any{{"to": map[string]any{"id": contactID},
+			"types": []map[string]any{{"associationCategory": "HUBSPOT_DEFINED", "associationTypeId": associationType}}}},
+	}
+	var out object
+	if err := c.do(ctx, http.MethodPost, "/crm/v3/objects/deals", body, &out); err != nil {
+		// HubSpot lists no associations for a record it does not have, and refuses an
+		// association to it with the 400 of any invalid input: only a read of the record tells
+		// a missing contact from a refused stage.
+		var pe *crm.ProviderError
+		if errors.As(err, &pe) && pe.Status == http.StatusBadRequest && len(ids) == 0 {
+			if _, gerr := c.Get(ctx, objectName, contactID, []string{"hs_object_id"}); errors.Is(gerr, crm.ErrNotFound) {
+				return crm.Deal{}, false, gerr
+			}
+		}
+		return crm.Deal{}, false, err
+	}
+	return deal(out.ID, out.Properties, out.UpdatedAt), true, nil
+}
+
+// Deals lists the record's deals through its associations and reads them 100 per batch read,
+// then keeps the 100 most recently changed. A record without deals is read to tell it from a
+// record HubSpot does not have, whose associations list is empty too.
+func (c *Client) Deals(ctx context.Context, objectName, contactID string) ([]crm.Deal, error) {
+	if _, err := checkDealTarget(objectName, contactID); err != nil {
+		return nil, err
+	}
+	ids, err := c.dealIDs(ctx, objectName, contactID)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		if _, err := c.Get(ctx, objectName, contactID, []string{"hs_object_id"}); err != nil {
+			return nil, err
+		}
+		return []crm.Deal{}, nil
+	}
+	deals, err := c.readDeals(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(deals, func(a, b crm.Deal) int {
+		return cmp.Or(b.UpdatedAt.Compare(a.UpdatedAt), compareIDs(b.ID, a.ID))
+	})
+	if len(deals) > maxDeals {
+		deals = deals[:maxDeals]
+	}
+	return deals, nil
+}
+
+// DealsChangedSince searches deals by hs_lastmodifieddate as ChangedSince does, with its
+// cursor.
+func (c *Client) DealsChangedSince(ctx context.Context, since time.Time, cursor string) ([]crm.Deal, string, error) {
+	records, next, err := c.ChangedSince(ctx, "deals", since, dealProperties, cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	deals := make([]crm.Deal, 0, len(records))
+	for _, r := range records {
+		deals = append(deals, deal(r.ID, r.Properties, r.UpdatedAt))
+	}
+	return deals, next, nil
 }

@@ -519,3 +519,271 @@ func TestUpdateErrors(t *testing.T) {
 	stored, _ = f.Record("contacts", r.ID)
 	assert.Equal(t, "A", stored.Props["firstname"])
 }
+
+// tickingClock makes the fake's clock advance a millisecond on every read, so that every
+// write has its own modification time.
+func tickingClock(f *fake.Server, base time.Time) {
+	var mu sync.Mutex
+	now := base
+	f.Clock.Set(func() time.Time { mu.Lock(); defer mu.Unlock(); now = now.Add(time.Millisecond); return now })
+}
+
+// renewals is a second pipeline, with HubSpot's numeric ids of custom pipelines and stages.
+var renewals = fake.Pipeline{ID: "7654321", Label: "Renewals", Stages: []fake.Stage{
+	{ID: "1111", Label: "Due", Probability: 0.5},
+	{ID: "2222", Label: "Renewed", Probability: 1, Closed: true},
+}}
+
+func TestOpenDeal(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	f.AddPipeline(renewals)
+	c, _ := newClient(t, f)
+	ctx := t.Context()
+	contact, err := c.Upsert(ctx, "contacts", "email", "deal@example.com", nil)
+	require.NoError(t, err)
+	in := crm.DealInput{Pipeline: "default", Stage: "appointmentscheduled", Name: "Chat lead"}
+
+	d1, created, err := c.OpenDeal(ctx, "contacts", contact.ID, in)
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.Equal(t, "Chat lead", d1.Name)
+	assert.Equal(t, "default", d1.Pipeline)
+	assert.Equal(t, "appointmentscheduled", d1.Stage)
+	assert.Equal(t, crm.DealOpen, d1.Status)
+	assert.Nil(t, d1.Amount)
+	assert.False(t, d1.UpdatedAt.IsZero())
+	require.Equal(t, 1, f.Count("deals"))
+	stored, ok := f.Record("deals", d1.ID)
+	require.True(t, ok)
+	assert.Equal(t, map[string]any{"dealname": "Chat lead", "pipeline": "default", "dealstage": "appointmentscheduled"}, stored.Props)
+	assert.Equal(t, []string{contact.ID}, f.Associated(d1.ID, "contacts"), "associated with the contact on create")
+
+	before := f.Requests()
+	d2, created, err := c.OpenDeal(ctx, "contacts", contact.ID, in)
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.Equal(t, d1.ID, d2.ID)
+	assert.Equal(t, crm.DealOpen, d2.Status)
+	assert.Equal(t, 1, f.Count("deals"), "the second call finds the first deal")
+	assert.Equal(t, before+2, f.Requests(), "the associations and one batch read")
+
+	// Closed won on the CRM side: no longer open, so the next call opens another.
+	require.True(t, f.Change("deals", d1.ID, map[string]string{"dealstage": "closedwon"}))
+	d3, created, err := c.OpenDeal(ctx, "contacts", contact.ID, in)
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.NotEqual(t, d1.ID, d3.ID)
+	assert.Equal(t, 2, f.Count("deals"))
+
+	// A lost deal and an open deal of another pipeline do not count as open in default.
+	other, err := c.Upsert(ctx, "contacts", "email", "other@example.com", nil)
+	require.NoError(t, err)
+	lost := f.CreateDeal(other.ID, map[string]string{"dealname": "Lost", "pipeline": "default", "dealstage": "closedlost"})
+	renewal := f.CreateDeal(other.ID, map[string]string{"dealname": "Renewal", "pipeline": renewals.ID, "dealstage": "1111"})
+	d4, created, err := c.OpenDeal(ctx, "contacts", other.ID, in)
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.NotContains(t, []string{lost, renewal}, d4.ID)
+	assert.Equal(t, 5, f.Count("deals"))
+	// ... but the renewal is the open deal of its own pipeline.
+	d5, created, err := c.OpenDeal(ctx, "contacts", other.ID, crm.DealInput{Pipeline: renewals.ID, Stage: "1111", Name: "x"})
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.Equal(t, renewal, d5.ID)
+	assert.Equal(t, "Renewal", d5.Name)
+	assert.Equal(t, 5, f.Count("deals"))
+
+	// Two open deals (made by hand in HubSpot): the lowest id, whichever changed last.
+	third, err := c.Upsert(ctx, "contacts", "email", "third@example.com", nil)
+	require.NoError(t, err)
+	first := f.CreateDeal(third.ID, map[string]string{"dealname": "A", "pipeline": "default", "dealstage": "qualifiedtobuy"})
+	second := f.CreateDeal(third.ID, map[string]string{"dealname": "B", "pipeline": "default", "dealstage": "appointmentscheduled"})
+	require.True(t, f.Change("deals", second, map[string]string{"amount": "5"}))
+	d6, created, err := c.OpenDeal(ctx, "contacts", third.ID, in)
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.Equal(t, first, d6.ID)
+	assert.Equal(t, "qualifiedtobuy", d6.Stage)
+}
+
+func TestOpenDealErrors(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	f.AddPipeline(renewals)
+	c, _ := newClient(t, f)
+	ctx := t.Context()
+	contact, err := c.Upsert(ctx, "contacts", "email", "err@example.com", nil)
+	require.NoError(t, err)
+
+	_, _, err = c.OpenDeal(ctx, "contacts", "999999", crm.DealInput{Pipeline: "default", Stage: "appointmentscheduled", Name: "x"})
+	require.ErrorIs(t, err, crm.ErrNotFound, "a contact HubSpot does not have")
+	assert.Equal(t, 0, f.Count("deals"))
+
+	var pe *crm.ProviderError
+	_, _, err = c.OpenDeal(ctx, "contacts", contact.ID, crm.DealInput{Pipeline: "default", Stage: "nope", Name: "x"})
+	require.ErrorAs(t, err, &pe, "an unknown stage")
+	assert.Equal(t, 400, pe.Status)
+	assert.Equal(t, "VALIDATION_ERROR", pe.Code)
+	assert.Contains(t, pe.Message, "dealstage")
+	assert.False(t, pe.Temporary)
+	_, _, err = c.OpenDeal(ctx, "contacts", contact.ID, crm.DealInput{Pipeline: "default", Stage: "1111", Name: "x"})
+	require.ErrorAs(t, err, &pe, "a stage of another pipeline")
+	assert.Equal(t, 400, pe.Status)
+	assert.Contains(t, pe.Message, "INVALID_OPTION")
+	_, _, err = c.OpenDeal(ctx, "contacts", contact.ID, crm.DealInput{Pipeline: "nope", Stage: "appointmentscheduled", Name: "x"})
+	require.ErrorAs(t, err, &pe, "an unknown pipeline")
+	assert.Equal(t, 400, pe.Status)
+	assert.Equal(t, 0, f.Count("deals"))
+
+	before := f.Requests()
+	for _, id := range []string{"", "12/../34", "1?x=1"} {
+		_, _, err = c.OpenDeal(ctx, "contacts", id, crm.DealInput{Pipeline: "default", Stage: "appointmentscheduled"})
+		require.ErrorIs(t, err, crm.ErrNotFound, id)
+		_, err = c.Deals(ctx, "contacts", id)
+		require.ErrorIs(t, err, crm.ErrNotFound, id)
+	}
+	_, _, err = c.OpenDeal(ctx, "tickets", contact.ID, crm.DealInput{Pipeline: "default", Stage: "appointmentscheduled"})
+	require.ErrorIs(t, err, crm.ErrNotFound)
+	_, _, err = c.OpenDeal(ctx, "contacts", contact.ID, crm.DealInput{Pipeline: "default"})
+	require.ErrorAs(t, err, &pe, "no stage")
+	assert.Equal(t, before, f.Requests(), "refused before any request")
+
+	f.FailNext(1, 500)
+	_, _, err = c.OpenDeal(ctx, "contacts", contact.ID, crm.DealInput{Pipeline: "default", Stage: "appointmentscheduled"})
+	require.ErrorAs(t, err, &pe)
+	assert.True(t, pe.Temporary)
+	f.SetRateLimit(1, time.Minute)
+	_, _, err = c.OpenDeal(ctx, "contacts", contact.ID, crm.DealInput{Pipeline: "default", Stage: "appointmentscheduled"})
+	var rl *crm.RateLimitedError
+	require.ErrorAs(t, err, &rl, "the associations pass, the batch read is limited")
+	assert.Equal(t, time.Minute, rl.RetryAfter)
+	f.SetRateLimit(0, 0)
+	assert.Equal(t, 0, f.Count("deals"), "a refused call creates nothing")
+
+	f.ExpireAccessTokens()
+	_, err = c.Deals(ctx, "contacts", contact.ID)
+	assert.ErrorIs(t, err, crm.ErrUnauthorized)
+}
+
+func TestDeals(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	tickingClock(f, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	c, _ := newClient(t, f)
+	ctx := t.Context()
+	contact, err := c.Upsert(ctx, "contacts", "email", "list@example.com", nil)
+	require.NoError(t, err)
+	other, err := c.Upsert(ctx, "contacts", "email", "someone@example.com", nil)
+	require.NoError(t, err)
+
+	open := f.CreateDeal(contact.ID, map[string]string{"dealname": "Open", "pipeline": "default", "dealstage": "qualifiedtobuy", "amount": "1500.5", "deal_currency_code": "EUR"})
+	won := f.CreateDeal(contact.ID, map[string]string{"dealname": "Won", "pipeline": "default", "dealstage": "closedwon", "amount": "200"})
+	lost := f.CreateDeal(contact.ID, map[string]string{"dealname": "Lost", "pipeline": "default", "dealstage": "closedlost"})
+	f.CreateDeal(other.ID, map[string]string{"dealname": "Not hers", "pipeline": "default", "dealstage": "qualifiedtobuy"})
+	require.True(t, f.Change("deals", open, map[string]string{"amount": "1600"}), "the open deal changed last")
+
+	deals, err := c.Deals(ctx, "contacts", contact.ID)
+	require.NoError(t, err)
+	require.Len(t, deals, 3)
+	assert.Equal(t, []string{open, lost, won}, []string{deals[0].ID, deals[1].ID, deals[2].ID}, "most recently changed first")
+	assert.Equal(t, []string{crm.DealOpen, crm.DealLost, crm.DealWon}, []string{deals[0].Status, deals[1].Status, deals[2].Status})
+	require.NotNil(t, deals[0].Amount)
+	assert.Equal(t, 1600.0, *deals[0].Amount)
+	assert.Equal(t, "EUR", deals[0].Currency)
+	assert.Equal(t, "Open", deals[0].Name)
+	assert.Equal(t, "qualifiedtobuy", deals[0].Stage)
+	assert.Equal(t, "default", deals[0].Pipeline)
+	assert.Nil(t, deals[1].Amount)
+	assert.Empty(t, deals[1].Currency)
+	require.NotNil(t, deals[2].Amount)
+	assert.Equal(t, 200.0, *deals[2].Amount)
+	stored, _ := f.Record("deals", open)
+	assert.Equal(t, stored.Updated, deals[0].UpdatedAt, "HubSpot's hs_lastmodifieddate")
+
+	// A deal archived on the CRM side loses its associations.
+	require.True(t, f.Archive("deals", lost))
+	deals, err = c.Deals(ctx, "contacts", contact.ID)
+	require.NoError(t, err)
+	assert.Len(t, deals, 2)
+
+	none, err := c.Upsert(ctx, "contacts", "email", "none@example.com", nil)
+	require.NoError(t, err)
+	deals, err = c.Deals(ctx, "contacts", none.ID)
+	require.NoError(t, err)
+	assert.Equal(t, []crm.Deal{}, deals)
+	_, err = c.Deals(ctx, "contacts", "999999")
+	assert.ErrorIs(t, err, crm.ErrNotFound, "a contact HubSpot does not have")
+}
+
+func TestDealsAtMost100(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	tickingClock(f, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	c, _ := newClient(t, f)
+	ctx := t.Context()
+	contact, err := c.Upsert(ctx, "contacts", "email", "many@example.com", nil)
+	require.NoError(t, err)
+	var ids []string
+	for i := range 105 {
+		ids = append(ids, f.CreateDeal(contact.ID, map[string]string{"dealname": fmt.Sprint(i), "dealstage": "appointmentscheduled"}))
+	}
+	before := f.Requests()
+	deals, err := c.Deals(ctx, "contacts", contact.ID)
+	require.NoError(t, err)
+	assert.Equal(t, before+3, f.Requests(), "the associations, then two batch reads of at most 100")
+	require.Len(t, deals, 100)
+	assert.Equal(t, ids[104], deals[0].ID)
+	assert.Equal(t, ids[5], deals[99].ID, "the 5 oldest are left out")
+}
+
+func TestDealsChangedSince(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c, _ := newClient(t, f)
+	ctx := t.Context()
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tickingClock(f, base)
+
+	var ids []string
+	for i := range 250 {
+		ids = append(ids, f.Create("deals", map[string]string{"dealname": fmt.Sprint(i), "pipeline": "default",
+			"dealstage": "appointmentscheduled", "amount": fmt.Sprint(i)}))
+	}
+	require.True(t, f.Change("deals", ids[0], map[string]string{"dealstage": "closedlost"}))
+
+	since := base.Add(101 * time.Millisecond)
+	var got []crm.Deal
+	cursor := ""
+	pages := 0
+	for {
+		deals, next, err := c.DealsChangedSince(ctx, since, cursor)
+		require.NoError(t, err)
+		got = append(got, deals...)
+		pages++
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	require.Len(t, got, 151, "deals 100..249 and the changed first one")
+	assert.Equal(t, 2, pages)
+	assert.Equal(t, ids[100], got[0].ID)
+	for i, d := range got {
+		assert.False(t, d.UpdatedAt.Before(since), "changed since")
+		if i > 0 {
+			assert.False(t, d.UpdatedAt.Before(got[i-1].UpdatedAt), "oldest first")
+		}
+	}
+	assert.Equal(t, crm.DealOpen, got[0].Status)
+	require.NotNil(t, got[0].Amount)
+	assert.Equal(t, 100.0, *got[0].Amount)
+	last := got[len(got)-1]
+	assert.Equal(t, ids[0], last.ID)
+	assert.Equal(t, crm.DealLost, last.Status)
+	assert.Equal(t, "closedlost", last.Stage)
+
+	_, _, err := c.DealsChangedSince(ctx, base, "garbage")
+	var pe *crm.ProviderError
+	assert.ErrorAs(t, err, &pe)
+}

@@ -37,6 +37,10 @@ const (
 	candidates = 5
 	// defaultRetry is the wait when a 429 names none (Pipedrive's windows are 2 s).
 	defaultRetry = 2 * time.Second
+	// maxPage is the largest page Pipedrive serves.
+	maxPage = 500
+	// maxDealPages bounds the pages of a person's open deals OpenDeal reads.
+	maxDealPages = 10
 	// timeLayout is how Pipedrive writes times (UTC).
 	timeLayout = "2006-01-02 15:04:05"
 )
@@ -556,37 +560,212 @@ func (c *Client) ChangedSince(ctx context.Context, object string, since time.Tim
 	if err != nil {
 		return nil, "", err
 	}
-	start := 0
-	if cursor != "" {
-		if start, err = strconv.Atoi(cursor); err != nil || start < 0 {
-			return nil, "", &crm.ProviderError{Status: 400, Code: "invalid_cursor", Message: "the cursor is not a Pipedrive cursor"}
-		}
-	}
-	var out envelope[[]struct {
-		Item string         `json:"item"`
-		Data map[string]any `json:"data"`
-	}]
-	q := url.Values{"since_timestamp": {since.UTC().Format(timeLayout)}, "items": {objects[i].item},
-		"start": {strconv.Itoa(start)}, "limit": {strconv.Itoa(pageSize)}}
-	if err := c.get(ctx, "recents", q, &out); err != nil {
+	items, next, err := c.recents(ctx, objects[i].item, since, cursor)
+	if err != nil {
 		return nil, "", err
 	}
-	records := make([]crm.Record, 0, len(out.Data))
-	for _, d := range out.Data {
-		if d.Item != objects[i].item || d.Data == nil {
+	records := make([]crm.Record, 0, len(items))
+	for _, raw := range items {
+		var data map[string]any
+		if err := json.Unmarshal(raw, &data); err != nil || data == nil {
 			continue
 		}
-		r, err := record(object, d.Data, fields)
+		r, err := record(object, data, fields)
 		if err != nil {
 			return nil, "", err
 		}
 		records = append(records, r)
 	}
+	return records, next, nil
+}
+
+// recents reads one page of Pipedrive's recents of item changed at or after since (whole
+// seconds, oldest first) and returns each entry's data; the cursor is the next start.
+func (c *Client) recents(ctx context.Context, item string, since time.Time, cursor string) ([]json.RawMessage, string, error) {
+	start := 0
+	if cursor != "" {
+		var err error
+		if start, err = strconv.Atoi(cursor); err != nil || start < 0 {
+			return nil, "", &crm.ProviderError{Status: 400, Code: "invalid_cursor", Message: "the cursor is not a Pipedrive cursor"}
+		}
+	}
+	var out envelope[[]struct {
+		Item string          `json:"item"`
+		Data json.RawMessage `json:"data"`
+	}]
+	q := url.Values{"since_timestamp": {since.UTC().Format(timeLayout)}, "items": {item},
+		"start": {strconv.Itoa(start)}, "limit": {strconv.Itoa(pageSize)}}
+	if err := c.get(ctx, "recents", q, &out); err != nil {
+		return nil, "", err
+	}
+	items := make([]json.RawMessage, 0, len(out.Data))
+	for _, d := range out.Data {
+		if d.Item == item && len(d.Data) > 0 {
+			items = append(items, d.Data)
+		}
+	}
 	next := ""
 	if out.AdditionalData.Pagination.More {
 		next = strconv.Itoa(out.AdditionalData.Pagination.NextStart)
 	}
-	return records, next, nil
+	return items, next, nil
+}
+
+// dealData is a deal as Pipedrive answers it (person_id, org_id and user_id are objects,
+// which a deal does not need).
+type dealData struct {
+	ID         int64    `json:"id"`
+	Title      string   `json:"title"`
+	Value      *float64 `json:"value"`
+	Currency   string   `json:"currency"`
+	Status     string   `json:"status"`
+	PipelineID int64    `json:"pipeline_id"`
+	StageID    int64    `json:"stage_id"`
+	UpdateTime string   `json:"update_time"`
+}
+
+// deal normalizes a Pipedrive deal; false for a deleted one (recents lists those too), which
+// is no longer a deal the platform can move.
+func deal(d dealData) (crm.Deal, bool) {
+	switch d.Status {
+	case crm.DealOpen, crm.DealWon, crm.DealLost:
+	default:
+		return crm.Deal{}, false
+	}
+	out := crm.Deal{ID: strconv.FormatInt(d.ID, 10), Name: d.Title, Pipeline: strconv.FormatInt(d.PipelineID, 10),
+		Stage: strconv.FormatInt(d.StageID, 10), Status: d.Status, Amount: d.Value, Currency: d.Currency}
+	if t, err := time.Parse(timeLayout, d.UpdateTime); err == nil {
+		out.UpdatedAt = t.UTC()
+	}
+	return out, true
+}
+
+// personDeals reads one page of the deals linked to a person (a read of the deal's
+// person_id link, not of the search index, so it sees a deal created a moment ago). Pipedrive
+// answers 404 for a person it does not have and a null data for one without deals.
+func (c *Client) personDeals(ctx context.Context, person, status, sort string, start, limit int) ([]dealData, int, error) {
+	var out envelope[[]dealData]
+	q := url.Values{"status": {status}, "sort": {sort}, "start": {strconv.Itoa(start)}, "limit": {strconv.Itoa(limit)}}
+	if err := c.get(ctx, "persons/"+person+"/deals", q, &out); err != nil {
+		return nil, 0, err
+	}
+	next := -1
+	if out.AdditionalData.Pagination.More {
+		next = out.AdditionalData.Pagination.NextStart
+	}
+	return out.Data, next, nil
+}
+
+// contact checks that a deal's contact is a person with a Pipedrive id: Pipedrive links a
+// deal to one person (person_id), and the platform's contacts are persons.
+func contact(object, id string) error {
+	if _, err := known(object); err != nil {
+		return err
+	}
+	if object != "persons" {
+		return &crm.ProviderError{Status: 400, Code: "invalid_object", Message: "Pipedrive deals are read and opened for persons, not " + object}
+	}
+	if !recordID.MatchString(id) {
+		return fmt.Errorf("%w: %q is not a Pipedrive id", crm.ErrNotFound, id)
+	}
+	return nil
+}
+
+// OpenDeal lists the person's open deals, lowest id first (the oldest, so that repeated
+// calls keep choosing the same one), and returns the first in d.Pipeline: one call, more only
+// past 500 open deals. Without one it creates the deal at d.Stage (the pipeline's first stage
+// when d.Stage is empty) linked to the person: one more call. Pipedrive checks that the stage
+// belongs to the pipeline.
+func (c *Client) OpenDeal(ctx context.Context, object, contactID string, d crm.DealInput) (crm.Deal, bool, error) {
+	if err := contact(object, contactID); err != nil {
+		return crm.Deal{}, false, err
+	}
+	pipeline, err := strconv.ParseInt(d.Pipeline, 10, 64)
+	if err != nil || !recordID.MatchString(d.Pipeline) {
+		return crm.Deal{}, false, &crm.ProviderError{Status: 400, Code: "invalid_pipeline", Message: fmt.Sprintf("%q is not a Pipedrive pipeline id", d.Pipeline)}
+	}
+	start := 0
+	for range maxDealPages {
+		page, next, err := c.personDeals(ctx, contactID, crm.DealOpen, "id ASC", start, maxPage)
+		if err != nil {
+			return crm.Deal{}, false, err
+		}
+		for _, dd := range page {
+			if dd.PipelineID != pipeline || dd.Status != crm.DealOpen {
+				continue
+			}
+			if found, ok := deal(dd); ok {
+				return found, false, nil
+			}
+		}
+		if next < 0 {
+			break
+		}
+		start = next
+	}
+	if strings.TrimSpace(d.Name) == "" {
+		return crm.Deal{}, false, &crm.ProviderError{Status: 400, Code: "invalid_deal", Message: "a Pipedrive deal needs a title"}
+	}
+	person, _ := strconv.ParseInt(contactID, 10, 64)
+	b := map[string]any{"title": d.Name, "person_id": person, "pipeline_id": pipeline}
+	if d.Stage != "" {
+		stage, err := strconv.ParseInt(d.Stage, 10, 64)
+		if err != nil || !recordID.MatchString(d.Stage) {
+			return crm.Deal{}, false, &crm.ProviderError{Status: 400, Code: "invalid_stage", Message: fmt.Sprintf("%q is not a Pipedrive stage id", d.Stage)}
+		}
+		b["stage_id"] = stage
+	}
+	var out envelope[*dealData]
+	if err := c.send(ctx, http.MethodPost, "deals", b, &out); err != nil {
+		return crm.Deal{}, false, err
+	}
+	if out.Data == nil {
+		return crm.Deal{}, false, &crm.ProviderError{Status: 201, Code: "bad_response", Message: "no deal in the answer"}
+	}
+	created, ok := deal(*out.Data)
+	if !ok {
+		return crm.Deal{}, false, &crm.ProviderError{Status: 201, Code: "bad_response", Message: "the created deal is not open"}
+	}
+	return created, true, nil
+}
+
+// Deals lists the person's deals that are not deleted, most recently changed first: one
+// call of at most 100.
+func (c *Client) Deals(ctx context.Context, object, contactID string) ([]crm.Deal, error) {
+	if err := contact(object, contactID); err != nil {
+		return nil, err
+	}
+	page, _, err := c.personDeals(ctx, contactID, "all_not_deleted", "update_time DESC, id DESC", 0, pageSize)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]crm.Deal, 0, len(page))
+	for _, dd := range page {
+		if d, ok := deal(dd); ok {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// DealsChangedSince pages Pipedrive's recents of deals as ChangedSince does records: one
+// call a page, oldest first. A deal deleted since is left out.
+func (c *Client) DealsChangedSince(ctx context.Context, since time.Time, cursor string) ([]crm.Deal, string, error) {
+	items, next, err := c.recents(ctx, "deal", since, cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]crm.Deal, 0, len(items))
+	for _, raw := range items {
+		var dd dealData
+		if err := json.Unmarshal(raw, &dd); err != nil {
+			return nil, "", &crm.ProviderError{Status: 200, Code: "bad_response", Message: "a deal could not be read"}
+		}
+		if d, ok := deal(dd); ok {
+			out = append(out, d)
+		}
+	}
+	return out, next, nil
 }
 
 // AddNote attaches a note to the record. Pipedrive renders note content as HTML: the text is

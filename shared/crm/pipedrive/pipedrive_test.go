@@ -323,3 +323,276 @@ func TestUpdateErrors(t *testing.T) {
 	stored, _ := f.Record("persons", n)
 	assert.Equal(t, "A", stored.Props["first_name"], "only the admitted update wrote")
 }
+
+// tickingClock makes the fake's clock move a second at every reading, from base.
+func tickingClock(f *fake.Server, base time.Time) {
+	var mu sync.Mutex
+	now := base
+	f.Clock.Set(func() time.Time { mu.Lock(); defer mu.Unlock(); now = now.Add(time.Second); return now })
+}
+
+func TestOpenDeal(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c := newClient(t, f)
+	ctx := t.Context()
+	ada := f.Create("persons", map[string]any{"name": "Ada", "email": "ada@example.com"})
+	in := crm.DealInput{Pipeline: "1", Stage: "2", Name: "Chat lead"}
+
+	before := f.Requests()
+	d, created, err := c.OpenDeal(ctx, "persons", strconv.Itoa(ada), in)
+	require.NoError(t, err)
+	require.True(t, created)
+	assert.Equal(t, before+2, f.Requests(), "the person's open deals, then the create")
+	assert.Equal(t, "Chat lead", d.Name)
+	assert.Equal(t, "1", d.Pipeline)
+	assert.Equal(t, "2", d.Stage)
+	assert.Equal(t, crm.DealOpen, d.Status)
+	require.NotNil(t, d.Amount, "Pipedrive gives a new deal the value 0")
+	assert.Equal(t, 0.0, *d.Amount)
+	assert.Equal(t, fake.Currency, d.Currency)
+	assert.False(t, d.UpdatedAt.IsZero())
+	id, _ := strconv.Atoi(d.ID)
+	stored, found := f.Record("deals", id)
+	require.True(t, found)
+	assert.Equal(t, ada, stored.Props["person_id"], "linked to the person")
+	assert.Equal(t, 1, stored.Props["pipeline_id"])
+	assert.Equal(t, 2, stored.Props["stage_id"])
+
+	// A repeated call (a resumed job) finds the deal instead of opening another.
+	before = f.Requests()
+	again, created, err := c.OpenDeal(ctx, "persons", strconv.Itoa(ada), in)
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.Equal(t, d.ID, again.ID)
+	assert.Equal(t, before+1, f.Requests(), "one read finds it")
+	assert.Equal(t, 1, f.Count("deals"))
+
+	// A deal moved on by a user is still the open one, wherever it stands in the pipeline.
+	require.True(t, f.Change("deals", id, map[string]any{"stage_id": 3}))
+	again, created, err = c.OpenDeal(ctx, "persons", strconv.Itoa(ada), in)
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.Equal(t, d.ID, again.ID)
+	assert.Equal(t, "3", again.Stage)
+
+	// A won or lost deal is not open: the next call opens a new one.
+	for _, status := range []string{crm.DealWon, crm.DealLost} {
+		require.True(t, f.Change("deals", id, map[string]any{"status": status}))
+		next, created, err := c.OpenDeal(ctx, "persons", strconv.Itoa(ada), in)
+		require.NoError(t, err)
+		assert.True(t, created, status)
+		assert.NotEqual(t, d.ID, next.ID, status)
+		id, _ = strconv.Atoi(next.ID)
+	}
+	assert.Equal(t, 3, f.Count("deals"))
+}
+
+func TestOpenDealPipelines(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c := newClient(t, f)
+	ctx := t.Context()
+	bob := f.Create("persons", map[string]any{"name": "Bob"})
+	partners := f.Create("deals", map[string]any{"title": "Partnership", "person_id": bob, "stage_id": 10})
+	stored, _ := f.Record("deals", partners)
+	require.Equal(t, 2, stored.Props["pipeline_id"], "the pipeline follows the stage")
+
+	// An open deal of another pipeline does not count.
+	sales, created, err := c.OpenDeal(ctx, "persons", strconv.Itoa(bob), crm.DealInput{Pipeline: "1", Stage: "1", Name: "Sale"})
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.NotEqual(t, strconv.Itoa(partners), sales.ID)
+	got, created, err := c.OpenDeal(ctx, "persons", strconv.Itoa(bob), crm.DealInput{Pipeline: "2", Stage: "10", Name: "Other"})
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.Equal(t, strconv.Itoa(partners), got.ID)
+	assert.Equal(t, "Partnership", got.Name, "the existing deal keeps its title")
+
+	// With two open deals in the pipeline, the lowest id wins, however recently the other
+	// changed; another person's deal is never seen.
+	eve := f.Create("persons", map[string]any{"name": "Eve"})
+	f.Create("deals", map[string]any{"title": "Eve's", "person_id": eve, "stage_id": 1})
+	first := f.Create("deals", map[string]any{"title": "First", "person_id": bob, "stage_id": 2})
+	second := f.Create("deals", map[string]any{"title": "Second", "person_id": bob, "stage_id": 3})
+	require.True(t, f.Change("deals", second, map[string]any{"value": 10.0}))
+	require.True(t, f.Change("deals", mustAtoi(t, sales.ID), map[string]any{"status": "lost"}))
+	got, created, err = c.OpenDeal(ctx, "persons", strconv.Itoa(bob), crm.DealInput{Pipeline: "1", Stage: "1", Name: "Sale"})
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.Equal(t, strconv.Itoa(first), got.ID)
+	assert.Equal(t, 5, f.Count("deals"))
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err)
+	return n
+}
+
+func TestOpenDealErrors(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c := newClient(t, f)
+	ctx := t.Context()
+	ada := strconv.Itoa(f.Create("persons", map[string]any{"name": "Ada"}))
+	in := crm.DealInput{Pipeline: "1", Stage: "2", Name: "Chat lead"}
+
+	_, _, err := c.OpenDeal(ctx, "persons", "99999", in)
+	require.ErrorIs(t, err, crm.ErrNotFound, "Pipedrive answers 404 for the deals of an unknown person")
+
+	var pe *crm.ProviderError
+	_, _, err = c.OpenDeal(ctx, "persons", ada, crm.DealInput{Pipeline: "1", Stage: "99", Name: "x"})
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, 400, pe.Status)
+	assert.Equal(t, "Stage not found.", pe.Message)
+	_, _, err = c.OpenDeal(ctx, "persons", ada, crm.DealInput{Pipeline: "1", Stage: "10", Name: "x"})
+	require.ErrorAs(t, err, &pe, "a stage of another pipeline")
+	assert.Equal(t, 400, pe.Status)
+	assert.Contains(t, pe.Message, "does not belong to pipeline 1")
+	_, _, err = c.OpenDeal(ctx, "persons", ada, crm.DealInput{Pipeline: "7", Stage: "1", Name: "x"})
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "Pipeline not found.", pe.Message)
+	_, _, err = c.OpenDeal(ctx, "persons", ada, crm.DealInput{Pipeline: "1", Stage: "1"})
+	require.ErrorAs(t, err, &pe, "a deal needs a title")
+	assert.Equal(t, 0, f.Count("deals"))
+
+	before := f.Requests()
+	for _, bad := range []struct{ object, id string }{{"persons", "../users/me"}, {"persons", ""}, {"leads", "1"}} {
+		_, _, err = c.OpenDeal(ctx, bad.object, bad.id, in)
+		require.ErrorIs(t, err, crm.ErrNotFound, bad)
+		_, err = c.Deals(ctx, bad.object, bad.id)
+		require.ErrorIs(t, err, crm.ErrNotFound, bad)
+	}
+	_, _, err = c.OpenDeal(ctx, "organizations", ada, in)
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "invalid_object", pe.Code)
+	_, _, err = c.OpenDeal(ctx, "persons", ada, crm.DealInput{Pipeline: "Sales", Stage: "1", Name: "x"})
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "invalid_pipeline", pe.Code)
+	assert.Equal(t, before, f.Requests(), "what cannot be a Pipedrive id reaches no URL")
+
+	// The traffic gate applies to the deal routes as to the others.
+	f.FailNext(1, 503)
+	_, _, err = c.OpenDeal(ctx, "persons", ada, in)
+	require.ErrorAs(t, err, &pe)
+	assert.True(t, pe.Temporary)
+	assert.Equal(t, 0, f.Count("deals"))
+	f.SetRateLimit(1, time.Minute)
+	_, _, err = c.OpenDeal(ctx, "persons", ada, in)
+	var rl *crm.RateLimitedError
+	require.ErrorAs(t, err, &rl, "the create is over the limit")
+	assert.Equal(t, 0, f.Count("deals"))
+	f.SetRateLimit(0, 0)
+	f.RevokeToken(fake.APIToken)
+	_, _, err = c.OpenDeal(ctx, "persons", ada, in)
+	assert.ErrorIs(t, err, crm.ErrUnauthorized)
+}
+
+func TestDeals(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c := newClient(t, f)
+	ctx := t.Context()
+	tickingClock(f, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	ada := f.Create("persons", map[string]any{"name": "Ada"})
+	other := f.Create("persons", map[string]any{"name": "Other"})
+	won := f.Create("deals", map[string]any{"title": "Won", "person_id": ada, "stage_id": 1, "value": 250.5, "currency": "USD"})
+	lost := f.Create("deals", map[string]any{"title": "Lost", "person_id": ada, "stage_id": 10})
+	gone := f.Create("deals", map[string]any{"title": "Deleted", "person_id": ada, "stage_id": 1})
+	f.Create("deals", map[string]any{"title": "Not Ada's", "person_id": other, "stage_id": 1})
+	open := f.Create("deals", map[string]any{"title": "Open", "person_id": ada, "stage_id": 2, "value": 40})
+	require.True(t, f.Change("deals", lost, map[string]any{"status": "lost", "value": nil, "currency": nil}))
+	require.True(t, f.Change("deals", gone, map[string]any{"status": "deleted"}))
+	require.True(t, f.Change("deals", won, map[string]any{"status": "won", "stage_id": 3}))
+	require.True(t, f.Change("deals", open, map[string]any{"stage_id": 3})) // the newest deal changed last
+
+	before := f.Requests()
+	deals, err := c.Deals(ctx, "persons", strconv.Itoa(ada))
+	require.NoError(t, err)
+	assert.Equal(t, before+1, f.Requests())
+	require.Len(t, deals, 3, "not deleted, Ada's only")
+	ids := []string{deals[0].ID, deals[1].ID, deals[2].ID}
+	assert.Equal(t, []string{strconv.Itoa(open), strconv.Itoa(won), strconv.Itoa(lost)}, ids, "most recently changed first")
+	assert.True(t, deals[0].UpdatedAt.After(deals[1].UpdatedAt))
+	assert.True(t, deals[1].UpdatedAt.After(deals[2].UpdatedAt))
+
+	assert.Equal(t, crm.DealOpen, deals[0].Status)
+	assert.Equal(t, "3", deals[0].Stage)
+	require.NotNil(t, deals[0].Amount)
+	assert.Equal(t, 40.0, *deals[0].Amount)
+	assert.Equal(t, fake.Currency, deals[0].Currency)
+	assert.Equal(t, time.Date(2026, 3, 1, 12, 0, 11, 0, time.UTC), deals[0].UpdatedAt, "update_time, in UTC")
+	amount := 250.5
+	assert.Equal(t, crm.Deal{ID: strconv.Itoa(won), Name: "Won", Pipeline: "1", Stage: "3", Status: crm.DealWon, Amount: &amount,
+		Currency: "USD", UpdatedAt: time.Date(2026, 3, 1, 12, 0, 10, 0, time.UTC)}, deals[1])
+	assert.Equal(t, crm.DealLost, deals[2].Status)
+	assert.Equal(t, "2", deals[2].Pipeline)
+	assert.Equal(t, "10", deals[2].Stage)
+	assert.Nil(t, deals[2].Amount, "a deal without a value has no amount")
+	assert.Empty(t, deals[2].Currency)
+
+	none, err := c.Deals(ctx, "persons", strconv.Itoa(f.Create("persons", map[string]any{"name": "New"})))
+	require.NoError(t, err, "Pipedrive answers data null for a person without deals")
+	assert.Empty(t, none)
+	_, err = c.Deals(ctx, "persons", "99999")
+	assert.ErrorIs(t, err, crm.ErrNotFound)
+}
+
+func TestDealsChangedSince(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c := newClient(t, f)
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tickingClock(f, base)
+	ada := f.Create("persons", map[string]any{"name": "Ada"}) // base+1s
+	var ids []int
+	for i := range 220 { // deal i at base+2s+i
+		ids = append(ids, f.Create("deals", map[string]any{"title": fmt.Sprint("D", i), "person_id": ada, "stage_id": 1}))
+	}
+	require.True(t, f.Change("deals", ids[0], map[string]any{"status": "won"}))
+	require.True(t, f.Change("deals", ids[120], map[string]any{"status": "deleted"}))
+
+	var got []crm.Deal
+	cursor, pages := "", 0
+	for {
+		deals, next, err := c.DealsChangedSince(t.Context(), base.Add(52*time.Second), cursor)
+		require.NoError(t, err)
+		pages++
+		got = append(got, deals...)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	assert.Equal(t, 2, pages)
+	require.Len(t, got, 170, "deals 50..219 but the deleted one, and the one won since")
+	assert.Equal(t, strconv.Itoa(ids[50]), got[0].ID, "oldest first")
+	last := got[len(got)-1]
+	assert.Equal(t, strconv.Itoa(ids[0]), last.ID)
+	assert.Equal(t, crm.DealWon, last.Status)
+	seen := map[string]bool{}
+	for i, d := range got {
+		seen[d.ID] = true
+		if i > 0 {
+			assert.False(t, d.UpdatedAt.Before(got[i-1].UpdatedAt))
+		}
+		assert.False(t, d.UpdatedAt.Before(base.Add(52*time.Second)), d.ID)
+	}
+	assert.False(t, seen[strconv.Itoa(ids[49])], "changed before since")
+	assert.False(t, seen[strconv.Itoa(ids[120])], "deleted")
+	assert.Equal(t, "1", got[0].Pipeline)
+	assert.Equal(t, "1", got[0].Stage)
+	assert.Equal(t, "D50", got[0].Name)
+	for _, u := range f.RequestURIs() {
+		if strings.Contains(u, "recents") {
+			assert.Contains(t, u, "items=deal")
+		}
+	}
+
+	_, _, err := c.DealsChangedSince(t.Context(), base, "not-a-cursor")
+	var pe *crm.ProviderError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "invalid_cursor", pe.Code)
+}

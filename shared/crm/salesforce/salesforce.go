@@ -1,8 +1,9 @@
 // Package salesforce is the crm.Client of Salesforce's REST API (v60.0) at an org's instance
 // URL: sObject describe for fields, SOQL for finding records and changes (by SystemModstamp),
-// create and update by id, OpportunityStage for the pipeline, Note for transcripts, and
-// userinfo with the Organization for the account; an OAuth 2.0 access token (authorization
-// code with PKCE) and token revocation.
+// create and update by id, OpportunityStage for the pipeline, Opportunity for deals (found
+// through a contact's OpportunityContactRoles, created with their role in one Composite
+// call), Note for transcripts, and userinfo with the Organization for the account; an OAuth
+// 2.0 access token (authorization code with PKCE) and token revocation.
 //
 // The token response names the org's instance: the family reads it with InstanceURL(tok)
 // (oauth2.Token.Extra("instance_url")) after the code exchange and after each refresh, and
@@ -328,7 +329,7 @@ func (c *Client) Pipelines(ctx context.Context) ([]crm.Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := crm.Pipeline{ID: "Opportunity", Label: "Opportunities", Stages: []crm.Stage{}}
+	p := crm.Pipeline{ID: pipelineID, Label: "Opportunities", Stages: []crm.Stage{}}
 	for _, raw := range res.Records {
 		var st struct {
 			ApiName     string `json:"ApiName"`
@@ -519,20 +520,7 @@ func (c *Client) ChangedSince(ctx context.Context, object string, since time.Tim
 	if err := checkNames(fields...); err != nil {
 		return nil, "", err
 	}
-	var res queryResult
-	var err error
-	if cursor == "" {
-		res, err = c.query(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE SystemModstamp >= %s ORDER BY SystemModstamp ASC, Id ASC",
-			selectList(fields), object, since.UTC().Truncate(time.Second).Format("2006-01-02T15:04:05Z")))
-	} else {
-		// Only a query locator of this API version: the cursor comes back from a caller and
-		// must not steer the token elsewhere.
-		loc, ok := strings.CutPrefix(cursor, "/services/data/"+Version+"/query/")
-		if !ok || !locator.MatchString(loc) {
-			return nil, "", &crm.ProviderError{Status: 400, Code: "invalid_cursor", Message: "the cursor is not a Salesforce query locator"}
-		}
-		err = c.do(ctx, http.MethodGet, c.api+"/query/"+loc, nil, &res, http.Header{"Sforce-Query-Options": {fmt.Sprintf("batchSize=%d", batchSize)}})
-	}
+	res, next, err := c.changes(ctx, selectList(fields), object, since, cursor)
 	if err != nil {
 		return nil, "", err
 	}
@@ -544,10 +532,218 @@ func (c *Client) ChangedSince(ctx context.Context, object string, since time.Tim
 		}
 		out = append(out, r)
 	}
-	if res.Done {
-		return out, "", nil
+	return out, next, nil
+}
+
+// changes runs the query of object's records changed at or after since, or, with a cursor,
+// reads its next batch; next is the cursor of the batch after, empty after the last.
+func (c *Client) changes(ctx context.Context, list, object string, since time.Time, cursor string) (res queryResult, next string, err error) {
+	if cursor == "" {
+		res, err = c.query(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE SystemModstamp >= %s ORDER BY SystemModstamp ASC, Id ASC",
+			list, object, since.UTC().Truncate(time.Second).Format("2006-01-02T15:04:05Z")))
+	} else {
+		// Only a query locator of this API version: the cursor comes back from a caller and
+		// must not steer the token elsewhere.
+		loc, ok := strings.CutPrefix(cursor, "/services/data/"+Version+"/query/")
+		if !ok || !locator.MatchString(loc) {
+			return queryResult{}, "", &crm.ProviderError{Status: 400, Code: "invalid_cursor", Message: "the cursor is not a Salesforce query locator"}
+		}
+		err = c.do(ctx, http.MethodGet, c.api+"/query/"+loc, nil, &res, http.Header{"Sforce-Query-Options": {fmt.Sprintf("batchSize=%d", batchSize)}})
 	}
-	return out, res.NextRecordsURL, nil
+	if err != nil {
+		return queryResult{}, "", err
+	}
+	if res.Done {
+		return res, "", nil
+	}
+	return res, res.NextRecordsURL, nil
+}
+
+// pipelineID is the one pipeline Pipelines lists: the org's opportunities, whose stages are
+// OpportunityStage ApiNames (the StageName values).
+const pipelineID = "Opportunity"
+
+// Deal bounds.
+const (
+	// dealFields is what a deal is read with. CurrencyIsoCode is left out: it exists only in
+	// multi-currency orgs and any other org refuses a query naming it (INVALID_FIELD), so a
+	// deal's Currency stays empty.
+	dealFields = "Id, Name, StageName, Amount, IsClosed, IsWon, SystemModstamp"
+	// maxDeals is how many of a contact's deals Deals lists.
+	maxDeals = 100
+	// closeDays is how far ahead a new opportunity's CloseDate is: Salesforce requires an
+	// expected close date and the platform has none, so it sets today (UTC) plus 30 days,
+	// which the sales team moves as the deal goes on.
+	closeDays = 30
+)
+
+// deal normalizes an Opportunity read with dealFields.
+func deal(raw json.RawMessage) (crm.Deal, error) {
+	var o struct {
+		ID             string   `json:"Id"`
+		Name           string   `json:"Name"`
+		StageName      string   `json:"StageName"`
+		Amount         *float64 `json:"Amount"`
+		IsClosed       bool     `json:"IsClosed"`
+		IsWon          bool     `json:"IsWon"`
+		SystemModstamp string   `json:"SystemModstamp"`
+	}
+	if err := json.Unmarshal(raw, &o); err != nil || !recordID.MatchString(o.ID) {
+		return crm.Deal{}, &crm.ProviderError{Status: 200, Code: "bad_response", Message: "unreadable Opportunity"}
+	}
+	d := crm.Deal{ID: o.ID, Name: o.Name, Pipeline: pipelineID, Stage: o.StageName, Status: crm.DealOpen, Amount: o.Amount}
+	switch {
+	case o.IsWon:
+		d.Status = crm.DealWon
+	case o.IsClosed:
+		d.Status = crm.DealLost
+	}
+	if t, err := time.Parse(timeLayout, o.SystemModstamp); err == nil {
+		d.UpdatedAt = t.UTC()
+	}
+	return d, nil
+}
+
+// contactDeals reads the deals of a contact through its OpportunityContactRoles, which are
+// read from the database (no search index to lag behind a create), most recently changed
+// first. Deals attach to contacts only: OpportunityContactRole has no lead or account side.
+func (c *Client) contactDeals(ctx context.Context, object, contactID string) ([]crm.Deal, error) {
+	if _, err := known(object); err != nil {
+		return nil, err
+	}
+	if object != "Contact" {
+		return nil, &crm.ProviderError{Status: 400, Code: "unsupported_object", Message: "Salesforce deals attach to Contact records, not " + object}
+	}
+	if !recordID.MatchString(contactID) {
+		return nil, fmt.Errorf("%w: %q is not a Salesforce id", crm.ErrNotFound, contactID)
+	}
+	res, err := c.query(ctx, fmt.Sprintf("SELECT %s FROM Opportunity WHERE Id IN (SELECT OpportunityId FROM OpportunityContactRole WHERE ContactId = %s) ORDER BY SystemModstamp DESC LIMIT %d",
+		dealFields, quote(contactID), maxDeals))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]crm.Deal, 0, len(res.Records))
+	for _, raw := range res.Records {
+		d, err := deal(raw)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// OpenDeal returns the contact's most recently changed open opportunity (one query), or
+// creates one at d.Stage with the contact as its primary contact role in one Composite call
+// (allOrNone: no opportunity without its role), which also reads the new opportunity back:
+// its stage decides whether it is open. An unknown or deleted contact is ErrNotFound, and
+// then nothing is created.
+func (c *Client) OpenDeal(ctx context.Context, object, contactID string, d crm.DealInput) (crm.Deal, bool, error) {
+	if d.Pipeline != pipelineID {
+		return crm.Deal{}, false, &crm.ProviderError{Status: 400, Code: "unknown_pipeline", Message: fmt.Sprintf("Salesforce has one pipeline, %q, not %q", pipelineID, d.Pipeline)}
+	}
+	deals, err := c.contactDeals(ctx, object, contactID)
+	if err != nil {
+		return crm.Deal{}, false, err
+	}
+	for _, dl := range deals {
+		if dl.Status == crm.DealOpen {
+			return dl, false, nil
+		}
+	}
+	base := "/services/data/" + Version
+	closeDate := c.now().UTC().AddDate(0, 0, closeDays).Format(time.DateOnly)
+	req := map[string]any{"allOrNone": true, "compositeRequest": []map[string]any{
+		{"method": http.MethodPost, "url": base + "/sobjects/Opportunity", "referenceId": "deal",
+			"body": map[string]any{"Name": d.Name, "StageName": d.Stage, "CloseDate": closeDate}},
+		{"method": http.MethodPost, "url": base + "/sobjects/OpportunityContactRole", "referenceId": "role",
+			"body": map[string]any{"OpportunityId": "@{deal.id}", "ContactId": contactID, "IsPrimary": true}},
+		{"method": http.MethodGet, "referenceId": "read",
+			"url": base + "/sobjects/Opportunity/@{deal.id}?fields=" + url.QueryEscape(strings.ReplaceAll(dealFields, " ", ""))},
+	}}
+	var out struct {
+		CompositeResponse []struct {
+			Body           json.RawMessage `json:"body"`
+			HTTPStatusCode int             `json:"httpStatusCode"`
+			ReferenceID    string          `json:"referenceId"`
+		} `json:"compositeResponse"`
+	}
+	if err := c.do(ctx, http.MethodPost, c.api+"/composite", req, &out, nil); err != nil {
+		return crm.Deal{}, false, err
+	}
+	// Composite answers 200 whatever its parts did: the part that failed carries the error,
+	// the others PROCESSING_HALTED (rolled back or never run), which is all there is to say
+	// only when no part says more.
+	var read json.RawMessage
+	var halted error
+	for _, sub := range out.CompositeResponse {
+		if sub.HTTPStatusCode >= 200 && sub.HTTPStatusCode <= 299 {
+			if sub.ReferenceID == "read" {
+				read = sub.Body
+			}
+			continue
+		}
+		var list []struct {
+			ErrorCode string `json:"errorCode"`
+		}
+		_ = json.Unmarshal(sub.Body, &list)
+		if len(list) > 0 && list[0].ErrorCode == "PROCESSING_HALTED" {
+			if halted == nil {
+				halted = c.refuse(&http.Response{StatusCode: sub.HTTPStatusCode, Header: http.Header{}}, sub.Body)
+			}
+			continue
+		}
+		// The role's only reference a caller gave is the contact.
+		if sub.ReferenceID == "role" && len(list) > 0 && (list[0].ErrorCode == "INVALID_CROSS_REFERENCE_KEY" || list[0].ErrorCode == "ENTITY_IS_DELETED") {
+			return crm.Deal{}, false, fmt.Errorf("%w: Salesforce contact %s (%s)", crm.ErrNotFound, contactID, list[0].ErrorCode)
+		}
+		return crm.Deal{}, false, c.refuse(&http.Response{StatusCode: sub.HTTPStatusCode, Header: http.Header{}}, sub.Body)
+	}
+	if halted != nil {
+		return crm.Deal{}, false, halted
+	}
+	if read == nil {
+		return crm.Deal{}, false, &crm.ProviderError{Status: 200, Code: "bad_response", Message: "the composite answer has no Opportunity"}
+	}
+	created, err := deal(read)
+	if err != nil {
+		return crm.Deal{}, false, err
+	}
+	return created, true, nil
+}
+
+// Deals lists the contact's opportunities, most recently changed first, at most 100: one
+// query, and a read of the contact when there are none, since the query cannot tell a
+// contact without deals from one that does not exist (ErrNotFound).
+func (c *Client) Deals(ctx context.Context, object, contactID string) ([]crm.Deal, error) {
+	deals, err := c.contactDeals(ctx, object, contactID)
+	if err != nil {
+		return nil, err
+	}
+	if len(deals) == 0 {
+		if _, err := c.Get(ctx, object, contactID, nil); err != nil {
+			return nil, err
+		}
+	}
+	return deals, nil
+}
+
+// DealsChangedSince queries opportunities by SystemModstamp, oldest first, a batch at a time,
+// as ChangedSince does (whole seconds; the cursor is the query locator path).
+func (c *Client) DealsChangedSince(ctx context.Context, since time.Time, cursor string) ([]crm.Deal, string, error) {
+	res, next, err := c.changes(ctx, dealFields, "Opportunity", since, cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]crm.Deal, 0, len(res.Records))
+	for _, raw := range res.Records {
+		d, err := deal(raw)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, d)
+	}
+	return out, next, nil
 }
 
 // AddNote attaches a Note (plain text, 32,000 characters) to the record; its title is the

@@ -124,8 +124,9 @@ func TestDiscovery(t *testing.T) {
 	pipes, err := c.Pipelines(ctx)
 	require.NoError(t, err)
 	require.Len(t, pipes, 1)
+	assert.Equal(t, "Opportunity", pipes[0].ID)
 	assert.Equal(t, []crm.Stage{{ID: "Prospecting", Label: "Prospecting"}, {ID: "Qualification", Label: "Qualification"},
-		{ID: "Closed Won", Label: "Closed Won"}}, pipes[0].Stages)
+		{ID: "Closed Won", Label: "Closed Won"}, {ID: "Closed Lost", Label: "Closed Lost"}}, pipes[0].Stages, "active stages in order")
 }
 
 func TestUpsertGetFind(t *testing.T) {
@@ -339,4 +340,235 @@ func TestUpdateErrors(t *testing.T) {
 	assert.ErrorIs(t, err, crm.ErrUnauthorized, "INVALID_SESSION_ID")
 	stored, _ = f.Record("Contact", r.ID)
 	assert.Equal(t, "A", stored.Props["FirstName"])
+}
+
+// steppingClock makes the fake's clock start at base and move a second at each reading, so
+// that records' SystemModstamps are distinct and known.
+func steppingClock(f *fake.Server, base time.Time) {
+	var mu sync.Mutex
+	now := base
+	f.Clock.Set(func() time.Time { mu.Lock(); defer mu.Unlock(); now = now.Add(time.Second); return now })
+}
+
+// addDeal creates an opportunity with a contact role for contact, as a Salesforce user would.
+func addDeal(f *fake.Server, contact string, props map[string]any) string {
+	props["CloseDate"] = "2026-06-30"
+	id := f.Create("Opportunity", props)
+	f.Create("OpportunityContactRole", map[string]any{"OpportunityId": id, "ContactId": contact, "IsPrimary": true})
+	return id
+}
+
+func TestOpenDeal(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	access, _ := f.IssueToken()
+	today := time.Date(2026, 3, 1, 22, 0, 0, 0, time.FixedZone("PST", -8*3600))
+	c, err := salesforce.New(salesforce.Config{AllowPrivate: true, LimitWait: time.Second, Now: func() time.Time { return today }},
+		crm.Credentials{AccessToken: access, InstanceURL: f.URL()})
+	require.NoError(t, err)
+	ctx := t.Context()
+	contact := f.Create("Contact", map[string]any{"LastName": "Lovelace", "Email": "ada@example.com"})
+	in := crm.DealInput{Pipeline: "Opportunity", Stage: "Prospecting", Name: "Ada Lovelace"}
+
+	before := f.Requests()
+	d1, created, err := c.OpenDeal(ctx, "Contact", contact, in)
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.Equal(t, before+2, f.Requests(), "the contact's deals and one composite call")
+	assert.Equal(t, "Ada Lovelace", d1.Name)
+	assert.Equal(t, "Opportunity", d1.Pipeline)
+	assert.Equal(t, "Prospecting", d1.Stage)
+	assert.Equal(t, crm.DealOpen, d1.Status)
+	assert.Nil(t, d1.Amount)
+	assert.Empty(t, d1.Currency)
+	stored, ok := f.Record("Opportunity", d1.ID)
+	require.True(t, ok)
+	assert.Equal(t, stored.Updated.Truncate(time.Millisecond), d1.UpdatedAt, "SystemModstamp")
+	assert.Equal(t, map[string]any{"Name": "Ada Lovelace", "StageName": "Prospecting", "CloseDate": "2026-04-01"}, stored.Props,
+		"CloseDate is 30 days after today in UTC")
+	assert.Equal(t, []string{contact}, f.DealContacts(d1.ID))
+	roles := f.Records("OpportunityContactRole")
+	require.Len(t, roles, 1)
+	assert.Equal(t, map[string]any{"OpportunityId": d1.ID, "ContactId": contact, "IsPrimary": true}, roles[0].Props)
+
+	// A repeated call (a resumed job) finds the deal through the contact role: one query.
+	before = f.Requests()
+	d2, created, err := c.OpenDeal(ctx, "Contact", contact, in)
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.Equal(t, d1, d2)
+	assert.Equal(t, before+1, f.Requests())
+	assert.Equal(t, 1, f.Count("Opportunity"), "one deal")
+
+	// A won or a lost deal is not open: the next call opens another.
+	require.True(t, f.Change("Opportunity", d1.ID, map[string]any{"StageName": "Closed Won"}))
+	d3, created, err := c.OpenDeal(ctx, "Contact", contact, in)
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.NotEqual(t, d1.ID, d3.ID)
+	require.True(t, f.Change("Opportunity", d3.ID, map[string]any{"StageName": "Closed Lost"}))
+	d4, created, err := c.OpenDeal(ctx, "Contact", contact, in)
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.NotContains(t, []string{d1.ID, d3.ID}, d4.ID)
+	assert.Equal(t, 3, f.Count("Opportunity"))
+
+	// Another contact's open deal is not this contact's.
+	other := f.Create("Contact", map[string]any{"LastName": "Byron"})
+	_, created, err = c.OpenDeal(ctx, "Contact", other, in)
+	require.NoError(t, err)
+	assert.True(t, created, "the deals of %s are not %s's", contact, other)
+	assert.Equal(t, 4, f.Count("Opportunity"))
+
+	// A deal opened at a closed stage is read back as it is.
+	third := f.Create("Contact", map[string]any{"LastName": "Somerville"})
+	won, created, err := c.OpenDeal(ctx, "Contact", third, crm.DealInput{Pipeline: "Opportunity", Stage: "Closed Won", Name: "Mary"})
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.Equal(t, crm.DealWon, won.Status)
+	assert.Equal(t, 5, f.Count("Opportunity"))
+}
+
+func TestOpenDealRefusals(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c, _ := newClient(t, f)
+	ctx := t.Context()
+	contact := f.Create("Contact", map[string]any{"LastName": "Lovelace"})
+	in := crm.DealInput{Pipeline: "Opportunity", Stage: "Prospecting", Name: "Ada"}
+
+	// Salesforce has one pipeline: no other pipeline's deal can be open, and none is opened.
+	before := f.Requests()
+	_, _, err := c.OpenDeal(ctx, "Contact", contact, crm.DealInput{Pipeline: "Partners", Stage: "Prospecting", Name: "Ada"})
+	var pe *crm.ProviderError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "unknown_pipeline", pe.Code)
+	assert.Equal(t, before, f.Requests())
+
+	// An unknown contact: the opportunity the composite created is rolled back with its
+	// role's failure.
+	_, _, err = c.OpenDeal(ctx, "Contact", "003000000000000AAA", in)
+	require.ErrorIs(t, err, crm.ErrNotFound)
+	assert.Contains(t, err.Error(), "INVALID_CROSS_REFERENCE_KEY")
+	assert.Equal(t, 0, f.Count("Opportunity"), "allOrNone")
+	assert.Equal(t, 0, f.Count("OpportunityContactRole"))
+	gone := f.Create("Contact", map[string]any{"LastName": "Gone"})
+	require.True(t, f.Delete("Contact", gone))
+	_, _, err = c.OpenDeal(ctx, "Contact", gone, in)
+	require.ErrorIs(t, err, crm.ErrNotFound)
+	assert.Contains(t, err.Error(), "ENTITY_IS_DELETED")
+	_, _, err = c.OpenDeal(ctx, "Contact", "not an id", in)
+	require.ErrorIs(t, err, crm.ErrNotFound)
+
+	// A stage the org does not have, or no longer uses.
+	for _, stage := range []string{"Negotiation", "Retired"} {
+		_, _, err = c.OpenDeal(ctx, "Contact", contact, crm.DealInput{Pipeline: "Opportunity", Stage: stage, Name: "Ada"})
+		require.ErrorAs(t, err, &pe, stage)
+		assert.Equal(t, 400, pe.Status)
+		assert.Equal(t, "INVALID_OR_NULL_FOR_RESTRICTED_PICKLIST", pe.Code)
+		assert.False(t, pe.Temporary)
+	}
+	_, _, err = c.OpenDeal(ctx, "Contact", contact, crm.DealInput{Pipeline: "Opportunity", Stage: "Prospecting"})
+	require.ErrorAs(t, err, &pe, "no name")
+	assert.Equal(t, "REQUIRED_FIELD_MISSING", pe.Code)
+	assert.Equal(t, 0, f.Count("Opportunity"))
+
+	lead := f.Create("Lead", map[string]any{"LastName": "L", "Company": "C"})
+	_, _, err = c.OpenDeal(ctx, "Lead", lead, in)
+	require.ErrorAs(t, err, &pe, "contact roles name contacts only")
+	assert.Equal(t, "unsupported_object", pe.Code)
+
+	// The composite call goes through the traffic gate like any other.
+	f.SetRateLimit(1, time.Minute)
+	_, _, err = c.OpenDeal(ctx, "Contact", contact, in)
+	var rl *crm.RateLimitedError
+	require.ErrorAs(t, err, &rl)
+	f.SetRateLimit(0, 0)
+	assert.Equal(t, 0, f.Count("Opportunity"))
+	_, created, err := c.OpenDeal(ctx, "Contact", contact, in)
+	require.NoError(t, err)
+	assert.True(t, created)
+}
+
+func TestDeals(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c, _ := newClient(t, f)
+	ctx := t.Context()
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	steppingClock(f, base)
+	contact := f.Create("Contact", map[string]any{"LastName": "Lovelace"})                                      // +1s
+	open := addDeal(f, contact, map[string]any{"Name": "Open", "StageName": "Qualification", "Amount": 1200.5}) // +2s
+	won := addDeal(f, contact, map[string]any{"Name": "Won", "StageName": "Closed Won", "Amount": 5000.0})      // +4s
+	lost := addDeal(f, contact, map[string]any{"Name": "Lost", "StageName": "Closed Lost"})                     // +6s
+	other := f.Create("Contact", map[string]any{"LastName": "Byron"})                                           // +8s
+	addDeal(f, other, map[string]any{"Name": "Byron's", "StageName": "Prospecting"})                            // +9s
+	require.True(t, f.Change("Opportunity", open, map[string]any{"Amount": 1500.0}))                            // +11s
+
+	before := f.Requests()
+	deals, err := c.Deals(ctx, "Contact", contact)
+	require.NoError(t, err)
+	assert.Equal(t, before+1, f.Requests())
+	amount := func(v float64) *float64 { return &v }
+	assert.Equal(t, []crm.Deal{
+		{ID: open, Name: "Open", Pipeline: "Opportunity", Stage: "Qualification", Status: crm.DealOpen, Amount: amount(1500), UpdatedAt: base.Add(11 * time.Second)},
+		{ID: lost, Name: "Lost", Pipeline: "Opportunity", Stage: "Closed Lost", Status: crm.DealLost, UpdatedAt: base.Add(6 * time.Second)},
+		{ID: won, Name: "Won", Pipeline: "Opportunity", Stage: "Closed Won", Status: crm.DealWon, Amount: amount(5000), UpdatedAt: base.Add(4 * time.Second)},
+	}, deals, "most recently changed first")
+
+	// OpenDeal picks the open one among them.
+	d, created, err := c.OpenDeal(ctx, "Contact", contact, crm.DealInput{Pipeline: "Opportunity", Stage: "Prospecting", Name: "x"})
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.Equal(t, deals[0], d)
+
+	lonely := f.Create("Contact", map[string]any{"LastName": "Nobody"})
+	before = f.Requests()
+	deals, err = c.Deals(ctx, "Contact", lonely)
+	require.NoError(t, err)
+	assert.Empty(t, deals)
+	assert.Equal(t, before+2, f.Requests(), "no deals: a read tells whether the contact exists")
+	_, err = c.Deals(ctx, "Contact", "003000000000000AAA")
+	assert.ErrorIs(t, err, crm.ErrNotFound)
+	_, err = c.Deals(ctx, "Case", contact)
+	assert.ErrorIs(t, err, crm.ErrNotFound)
+}
+
+func TestDealsChangedSince(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c, _ := newClient(t, f)
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	steppingClock(f, base)
+	var ids []string
+	for i := range 260 {
+		ids = append(ids, f.Create("Opportunity", map[string]any{"Name": fmt.Sprint("D", i), "StageName": "Prospecting", "CloseDate": "2026-06-30"}))
+	}
+	require.True(t, f.Change("Opportunity", ids[0], map[string]any{"StageName": "Closed Lost"}))
+
+	var got []crm.Deal
+	cursor, pages := "", 0
+	for {
+		deals, next, err := c.DealsChangedSince(t.Context(), base.Add(51*time.Second), cursor)
+		require.NoError(t, err)
+		got = append(got, deals...)
+		pages++
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	assert.Equal(t, 2, pages, "batches of 200")
+	require.Len(t, got, 211, "the deals created from the 51st second on, and the one changed")
+	assert.Equal(t, ids[50], got[0].ID)
+	assert.Equal(t, base.Add(51*time.Second), got[0].UpdatedAt)
+	assert.Equal(t, crm.Deal{ID: ids[0], Name: "D0", Pipeline: "Opportunity", Stage: "Closed Lost", Status: crm.DealLost,
+		UpdatedAt: base.Add(261 * time.Second)}, got[210])
+	for i := 1; i < len(got); i++ {
+		require.False(t, got[i].UpdatedAt.Before(got[i-1].UpdatedAt), "oldest first")
+	}
+	_, _, err := c.DealsChangedSince(t.Context(), base, "/services/data/v60.0/query/../sobjects/Contact")
+	var pe *crm.ProviderError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "invalid_cursor", pe.Code)
 }

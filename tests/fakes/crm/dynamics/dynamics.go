@@ -2,23 +2,30 @@
 // token endpoint for the OAuth 2.0 client-credentials grant ({tenant}/oauth2/v2.0/token) and
 // the Dataverse Web API v9.2 the platform uses (WhoAmI, organizations, EntityDefinitions
 // attributes and picklist options, contacts/leads/accounts/opportunities with $select,
-// $filter, $orderby, $top and server-driven paging, create and update, annotations). The
+// $filter (comparisons joined by "and"), $orderby (asc, desc), $top, $expand of a lookup and
+// server-driven paging, create and update, annotations, transactioncurrencies). The
 // environment URL and the login URL are the fake's one URL.
 //
 // It checks what they check: the tenant, client id, client secret and the scope
 // "{environment}/.default" (AADSTS errors), and on every Web API call a bearer token the
 // fake's Entra issued for this environment and not expired; attribute names, values against
-// attribute types, OData binds of annotations, and the conditions of a PATCH: If-Match makes
-// it an update (404 for a missing id, 412 for another etag), If-None-Match: * a create, and
-// neither an upsert that creates a missing id. It answers in the Web API's error shape
+// attribute types (an opportunity's salesstage must be one of its options), OData binds of
+// annotations and of opportunity lookups (parentcontactid, parentaccountid,
+// transactioncurrencyid: 404 when the bound record does not exist), what Dataverse sets on a
+// create (an opportunity is open, statecode 0, in the base currency; statecode is not
+// writable), and the conditions of a PATCH: If-Match makes it an update (404 for a missing
+// id, 412 for another etag), If-None-Match: * a create, and neither an upsert that creates a
+// missing id. It answers in the Web API's error shape
 // {"error": {"code": "0x...", "message"}} and, over its limit, 429 with Retry-After
 // (Dataverse's service protection limits).
 package dynamics
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -48,8 +55,13 @@ const (
 	AppUserName = "crm-bot@demoshop.onmicrosoft.com"
 	// TokenTTL is how long the fake's access tokens live (Entra's are about an hour).
 	TokenTTL = time.Hour
-	apiPath  = "/api/data/v9.2/"
-	maxBody  = 1 << 20
+	// BaseCurrencyID is the organization's base currency (USD), the transactioncurrencyid of
+	// an opportunity created without one; EURCurrencyID is a second currency (EUR) a test
+	// may give an opportunity with Change("opportunities", id, {"_transactioncurrencyid_value": EURCurrencyID}).
+	BaseCurrencyID = "c0a1e000-0001-ef11-a317-000d3a5c0001"
+	EURCurrencyID  = "c0a1e000-0002-ef11-a317-000d3a5c0002"
+	apiPath        = "/api/data/v9.2/"
+	maxBody        = 1 << 20
 )
 
 type attribute struct {
@@ -61,6 +73,12 @@ type attribute struct {
 type entity struct {
 	logical, set, key string
 	attrs             []attribute
+	// binds are the single-valued navigation properties a write binds ("nav@odata.bind":
+	// "/set(id)") and a query expands, by the entity set they point to; the record keeps
+	// the target's id as the lookup attribute _nav_value.
+	binds map[string]string
+	// defaults are what Dataverse sets on a create that leaves them out.
+	defaults map[string]any
 }
 
 var entities = []entity{
@@ -76,25 +94,39 @@ var entities = []entity{
 		{Name: "new_botconversations", Type: "Integer", Label: "Bot conversations"},
 		{Name: "createdon", Type: "DateTime", Label: "Created On", ReadOnly: true},
 		{Name: "modifiedon", Type: "DateTime", Label: "Modified On", ReadOnly: true},
-	}},
+	}, nil, nil},
 	{"lead", "leads", "leadid", []attribute{
 		{Name: "leadid", Type: "Uniqueidentifier", Label: "Lead", ReadOnly: true},
 		{Name: "lastname", Type: "String", Label: "Last Name"},
 		{Name: "emailaddress1", Type: "String", Label: "Email", Format: "Email"},
 		{Name: "modifiedon", Type: "DateTime", Label: "Modified On", ReadOnly: true},
-	}},
+	}, nil, nil},
 	{"account", "accounts", "accountid", []attribute{
 		{Name: "accountid", Type: "Uniqueidentifier", Label: "Account", ReadOnly: true},
 		{Name: "name", Type: "String", Label: "Account Name"},
 		{Name: "modifiedon", Type: "DateTime", Label: "Modified On", ReadOnly: true},
-	}},
+	}, nil, nil},
 	{"opportunity", "opportunities", "opportunityid", []attribute{
 		{Name: "opportunityid", Type: "Uniqueidentifier", Label: "Opportunity", ReadOnly: true},
 		{Name: "name", Type: "String", Label: "Topic"},
 		{Name: "estimatedvalue", Type: "Money", Label: "Est. Revenue"},
 		{Name: "salesstage", Type: "Picklist", Label: "Sales Stage", Options: map[int]string{0: "Qualify", 1: "Develop", 2: "Propose", 3: "Close"}},
+		// An opportunity is closed by the WinOpportunity and LoseOpportunity actions, not by
+		// a write of statecode: tests close one with Change.
+		{Name: "statecode", Type: "State", Label: "Status", Options: map[int]string{0: "Open", 1: "Won", 2: "Lost"}, ReadOnly: true},
+		{Name: "_parentcontactid_value", Type: "Lookup", Label: "Contact", ReadOnly: true},
+		{Name: "_parentaccountid_value", Type: "Lookup", Label: "Account", ReadOnly: true},
+		{Name: "_transactioncurrencyid_value", Type: "Lookup", Label: "Currency", ReadOnly: true},
+		{Name: "createdon", Type: "DateTime", Label: "Created On", ReadOnly: true},
 		{Name: "modifiedon", Type: "DateTime", Label: "Modified On", ReadOnly: true},
-	}},
+	}, map[string]string{"parentcontactid": "contacts", "parentaccountid": "accounts", "transactioncurrencyid": "transactioncurrencies"},
+		map[string]any{"statecode": 0.0, "_transactioncurrencyid_value": BaseCurrencyID}},
+	{"transactioncurrency", "transactioncurrencies", "transactioncurrencyid", []attribute{
+		{Name: "transactioncurrencyid", Type: "Uniqueidentifier", Label: "Currency", ReadOnly: true},
+		{Name: "isocurrencycode", Type: "String", Label: "Currency Code"},
+		{Name: "currencyname", Type: "String", Label: "Currency Name"},
+		{Name: "modifiedon", Type: "DateTime", Label: "Modified On", ReadOnly: true},
+	}, nil, nil},
 	{"annotation", "annotations", "annotationid", []attribute{
 		{Name: "annotationid", Type: "Uniqueidentifier", Label: "Note", ReadOnly: true},
 		{Name: "subject", Type: "String", Label: "Title"},
@@ -102,7 +134,7 @@ var entities = []entity{
 		{Name: "objecttypecode", Type: "EntityName", Label: "Object Type", ReadOnly: true},
 		{Name: "_objectid_value", Type: "Lookup", Label: "Regarding", ReadOnly: true},
 		{Name: "modifiedon", Type: "DateTime", Label: "Modified On", ReadOnly: true},
-	}},
+	}, nil, nil},
 }
 
 func bySet(set string) (entity, bool) {
@@ -168,6 +200,9 @@ func newServer() *Server {
 	s.records = crmfake.NewRecords(&s.Clock, func(_ string, n int) string {
 		return fmt.Sprintf("%08x-0000-ef11-a317-%012x", n, n)
 	})
+	// Put, unlike Create, takes no sequence number: the ids tests create stay as they were.
+	s.records.Put("transactioncurrencies", BaseCurrencyID, map[string]any{"isocurrencycode": "USD", "currencyname": "US Dollar"})
+	s.records.Put("transactioncurrencies", EURCurrencyID, map[string]any{"isocurrencycode": "EUR", "currencyname": "Euro"})
 	return s
 }
 
@@ -229,9 +264,28 @@ func (s *Server) Change(set, id string, props map[string]any) bool {
 // with If-Match 404, and a PATCH without If-Match creates it again.
 func (s *Server) Delete(set, id string) bool { return s.records.Delete(set, id) }
 
-// Create adds a record as a Dynamics user would, and returns its id.
+// Create adds a record as a Dynamics user would, and returns its id. What Dataverse sets on
+// a create is set too: an opportunity is open (statecode 0) in the base currency unless props
+// say otherwise. An opportunity's contact is props["_parentcontactid_value"], its stage
+// props["salesstage"] (a float64 option value); Change moves it to another stage
+// ({"salesstage": 2.0}) or closes it ({"statecode": 1.0} won, {"statecode": 2.0} lost).
 func (s *Server) Create(set string, props map[string]any) string {
-	return s.records.Create(set, props).ID
+	e, _ := bySet(set)
+	return s.records.Create(set, withDefaults(e, props)).ID
+}
+
+// withDefaults is props with e's defaults for what props leaves out.
+func withDefaults(e entity, props map[string]any) map[string]any {
+	out := maps.Clone(props)
+	if out == nil {
+		out = map[string]any{}
+	}
+	for k, v := range e.defaults {
+		if _, set := out[k]; !set {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func writeError(w http.ResponseWriter, status int, code, message string) {
@@ -330,8 +384,11 @@ var (
 	orgPath    = regexp.MustCompile(`^organizations\((` + guid + `)\)$`)
 	userPath   = regexp.MustCompile(`^systemusers\((` + guid + `)\)$`)
 	attrsPath  = regexp.MustCompile(`^EntityDefinitions\(LogicalName='(\w+)'\)/Attributes(/Microsoft\.Dynamics\.CRM\.PicklistAttributeMetadata)?$`)
-	filterRE   = regexp.MustCompile(`^(\w+) (eq|ge|gt|le|lt) ('(?:[^']|'')*'|[\w:.\-]+)$`)
-	bindRE     = regexp.MustCompile(`^/(\w+)\((` + guid + `)\)$`)
+	// filterRE is one comparison of a $filter and the rest after " and ", if any.
+	filterRE = regexp.MustCompile(`^(\w+) (eq|ne|ge|gt|le|lt) ('(?:[^']|'')*'|[\w:.\-]+)(?: and (.+))?$`)
+	guidRE   = regexp.MustCompile(`^` + guid + `$`)
+	expandRE = regexp.MustCompile(`^(\w+)(?:\(\$select=(\w+(?:,\w+)*)\))?$`)
+	bindRE   = regexp.MustCompile(`^/(\w+)\((` + guid + `)\)$`)
 )
 
 func (s *Server) api(w http.ResponseWriter, r *http.Request, rest string) {
@@ -445,18 +502,22 @@ func view(e entity, rec crmfake.Record, sel []string) map[string]any {
 	}
 	out := map[string]any{"@odata.etag": etag(rec)}
 	for _, name := range sel {
-		switch {
-		case name == e.key:
-			out[name] = rec.ID
-		case name == "modifiedon":
-			out[name] = rec.Updated.UTC().Format(time.RFC3339)
-		case name == "createdon":
-			out[name] = rec.Created.UTC().Format(time.RFC3339)
-		default:
-			out[name] = rec.Props[name]
-		}
+		out[name] = value(e, rec, name)
 	}
 	return out
+}
+
+// value is an attribute of a record as stored.
+func value(e entity, rec crmfake.Record, name string) any {
+	switch name {
+	case e.key:
+		return rec.ID
+	case "modifiedon":
+		return rec.Updated.UTC().Format(time.RFC3339)
+	case "createdon":
+		return rec.Created.UTC().Format(time.RFC3339)
+	}
+	return rec.Props[name]
 }
 
 func selection(w http.ResponseWriter, e entity, q url.Values) ([]string, bool) {
@@ -466,15 +527,79 @@ func selection(w http.ResponseWriter, e entity, q url.Values) ([]string, bool) {
 	sel := strings.Split(q.Get("$select"), ",")
 	for _, a := range sel {
 		if _, ok := e.attr(a); !ok {
-			writeError(w, http.StatusBadRequest, "0x80060888", fmt.Sprintf("Could not find a property named '%s' on type 'Microsoft.Dynamics.CRM.%s'.", a, e.logical))
+			notProperty(w, e, a)
 			return nil, false
 		}
 	}
 	return sel, true
 }
 
+func notProperty(w http.ResponseWriter, e entity, name string) {
+	writeError(w, http.StatusBadRequest, "0x80060888", fmt.Sprintf("Could not find a property named '%s' on type 'Microsoft.Dynamics.CRM.%s'.", name, e.logical))
+}
+
+// expansion is the single-valued navigation property a query expands, with its $select.
+type expansion struct {
+	nav    string
+	target entity
+	sel    []string
+}
+
+// expanding reads $expand: one single-valued navigation property of e, with an optional
+// $select of the target's attributes (what the fake needs; Dataverse allows more).
+func expanding(w http.ResponseWriter, e entity, q url.Values) (*expansion, bool) {
+	x := q.Get("$expand")
+	if x == "" {
+		return nil, true
+	}
+	m := expandRE.FindStringSubmatch(x)
+	if m == nil {
+		writeError(w, http.StatusBadRequest, "0x80060888", "The query parameter $expand is not supported by the fake: "+x)
+		return nil, false
+	}
+	set, ok := e.binds[m[1]]
+	if !ok {
+		notProperty(w, e, m[1])
+		return nil, false
+	}
+	target, _ := bySet(set)
+	ex := &expansion{nav: m[1], target: target}
+	if m[2] != "" {
+		ex.sel = strings.Split(m[2], ",")
+		for _, a := range ex.sel {
+			if _, ok := target.attr(a); !ok {
+				notProperty(w, target, a)
+				return nil, false
+			}
+		}
+	}
+	return ex, true
+}
+
+// answer is a record as a read or write answers it: its view with the expanded record (null
+// when the lookup is empty).
+func (s *Server) answer(e entity, rec crmfake.Record, sel []string, ex *expansion) map[string]any {
+	out := view(e, rec, sel)
+	if ex == nil {
+		return out
+	}
+	out[ex.nav] = nil
+	if id, _ := rec.Props["_"+ex.nav+"_value"].(string); id != "" {
+		if t, ok := s.records.Get(ex.target.set, id); ok {
+			v := view(ex.target, t, ex.sel)
+			v[ex.target.key] = t.ID
+			out[ex.nav] = v
+		}
+	}
+	return out
+}
+
 func (s *Server) get(w http.ResponseWriter, r *http.Request, e entity, id string) {
 	sel, ok := selection(w, e, r.URL.Query())
+	if !ok {
+		return
+	}
+	ex, ok := expanding(w, e, r.URL.Query())
 	if !ok {
 		return
 	}
@@ -483,7 +608,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, e entity, id string
 		writeError(w, http.StatusNotFound, "0x80040217", fmt.Sprintf("%s With Id = %s Does Not Exist", e.logical, id))
 		return
 	}
-	fakehttp.WriteJSON(w, http.StatusOK, view(e, rec, sel))
+	fakehttp.WriteJSON(w, http.StatusOK, s.answer(e, rec, sel, ex))
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request, e entity) {
@@ -492,48 +617,23 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, e entity) {
 	if !ok {
 		return
 	}
+	ex, ok := expanding(w, e, q)
+	if !ok {
+		return
+	}
 	match := func(crmfake.Record) bool { return true }
 	if f := q.Get("$filter"); f != "" {
-		m := filterRE.FindStringSubmatch(f)
-		if m == nil {
-			writeError(w, http.StatusBadRequest, "0x80060888", "The query parameter $filter is not supported by the fake: "+f)
+		if match, ok = filter(w, e, f); !ok {
 			return
-		}
-		a, known := e.attr(m[1])
-		if !known {
-			writeError(w, http.StatusBadRequest, "0x80060888", fmt.Sprintf("Could not find a property named '%s' on type 'Microsoft.Dynamics.CRM.%s'.", m[1], e.logical))
-			return
-		}
-		op, lit := m[2], m[3]
-		if a.Type == "DateTime" {
-			at, err := time.Parse(time.RFC3339, lit)
-			if err != nil {
-				writeError(w, http.StatusBadRequest, "0x80060888", "A binary operator with incompatible types was detected: DateTimeOffset expected")
-				return
-			}
-			match = func(rec crmfake.Record) bool {
-				t := rec.Updated
-				if a.Name == "createdon" {
-					t = rec.Created
-				}
-				c := t.Truncate(time.Second).Compare(at)
-				return map[string]bool{"eq": c == 0, "ge": c >= 0, "gt": c > 0, "le": c <= 0, "lt": c < 0}[op]
-			}
-		} else {
-			if op != "eq" || !strings.HasPrefix(lit, "'") {
-				writeError(w, http.StatusBadRequest, "0x80060888", "the fake compares text attributes with eq only")
-				return
-			}
-			want := strings.ReplaceAll(lit[1:len(lit)-1], "''", "'")
-			match = func(rec crmfake.Record) bool {
-				v, _ := rec.Props[a.Name].(string)
-				return strings.EqualFold(v, want) // Dataverse's default collation ignores case
-			}
 		}
 	}
 	recs := s.records.Find(e.set, match)
-	if ob := q.Get("$orderby"); strings.HasPrefix(ob, "modifiedon") {
-		slices.SortStableFunc(recs, func(a, b crmfake.Record) int { return a.Updated.Compare(b.Updated) })
+	if ob := q.Get("$orderby"); ob != "" {
+		order, ok := ordering(w, e, ob)
+		if !ok {
+			return
+		}
+		slices.SortStableFunc(recs, order)
 	}
 	if t := q.Get("$top"); t != "" {
 		n, err := strconv.Atoi(t)
@@ -564,7 +664,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, e entity) {
 	}
 	rows := []map[string]any{}
 	for i := skip; i < len(recs) && i < skip+pageSize; i++ {
-		rows = append(rows, view(e, recs[i], sel))
+		rows = append(rows, s.answer(e, recs[i], sel, ex))
 	}
 	out := map[string]any{"@odata.context": s.srv.URL + apiPath + "$metadata#" + e.set, "value": rows}
 	if skip+pageSize < len(recs) {
@@ -574,8 +674,178 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, e entity) {
 	fakehttp.WriteJSON(w, http.StatusOK, out)
 }
 
+// filter reads a $filter of comparisons joined by "and": date-times against modifiedon or
+// createdon (whole seconds), text with eq (case-insensitive), ids and lookups with eq or ne
+// against an unquoted GUID or null, numbers, option values and states against a number.
+func filter(w http.ResponseWriter, e entity, f string) (func(crmfake.Record) bool, bool) {
+	var preds []func(crmfake.Record) bool
+	for f != "" {
+		m := filterRE.FindStringSubmatch(f)
+		if m == nil {
+			writeError(w, http.StatusBadRequest, "0x80060888", "The query parameter $filter is not supported by the fake: "+f)
+			return nil, false
+		}
+		f = m[4]
+		a, known := e.attr(m[1])
+		if !known {
+			notProperty(w, e, m[1])
+			return nil, false
+		}
+		op, lit := m[2], m[3]
+		incompatible := func(want string) (func(crmfake.Record) bool, bool) {
+			writeError(w, http.StatusBadRequest, "0x80060888", "A binary operator with incompatible types was detected: "+want+" expected")
+			return nil, false
+		}
+		compares := func(c int) bool {
+			return map[string]bool{"eq": c == 0, "ne": c != 0, "ge": c >= 0, "gt": c > 0, "le": c <= 0, "lt": c < 0}[op]
+		}
+		switch a.Type {
+		case "DateTime":
+			at, err := time.Parse(time.RFC3339, lit)
+			if err != nil {
+				return incompatible("DateTimeOffset")
+			}
+			preds = append(preds, func(rec crmfake.Record) bool {
+				t := rec.Updated
+				if a.Name == "createdon" {
+					t = rec.Created
+				}
+				return compares(t.Truncate(time.Second).Compare(at))
+			})
+		case "Uniqueidentifier", "Lookup":
+			if op != "eq" && op != "ne" || !(lit == "null" || guidRE.MatchString(strings.ToLower(lit))) {
+				return incompatible("Guid")
+			}
+			preds = append(preds, func(rec crmfake.Record) bool {
+				v, _ := value(e, rec, a.Name).(string)
+				if lit == "null" {
+					return compares(strings.Compare(v, ""))
+				}
+				return compares(strings.Compare(strings.ToLower(v), strings.ToLower(lit)))
+			})
+		case "Integer", "Money", "Decimal", "Double", "BigInt", "Picklist", "State", "Status":
+			want, err := strconv.ParseFloat(lit, 64)
+			if err != nil {
+				return incompatible("Edm.Int32")
+			}
+			preds = append(preds, func(rec crmfake.Record) bool {
+				n, isNum := number(rec.Props[a.Name])
+				return isNum && compares(cmp.Compare(n, want))
+			})
+		default:
+			if op != "eq" || !strings.HasPrefix(lit, "'") {
+				writeError(w, http.StatusBadRequest, "0x80060888", "the fake compares text attributes with eq only")
+				return nil, false
+			}
+			want := strings.ReplaceAll(lit[1:len(lit)-1], "''", "'")
+			preds = append(preds, func(rec crmfake.Record) bool {
+				v, _ := rec.Props[a.Name].(string)
+				return strings.EqualFold(v, want) // Dataverse's default collation ignores case
+			})
+		}
+	}
+	return func(rec crmfake.Record) bool {
+		for _, p := range preds {
+			if !p(rec) {
+				return false
+			}
+		}
+		return true
+	}, true
+}
+
+// number reads a stored number: float64 as JSON decodes it, or an int a test stored.
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case int:
+		return float64(n), true
+	}
+	return 0, false
+}
+
+// ordering reads an $orderby of attributes, each asc (the default) or desc. Every entity
+// orders by createdon and modifiedon.
+func ordering(w http.ResponseWriter, e entity, ob string) (func(a, b crmfake.Record) int, bool) {
+	type term struct {
+		name string
+		desc bool
+	}
+	var terms []term
+	for _, part := range strings.Split(ob, ",") {
+		name, dir, _ := strings.Cut(strings.TrimSpace(part), " ")
+		if _, known := e.attr(name); !known && name != "createdon" && name != "modifiedon" {
+			notProperty(w, e, name)
+			return nil, false
+		}
+		if dir != "" && dir != "asc" && dir != "desc" {
+			writeError(w, http.StatusBadRequest, "0x80060888", "Syntax error in $orderby: "+ob)
+			return nil, false
+		}
+		terms = append(terms, term{name, dir == "desc"})
+	}
+	return func(a, b crmfake.Record) int {
+		for _, t := range terms {
+			c := compareValues(sortValue(e, a, t.name), sortValue(e, b, t.name))
+			if t.desc {
+				c = -c
+			}
+			if c != 0 {
+				return c
+			}
+		}
+		return 0
+	}, true
+}
+
+// sortValue is what a record is ordered by: its times as stored (finer than the whole
+// seconds a read answers), other attributes as value reads them.
+func sortValue(e entity, rec crmfake.Record, name string) any {
+	switch name {
+	case "modifiedon":
+		return rec.Updated
+	case "createdon":
+		return rec.Created
+	}
+	return value(e, rec, name)
+}
+
+// compareValues orders stored values: null first, then times, numbers or text.
+func compareValues(a, b any) int {
+	na, aNum := number(a)
+	nb, bNum := number(b)
+	ta, aTime := a.(time.Time)
+	tb, bTime := b.(time.Time)
+	switch {
+	case aTime && bTime:
+		return ta.Compare(tb)
+	case aNum && bNum:
+		return cmp.Compare(na, nb)
+	case a == nil || b == nil:
+		return cmp.Compare(btoi(a != nil), btoi(b != nil))
+	}
+	return strings.Compare(fmt.Sprint(a), fmt.Sprint(b))
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // write serves POST (id empty) and PATCH of a record.
 func (s *Server) write(w http.ResponseWriter, r *http.Request, e entity, id string) {
+	// A write answering the record (return=representation) takes $select and $expand.
+	sel, ok := selection(w, e, r.URL.Query())
+	if !ok {
+		return
+	}
+	ex, ok := expanding(w, e, r.URL.Query())
+	if !ok {
+		return
+	}
 	var in map[string]any
 	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
 	if err == nil {
@@ -602,6 +872,21 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, e entity, id stri
 			props["objecttypecode"] = target.logical
 			continue
 		}
+		if nav, ok := strings.CutSuffix(k, "@odata.bind"); ok && e.binds[nav] != "" {
+			// A lookup binds a record of its target entity set, which must exist.
+			target, _ := bySet(e.binds[nav])
+			m := bindRE.FindStringSubmatch(fmt.Sprint(v))
+			if m == nil || m[1] != target.set {
+				writeError(w, http.StatusBadRequest, "0x80048d19", fmt.Sprintf("Error identified in Payload provided by the user for Entity :'%s'. The navigation property '%s' expects a reference to '%s'.", e.set, nav, target.set))
+				return
+			}
+			if _, found := s.records.Get(m[1], m[2]); !found {
+				writeError(w, http.StatusNotFound, "0x80040217", fmt.Sprintf("%s With Id = %s Does Not Exist", target.logical, m[2]))
+				return
+			}
+			props["_"+nav+"_value"] = m[2]
+			continue
+		}
 		a, known := e.attr(k)
 		if !known {
 			writeError(w, http.StatusBadRequest, "0x80048d19", fmt.Sprintf("Error identified in Payload provided by the user for Entity :'%s'. The property '%s' does not exist on type 'Microsoft.Dynamics.CRM.%s'.", e.set, k, e.logical))
@@ -622,7 +907,7 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, e entity, id stri
 	ifMatch, ifNoneMatch := r.Header.Get("If-Match"), r.Header.Get("If-None-Match")
 	switch {
 	case id == "":
-		rec = s.records.Create(e.set, props)
+		rec = s.records.Create(e.set, withDefaults(e, props))
 	case ifMatch != "":
 		// An update only: 404 for an id the environment does not have, 412 when If-Match
 		// names an etag other than the record's.
@@ -646,10 +931,13 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, e entity, id stri
 			writeError(w, http.StatusPreconditionFailed, "0x80040237", "A record with matching key values already exists.")
 			return
 		}
-		rec, _ = s.records.Put(e.set, id, props)
+		rec, _ = s.records.Put(e.set, id, withDefaults(e, props))
 	default:
 		// Without If-Match a PATCH is an upsert: it creates the record with that id when the
 		// environment has none (what a client updating by id must prevent).
+		if _, found := s.records.Get(e.set, id); !found {
+			props = withDefaults(e, props)
+		}
 		var created bool
 		if rec, created = s.records.Put(e.set, id, props); !created {
 			status = http.StatusOK
@@ -657,7 +945,7 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, e entity, id stri
 	}
 	w.Header().Set("OData-EntityId", s.srv.URL+apiPath+e.set+"("+rec.ID+")")
 	if strings.Contains(r.Header.Get("Prefer"), "return=representation") {
-		fakehttp.WriteJSON(w, status, view(e, rec, nil))
+		fakehttp.WriteJSON(w, status, s.answer(e, rec, sel, ex))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

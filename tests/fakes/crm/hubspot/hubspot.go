@@ -1,18 +1,21 @@
 // Package hubspot is a fake of HubSpot on 127.0.0.1, for tests: its OAuth 2.0 authorization
 // server (/oauth/authorize as app.hubspot.com serves it, /oauth/v1/token, refresh-token
-// revocation) and the CRM v3 API the platform uses (objects with search and batch upsert,
-// properties, deal pipelines, notes with associations, account details). It checks what
-// HubSpot checks: the bearer token on every API call (401 INVALID_AUTHENTICATION or
-// EXPIRED_AUTHENTICATION), the app's client id, secret and exact redirect URI, PKCE S256,
-// single-use codes, property names, read-only properties, values against property types,
-// contact email uniqueness (on create and update), association types, the 10,000-result
-// window of search; and it answers in HubSpot's error shape
+// revocation) and the CRM API the platform uses (v3 objects with search, batch read and batch
+// upsert, properties, deal pipelines, deals and notes created with associations, v4
+// association lists, account details). It checks what HubSpot checks: the bearer token on
+// every API call (401 INVALID_AUTHENTICATION or EXPIRED_AUTHENTICATION), the app's client id,
+// secret and exact redirect URI, PKCE S256, single-use codes, property names, read-only
+// properties, values against property types, contact email uniqueness (on create and update),
+// association types and targets, a deal's pipeline and stage (a stage of its own pipeline),
+// the 10,000-result window of search; and it answers in HubSpot's error shape
 // {"status":"error","message","correlationId","category"}.
 //
 // A test can set a rate limit (429 with the X-HubSpot-RateLimit-* headers of the
-// TEN_SECONDLY_ROLLING policy), fail the next requests with 5xx, expire access tokens, change
-// or archive a record "on the CRM side" and read back what was written. It imports nothing of
-// the client, so that a mismatch with HubSpot shows up as a failing test.
+// TEN_SECONDLY_ROLLING policy), fail the next requests with 5xx, expire access tokens, add a
+// pipeline, create, change or archive a record "on the CRM side" (a deal associated with a
+// contact, moved to another stage or closed) and read back what was written with its
+// associations. It imports nothing of the client, so that a mismatch with HubSpot shows up as
+// a failing test.
 package hubspot
 
 import (
@@ -21,6 +24,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/mail"
@@ -51,6 +55,38 @@ const (
 
 // Association type ids of a note to the objects the fake has (HUBSPOT_DEFINED).
 var noteAssociation = map[string]int{"contacts": 202, "companies": 190, "deals": 214}
+
+// HUBSPOT_DEFINED association type ids between deals and the records they link: deal to
+// record (on a deal's create, and listed from the deal) and record to deal (listed from the
+// record).
+var (
+	dealToRecord = map[string]int{"contacts": 3, "companies": 5}
+	recordToDeal = map[string]int{"contacts": 4, "companies": 342}
+)
+
+// Stage is a deal stage. HubSpot keeps isClosed and probability in its metadata and derives a
+// deal's hs_is_closed and hs_is_closed_won (closed at probability 1) from them.
+type Stage struct {
+	ID, Label   string
+	Probability float64
+	Closed      bool
+}
+
+// Pipeline is a deal pipeline with its stages in display order.
+type Pipeline struct {
+	ID, Label string
+	Stages    []Stage
+}
+
+// defaultPipeline is the pipeline every portal starts with.
+func defaultPipeline() Pipeline {
+	return Pipeline{ID: "default", Label: "Sales Pipeline", Stages: []Stage{
+		{ID: "appointmentscheduled", Label: "Appointment Scheduled", Probability: 0.2},
+		{ID: "qualifiedtobuy", Label: "Qualified To Buy", Probability: 0.4},
+		{ID: "closedwon", Label: "Closed Won", Probability: 1, Closed: true},
+		{ID: "closedlost", Label: "Closed Lost", Probability: 0, Closed: true},
+	}}
+}
 
 type property struct {
 	Name, Label, Type, FieldType string
@@ -84,10 +120,13 @@ var schema = map[string][]property{
 	"deals": {
 		{Name: "dealname", Label: "Deal Name", Type: "string", FieldType: "text"},
 		{Name: "amount", Label: "Amount", Type: "number", FieldType: "number"},
-		{Name: "pipeline", Label: "Pipeline", Type: "enumeration", FieldType: "select", Options: []string{"default"}},
-		{Name: "dealstage", Label: "Deal Stage", Type: "enumeration", FieldType: "radio",
-			Options: []string{"appointmentscheduled", "qualifiedtobuy", "closedwon", "closedlost"}},
+		// The options of pipeline and dealstage are the pipelines' (Server.options).
+		{Name: "pipeline", Label: "Pipeline", Type: "enumeration", FieldType: "select"},
+		{Name: "dealstage", Label: "Deal Stage", Type: "enumeration", FieldType: "radio"},
+		{Name: "deal_currency_code", Label: "Currency", Type: "enumeration", FieldType: "select", Options: []string{"USD", "EUR", "GBP"}},
 		{Name: "closedate", Label: "Close Date", Type: "datetime", FieldType: "date"},
+		{Name: "hs_is_closed", Label: "Is Deal Closed?", Type: "bool", FieldType: "booleancheckbox", ReadOnly: true},
+		{Name: "hs_is_closed_won", Label: "Is Closed Won", Type: "bool", FieldType: "booleancheckbox", ReadOnly: true},
 		{Name: "hs_object_id", Label: "Record ID", Type: "number", FieldType: "number", ReadOnly: true},
 		{Name: "createdate", Label: "Create Date", Type: "datetime", FieldType: "date", ReadOnly: true},
 		{Name: "hs_lastmodifieddate", Label: "Last Modified Date", Type: "datetime", FieldType: "date", ReadOnly: true},
@@ -121,8 +160,17 @@ type Server struct {
 	traffic *crmfake.Traffic
 	records *crmfake.Records
 
+	// mu guards notes, pipes and links. It is taken inside the record store's lock (a
+	// search's match reads the pipelines), so the store is never called while holding it.
 	mu    sync.Mutex
 	notes []Note
+	pipes []Pipeline
+	links []link
+}
+
+// link is an association of a deal with a record (a contact or company).
+type link struct {
+	deal, object, id string
 }
 
 // New starts a fake on 127.0.0.1, closed when the test ends.
@@ -141,7 +189,7 @@ func Listen() (s *Server, close func()) {
 }
 
 func newServer() *Server {
-	s := &Server{}
+	s := &Server{pipes: []Pipeline{defaultPipeline()}}
 	s.oauth = crmfake.NewOAuth(&s.Clock, AccessTTL)
 	s.oauth.AddApp(crmfake.App{ClientID: ClientID, ClientSecret: ClientSecret, RedirectURI: RedirectURI})
 	s.traffic = crmfake.NewTraffic(&s.Clock)
@@ -223,6 +271,45 @@ func (s *Server) Create(object string, props map[string]string) string {
 // answer 404 from then on.
 func (s *Server) Archive(object, id string) bool { return s.records.Delete(object, id) }
 
+// AddPipeline adds a deal pipeline (or replaces the one with its id), as a HubSpot admin
+// would; stage ids must be unique across pipelines, as HubSpot's are.
+func (s *Server) AddPipeline(p Pipeline) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p.Stages = slices.Clone(p.Stages)
+	if i := slices.IndexFunc(s.pipes, func(q Pipeline) bool { return q.ID == p.ID }); i >= 0 {
+		s.pipes[i] = p
+		return
+	}
+	s.pipes = append(s.pipes, p)
+}
+
+// CreateDeal adds a deal associated with a contact as a HubSpot user would (props as stored:
+// dealname, pipeline, dealstage, amount, deal_currency_code...), unchecked, and returns its id.
+// Deals are records of object "deals": Records, Record, Count, Change (a stage move, a close
+// to closedwon or closedlost) and Archive work on them.
+func (s *Server) CreateDeal(contactID string, props map[string]string) string {
+	id := s.Create("deals", props)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.links = append(s.links, link{deal: id, object: "contacts", id: contactID})
+	return id
+}
+
+// Associated returns the ids of the records of object (contacts, companies) the deal is
+// associated with, in the order the associations were made.
+func (s *Server) Associated(dealID, object string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for _, l := range s.links {
+		if l.deal == dealID && l.object == object {
+			ids = append(ids, l.id)
+		}
+	}
+	return ids
+}
+
 // Notes returns the notes received, in order.
 func (s *Server) Notes() []Note {
 	s.mu.Lock()
@@ -240,6 +327,8 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET /crm/v3/pipelines/{object}", s.api(s.pipelines))
 	mux.HandleFunc("POST /crm/v3/objects/{object}/search", s.api(s.search))
 	mux.HandleFunc("POST /crm/v3/objects/{object}/batch/upsert", s.api(s.batchUpsert))
+	mux.HandleFunc("POST /crm/v3/objects/{object}/batch/read", s.api(s.batchRead))
+	mux.HandleFunc("GET /crm/v4/objects/{object}/{id}/associations/{toObject}", s.api(s.associations))
 	mux.HandleFunc("POST /crm/v3/objects/{object}", s.api(s.create))
 	mux.HandleFunc("GET /crm/v3/objects/{object}/{id}", s.api(s.get))
 	mux.HandleFunc("PATCH /crm/v3/objects/{object}/{id}", s.api(s.update))
@@ -387,7 +476,7 @@ func (s *Server) properties(w http.ResponseWriter, r *http.Request) {
 	results := []map[string]any{}
 	for i, p := range schema[o] {
 		opts := []map[string]any{}
-		for j, v := range p.Options {
+		for j, v := range s.options(o, p) {
 			opts = append(opts, map[string]any{"label": strings.ToUpper(v[:1]) + v[1:], "value": v, "displayOrder": j, "hidden": false})
 		}
 		results = append(results, map[string]any{"name": p.Name, "label": p.Label, "type": p.Type, "fieldType": p.FieldType,
@@ -403,20 +492,92 @@ func (s *Server) pipelines(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "VALIDATION_ERROR", "pipelines are not supported for "+r.PathValue("object"))
 		return
 	}
-	stage := func(id, label string, order int, p string) map[string]any {
-		return map[string]any{"id": id, "label": label, "displayOrder": order, "archived": false,
-			"metadata": map[string]any{"probability": p, "isClosed": strconv.FormatBool(strings.HasPrefix(id, "closed"))}}
+	s.mu.Lock()
+	pipelines := slices.Clone(s.pipes)
+	s.mu.Unlock()
+	results := []map[string]any{}
+	for i, p := range pipelines {
+		stages := []map[string]any{}
+		for j, st := range p.Stages {
+			probability := strconv.FormatFloat(st.Probability, 'f', -1, 64)
+			if !strings.Contains(probability, ".") {
+				probability += ".0"
+			}
+			stages = append(stages, map[string]any{"id": st.ID, "label": st.Label, "displayOrder": j, "archived": false,
+				"metadata": map[string]any{"probability": probability, "isClosed": strconv.FormatBool(st.Closed)}})
+		}
+		// Answered out of order: clients sort by displayOrder.
+		if len(stages) > 1 {
+			stages[0], stages[1] = stages[1], stages[0]
+		}
+		results = append(results, map[string]any{"id": p.ID, "label": p.Label, "displayOrder": i, "archived": false, "stages": stages})
 	}
-	// Returned out of order: clients sort by displayOrder.
-	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"results": []map[string]any{{
-		"id": "default", "label": "Sales Pipeline", "displayOrder": 0, "archived": false,
-		"stages": []map[string]any{
-			stage("qualifiedtobuy", "Qualified To Buy", 1, "0.4"),
-			stage("appointmentscheduled", "Appointment Scheduled", 0, "0.2"),
-			stage("closedwon", "Closed Won", 2, "1.0"),
-			stage("closedlost", "Closed Lost", 3, "0.0"),
-		},
-	}}})
+	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"results": results})
+}
+
+// options are an enumeration property's values; a deal's pipeline and dealstage take the
+// pipelines' ids and all their stages' ids, as HubSpot's do.
+func (s *Server) options(o string, p property) []string {
+	if o != "deals" || (p.Name != "pipeline" && p.Name != "dealstage") {
+		return p.Options
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, pl := range s.pipes {
+		if p.Name == "pipeline" {
+			out = append(out, pl.ID)
+			continue
+		}
+		for _, st := range pl.Stages {
+			out = append(out, st.ID)
+		}
+	}
+	return out
+}
+
+// stage finds a stage of a pipeline.
+func (s *Server) stage(pipeline, id string) (Stage, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, pl := range s.pipes {
+		if pl.ID != pipeline {
+			continue
+		}
+		for _, st := range pl.Stages {
+			if st.ID == id {
+				return st, true
+			}
+		}
+	}
+	return Stage{}, false
+}
+
+// pipelineOf is a deal's pipeline: HubSpot puts a deal written without one in the default.
+func pipelineOf(props map[string]any) string {
+	if p, _ := props["pipeline"].(string); p != "" {
+		return p
+	}
+	return "default"
+}
+
+// checkStage checks that a deal's stage, after props are merged into current, belongs to its
+// pipeline (HubSpot refuses a stage of another pipeline), and returns a validation message.
+func (s *Server) checkStage(props, current map[string]any) string {
+	merged := maps.Clone(current)
+	if merged == nil {
+		merged = map[string]any{}
+	}
+	maps.Copy(merged, props)
+	stage, _ := merged["dealstage"].(string)
+	if stage == "" {
+		return ""
+	}
+	pipeline := pipelineOf(merged)
+	if _, ok := s.stage(pipeline, stage); !ok {
+		return fmt.Sprintf(`Property values were not valid: [{"isValid":false,"message":"%s is not a valid stage of pipeline %s","error":"INVALID_OPTION","name":"dealstage"}]`, stage, pipeline)
+	}
+	return ""
 }
 
 // decode reads a JSON body strictly enough to catch a client's shape mistakes.
@@ -449,7 +610,7 @@ func findProp(o, name string) (property, bool) {
 
 // checkValues validates written properties against the schema and returns them as the
 // strings HubSpot stores, or a validation message.
-func checkValues(o string, in map[string]any) (map[string]any, string) {
+func (s *Server) checkValues(o string, in map[string]any) (map[string]any, string) {
 	out := map[string]any{}
 	for name, raw := range in {
 		p, ok := findProp(o, name)
@@ -485,7 +646,7 @@ func checkValues(o string, in map[string]any) (map[string]any, string) {
 				bad = "INVALID_BOOLEAN"
 			}
 		case p.Type == "enumeration":
-			if !slices.Contains(p.Options, v) {
+			if !slices.Contains(s.options(o, p), v) {
 				bad = "INVALID_OPTION"
 			}
 		case p.Type == "date":
@@ -515,7 +676,7 @@ func checkValues(o string, in map[string]any) (map[string]any, string) {
 }
 
 // view is a record as HubSpot answers it, with the properties asked for (or the defaults).
-func view(o string, rec crmfake.Record, props []string) map[string]any {
+func (s *Server) view(o string, rec crmfake.Record, props []string) map[string]any {
 	if len(props) == 0 {
 		props = defaultProps[o]
 	}
@@ -524,14 +685,14 @@ func view(o string, rec crmfake.Record, props []string) map[string]any {
 		if _, ok := findProp(o, p); !ok {
 			continue // HubSpot leaves out properties that do not exist
 		}
-		values[p] = computed(o, rec, p)
+		values[p] = s.computed(o, rec, p)
 	}
 	return map[string]any{"id": rec.ID, "properties": values, "createdAt": stamp(rec.Created),
 		"updatedAt": stamp(rec.Updated), "archived": false}
 }
 
 // computed is a property's value, the read-only ones derived from the record.
-func computed(o string, rec crmfake.Record, p string) any {
+func (s *Server) computed(o string, rec crmfake.Record, p string) any {
 	switch {
 	case p == "hs_object_id":
 		return rec.ID
@@ -539,6 +700,15 @@ func computed(o string, rec crmfake.Record, p string) any {
 		return stamp(rec.Created)
 	case p == "lastmodifieddate" || p == "hs_lastmodifieddate":
 		return stamp(rec.Updated)
+	case o == "deals" && p == "pipeline":
+		return pipelineOf(rec.Props)
+	case o == "deals" && (p == "hs_is_closed" || p == "hs_is_closed_won"):
+		stage, _ := rec.Props["dealstage"].(string)
+		st, _ := s.stage(pipelineOf(rec.Props), stage)
+		if p == "hs_is_closed_won" {
+			return strconv.FormatBool(st.Closed && st.Probability == 1)
+		}
+		return strconv.FormatBool(st.Closed)
 	}
 	if v, ok := rec.Props[p]; ok {
 		return v
@@ -562,7 +732,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	if p := r.URL.Query().Get("properties"); p != "" {
 		props = strings.Split(p, ",")
 	}
-	fakehttp.WriteJSON(w, http.StatusOK, view(o, rec, props))
+	fakehttp.WriteJSON(w, http.StatusOK, s.view(o, rec, props))
 }
 
 type association struct {
@@ -587,7 +757,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &in) {
 		return
 	}
-	props, bad := checkValues(o, in.Properties)
+	props, bad := s.checkValues(o, in.Properties)
 	if bad != "" {
 		writeError(w, http.StatusBadRequest, "VALIDATION_ERROR", bad)
 		return
@@ -599,8 +769,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		target := ""
-		for obj, id := range noteAssociation {
-			if o == "notes" && id == a.Types[0].AssociationTypeID {
+		types := map[string]map[string]int{"notes": noteAssociation, "deals": dealToRecord}[o]
+		for obj, id := range types {
+			if id == a.Types[0].AssociationTypeID {
 				target = obj
 			}
 		}
@@ -620,6 +791,15 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if o == "deals" {
+		if props["pipeline"] == nil {
+			props["pipeline"] = "default"
+		}
+		if bad := s.checkStage(props, nil); bad != "" {
+			writeError(w, http.StatusBadRequest, "VALIDATION_ERROR", bad)
+			return
+		}
+	}
 	if o == "contacts" {
 		if e, _ := props["email"].(string); e != "" {
 			if dup := s.records.Find(o, func(rec crmfake.Record) bool { return rec.Props["email"] == e }); len(dup) > 0 {
@@ -629,6 +809,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	rec := s.records.Create(o, props)
+	if o == "deals" {
+		s.mu.Lock()
+		for _, l := range links {
+			s.links = append(s.links, link{deal: rec.ID, object: l.Object, id: l.RecordID})
+		}
+		s.mu.Unlock()
+	}
 	if o == "notes" {
 		s.mu.Lock()
 		for _, l := range links {
@@ -637,7 +824,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 		s.mu.Unlock()
 	}
-	fakehttp.WriteJSON(w, http.StatusCreated, view(o, rec, keys(in.Properties)))
+	fakehttp.WriteJSON(w, http.StatusCreated, s.view(o, rec, keys(in.Properties)))
 }
 
 func keys(m map[string]any) []string {
@@ -660,15 +847,22 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &in) {
 		return
 	}
-	props, bad := checkValues(o, in.Properties)
+	props, bad := s.checkValues(o, in.Properties)
 	if bad != "" {
 		writeError(w, http.StatusBadRequest, "VALIDATION_ERROR", bad)
 		return
 	}
 	id := r.PathValue("id")
-	if _, found := s.records.Get(o, id); !found {
+	current, found := s.records.Get(o, id)
+	if !found {
 		writeError(w, http.StatusNotFound, "OBJECT_NOT_FOUND", "resource not found")
 		return
+	}
+	if o == "deals" {
+		if bad := s.checkStage(props, current.Props); bad != "" {
+			writeError(w, http.StatusBadRequest, "VALIDATION_ERROR", bad)
+			return
+		}
 	}
 	if o == "contacts" {
 		// An update cannot give a contact another contact's email either.
@@ -684,7 +878,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "OBJECT_NOT_FOUND", "resource not found")
 		return
 	}
-	fakehttp.WriteJSON(w, http.StatusOK, view(o, rec, keys(in.Properties)))
+	fakehttp.WriteJSON(w, http.StatusOK, s.view(o, rec, keys(in.Properties)))
 }
 
 func (s *Server) batchUpsert(w http.ResponseWriter, r *http.Request) {
@@ -714,10 +908,10 @@ func (s *Server) batchUpsert(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "VALIDATION_ERROR", "idProperty must be a property with unique values")
 			return
 		}
-		props, bad := checkValues(o, input.Properties)
+		props, bad := s.checkValues(o, input.Properties)
 		if bad == "" {
 			var idVals map[string]any
-			idVals, bad = checkValues(o, map[string]any{"email": input.ID})
+			idVals, bad = s.checkValues(o, map[string]any{"email": input.ID})
 			if bad == "" {
 				props["email"] = idVals["email"]
 			}
@@ -734,12 +928,127 @@ func (s *Server) batchUpsert(w http.ResponseWriter, r *http.Request) {
 		} else {
 			rec, isNew = s.records.Create(o, props), true
 		}
-		v := view(o, rec, keys(props))
+		v := s.view(o, rec, keys(props))
 		v["new"] = isNew
 		results = append(results, v)
 	}
 	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"status": "COMPLETE", "results": results,
 		"startedAt": started, "completedAt": stamp(s.Clock.Now())})
+}
+
+// batchRead reads records by id. Ids HubSpot does not have (archived included) are left out
+// of the results and named in an OBJECT_NOT_FOUND error of a 207 answer.
+func (s *Server) batchRead(w http.ResponseWriter, r *http.Request) {
+	o, ok := object(w, r)
+	if !ok {
+		return
+	}
+	var in struct {
+		Properties            []string `json:"properties"`
+		PropertiesWithHistory []string `json:"propertiesWithHistory"`
+		IDProperty            string   `json:"idProperty"`
+		Inputs                []struct {
+			ID string `json:"id"`
+		} `json:"inputs"`
+	}
+	if !decode(w, r, &in) {
+		return
+	}
+	if len(in.Inputs) == 0 || len(in.Inputs) > 100 {
+		writeError(w, http.StatusBadRequest, "VALIDATION_ERROR", "inputs must hold 1 to 100 ids")
+		return
+	}
+	if in.IDProperty != "" && in.IDProperty != "hs_object_id" {
+		writeError(w, http.StatusBadRequest, "VALIDATION_ERROR", "idProperty must be a property with unique values")
+		return
+	}
+	started := stamp(s.Clock.Now())
+	results := []map[string]any{}
+	var missing []string
+	for _, input := range in.Inputs {
+		rec, found := s.records.Get(o, input.ID)
+		if !found {
+			missing = append(missing, input.ID)
+			continue
+		}
+		results = append(results, s.view(o, rec, in.Properties))
+	}
+	out := map[string]any{"status": "COMPLETE", "results": results, "startedAt": started, "completedAt": stamp(s.Clock.Now())}
+	status := http.StatusOK
+	if len(missing) > 0 {
+		status = http.StatusMultiStatus
+		out["numErrors"] = 1
+		out["errors"] = []map[string]any{{"status": "error", "category": "OBJECT_NOT_FOUND",
+			"message": "Could not get some " + strings.ToUpper(strings.TrimSuffix(o, "s")) + " objects, they may be deleted or not exist. Check that ids are valid.",
+			"context": map[string]any{"ids": missing}}}
+	}
+	fakehttp.WriteJSON(w, status, out)
+}
+
+// associations lists a record's associations to another object type (CRM v4), by ascending
+// id, a page of limit (at most 500) at a time. HubSpot keeps no associations of archived
+// records, and answers an empty list for a record it does not have.
+func (s *Server) associations(w http.ResponseWriter, r *http.Request) {
+	from, ok := object(w, r)
+	if !ok {
+		return
+	}
+	to := r.PathValue("toObject")
+	if _, ok := schema[to]; !ok {
+		writeError(w, http.StatusBadRequest, "VALIDATION_ERROR", "Unable to infer object type from: "+to)
+		return
+	}
+	q := r.URL.Query()
+	limit, after := 500, 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			writeError(w, http.StatusBadRequest, "VALIDATION_ERROR", "limit must be between 1 and 500")
+			return
+		}
+		limit = n
+	}
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "VALIDATION_ERROR", "after is not a valid paging token")
+			return
+		}
+		after = n
+	}
+	id := r.PathValue("id")
+	s.mu.Lock()
+	links := slices.Clone(s.links)
+	s.mu.Unlock()
+	var ids []string
+	typeID := 0
+	for _, l := range links {
+		switch {
+		case to == "deals" && l.object == from && l.id == id:
+			ids, typeID = append(ids, l.deal), recordToDeal[from]
+		case from == "deals" && l.deal == id && l.object == to:
+			ids, typeID = append(ids, l.id), dealToRecord[to]
+		}
+	}
+	if _, found := s.records.Get(from, id); !found {
+		ids = nil
+	}
+	ids = slices.DeleteFunc(ids, func(x string) bool { _, found := s.records.Get(to, x); return !found })
+	slices.SortFunc(ids, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b)) })
+	ids = slices.Compact(ids)
+	results := []map[string]any{}
+	for i := after; i < len(ids) && i < after+limit; i++ {
+		n, _ := strconv.ParseInt(ids[i], 10, 64)
+		results = append(results, map[string]any{"toObjectId": n,
+			"associationTypes": []map[string]any{{"category": "HUBSPOT_DEFINED", "typeId": typeID, "label": nil}}})
+	}
+	out := map[string]any{"results": results}
+	if after+limit < len(ids) {
+		next := strconv.Itoa(after + limit)
+		out["paging"] = map[string]any{"next": map[string]any{"after": next,
+			"link": "?after=" + url.QueryEscape(next)}}
+	}
+	fakehttp.WriteJSON(w, http.StatusOK, out)
 }
 
 type filter struct {
@@ -838,7 +1147,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		for _, g := range in.FilterGroups {
 			ok := true
 			for _, f := range g.Filters {
-				ok = ok && match(o, rec, f)
+				ok = ok && s.match(o, rec, f)
 			}
 			hit = hit || ok
 		}
@@ -848,7 +1157,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 			if sortBy == "lastmodifieddate" || sortBy == "hs_lastmodifieddate" {
 				r.num, r.isNum = float64(rec.Updated.UnixMilli()), true
 			} else {
-				k := computed(o, rec, sortBy)
+				k := s.computed(o, rec, sortBy)
 				r.key = fmt.Sprint(k)
 				r.num, r.isNum = numeric(o, sortBy, k)
 			}
@@ -880,7 +1189,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	out := map[string]any{"total": len(rows)}
 	results := []map[string]any{}
 	for _, rec := range all {
-		results = append(results, view(o, rec, in.Properties))
+		results = append(results, s.view(o, rec, in.Properties))
 	}
 	out["results"] = results
 	if after+in.Limit < len(rows) {
@@ -914,7 +1223,7 @@ func compare(o string, a, b any, prop string) int {
 	return strings.Compare(fmt.Sprint(a), fmt.Sprint(b))
 }
 
-func match(o string, rec crmfake.Record, f filter) bool {
+func (s *Server) match(o string, rec crmfake.Record, f filter) bool {
 	if (f.PropertyName == "lastmodifieddate" || f.PropertyName == "hs_lastmodifieddate") && f.Operator != "EQ" && f.Operator != "NEQ" {
 		// The common sync filter, compared without formatting and parsing the time.
 		want, ok := numeric(o, f.PropertyName, f.Value)
@@ -924,7 +1233,7 @@ func match(o string, rec crmfake.Record, f filter) bool {
 		c := cmp.Compare(float64(rec.Updated.UnixMilli()), want)
 		return map[string]bool{"GT": c > 0, "GTE": c >= 0, "LT": c < 0, "LTE": c <= 0}[f.Operator]
 	}
-	v := computed(o, rec, f.PropertyName)
+	v := s.computed(o, rec, f.PropertyName)
 	switch f.Operator {
 	case "HAS_PROPERTY":
 		return v != nil && v != ""

@@ -1,11 +1,12 @@
 // Package pipedrive is a fake of Pipedrive's API v1 on 127.0.0.1, for tests: users/me,
-// persons, organizations and deals (search, create, update, read), their fields, pipelines
-// and stages, recents and notes. It checks what Pipedrive checks: the API token on every call
-// (the x-api-token header, or the api_token query parameter Pipedrive also accepts and which
-// the fake logs so that tests can prove a client never puts the key in a URL), required
-// fields (a person's name, a deal's title), values against field types (enum option ids,
-// numbers, dates), search terms and page limits; and it answers in Pipedrive's envelope
-// {"success": false, "error", "error_info", "errorCode"}.
+// persons, organizations and deals (search, create, update, read), a person's deals, their
+// fields, pipelines and stages, recents and notes. It checks what Pipedrive checks: the API
+// token on every call (the x-api-token header, or the api_token query parameter Pipedrive
+// also accepts and which the fake logs so that tests can prove a client never puts the key in
+// a URL), required fields (a person's name, a deal's title), values against field types (enum
+// option ids, numbers, dates), that a deal's stage exists and belongs to its pipeline and
+// that its person exists, search terms, sorts and page limits; and it answers in Pipedrive's
+// envelope {"success": false, "error", "error_info", "errorCode"}.
 //
 // A test can set a rate limit (429 with x-ratelimit-limit, x-ratelimit-remaining and
 // x-ratelimit-reset, Pipedrive's rolling-window headers), fail the next requests with 5xx,
@@ -14,6 +15,7 @@
 package pipedrive
 
 import (
+	"cmp"
 	"crypto/sha1"
 	"encoding/hex"
 	"encoding/json"
@@ -42,7 +44,9 @@ const (
 	UserEmail   = "owner@demo-shop.example"
 	// TimeLayout is how Pipedrive writes times (UTC, seconds).
 	TimeLayout = "2006-01-02 15:04:05"
-	maxBody    = 1 << 20
+	// Currency is the company's default currency, which a deal created without one gets.
+	Currency = "EUR"
+	maxBody  = 1 << 20
 )
 
 // customKey is the 40-hex key Pipedrive gives a custom field.
@@ -97,6 +101,7 @@ var schema = map[string][]field{
 		{Key: "title", Name: "Title", Type: "varchar", Mandatory: true},
 		{Key: "value", Name: "Value", Type: "monetary"},
 		{Key: "currency", Name: "Currency", Type: "varchar_options"},
+		{Key: "pipeline_id", Name: "Pipeline", Type: "int"},
 		{Key: "stage_id", Name: "Stage", Type: "stage"},
 		{Key: "status", Name: "Status", Type: "status"},
 		{Key: "person_id", Name: "Contact person", Type: "people"},
@@ -179,10 +184,13 @@ func (s *Server) Limited() int { return s.traffic.Limited() }
 // RequestURIs returns the request URI (path and query) of every request, in order.
 func (s *Server) RequestURIs() []string { return s.uris.All() }
 
-// Records returns the records of object (persons, organizations, deals) as stored.
+// Records returns the records of object (persons, organizations, deals) as stored, in
+// creation order. A deal's person_id, pipeline_id and stage_id are ints, its value a float64,
+// its status open, won, lost or deleted.
 func (s *Server) Records(object string) []crmfake.Record { return s.records.All(object) }
 
-// Record returns one record.
+// Record returns one record (for a deal: Props["stage_id"], ["pipeline_id"], ["person_id"],
+// ["status"], as Records says).
 func (s *Server) Record(object string, id int) (crmfake.Record, bool) {
 	return s.records.Get(object, strconv.Itoa(id))
 }
@@ -190,15 +198,34 @@ func (s *Server) Record(object string, id int) (crmfake.Record, bool) {
 // Count returns how many records of object there are.
 func (s *Server) Count(object string) int { return s.records.Count(object) }
 
-// Change sets fields of a record as a Pipedrive user would, moving its update time.
+// Change sets fields of a record as a Pipedrive user would, moving its update time, and
+// reports whether it did. A deal moves to another stage with {"stage_id": n} (its pipeline
+// follows the stage) and closes with {"status": "won"} or "lost"; a stage or person the fake
+// does not have is refused, as Pipedrive's UI would.
 func (s *Server) Change(object string, id int, props map[string]any) bool {
-	_, ok := s.records.Update(object, strconv.Itoa(id), normalize(props))
+	props = normalize(props)
+	if object == "deals" {
+		rec, found := s.records.Get(object, strconv.Itoa(id))
+		if !found {
+			return false
+		}
+		if s.checkDeal(props, rec.Props) != "" {
+			return false
+		}
+	}
+	_, ok := s.records.Update(object, strconv.Itoa(id), props)
 	return ok
 }
 
-// Create adds a record as a Pipedrive user would, and returns its id.
+// Create adds a record as a Pipedrive user would, and returns its id. A deal gets what
+// Pipedrive gives one created without them: status open, value 0 in Currency, the default
+// pipeline's first stage, or the pipeline of the stage given.
 func (s *Server) Create(object string, props map[string]any) int {
-	id, _ := strconv.Atoi(s.records.Create(object, normalize(props)).ID)
+	props = normalize(props)
+	if object == "deals" {
+		s.checkDeal(props, nil)
+	}
+	id, _ := strconv.Atoi(s.records.Create(object, props).ID)
 	return id
 }
 
@@ -216,6 +243,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/pipelines", s.api(s.pipelines))
 	mux.HandleFunc("GET /api/v1/stages", s.api(s.stages))
 	mux.HandleFunc("GET /api/v1/recents", s.api(s.recents))
+	mux.HandleFunc("GET /api/v1/persons/{id}/deals", s.api(s.personDeals))
 	mux.HandleFunc("POST /api/v1/notes", s.api(s.addNote))
 	mux.HandleFunc("GET /api/v1/{object}/search", s.api(s.search))
 	mux.HandleFunc("POST /api/v1/{object}", s.api(s.create))
@@ -523,8 +551,9 @@ func objectOf(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return o, true
 }
 
-// view is a record as Pipedrive answers it.
-func view(object string, rec crmfake.Record) map[string]any {
+// view is a record as Pipedrive answers it: a deal's person as the object Pipedrive nests
+// (its id in value).
+func (s *Server) view(object string, rec crmfake.Record) map[string]any {
 	id, _ := strconv.Atoi(rec.ID)
 	out := map[string]any{"id": id, "active_flag": true, "add_time": rec.Created.UTC().Format(TimeLayout),
 		"update_time": rec.Updated.UTC().Format(TimeLayout),
@@ -544,7 +573,19 @@ func view(object string, rec crmfake.Record) map[string]any {
 			}
 		}
 	}
+	if id, set := rec.Props["person_id"].(int); set && object == "deals" {
+		p, _ := s.records.Get("persons", strconv.Itoa(id))
+		out["person_id"] = map[string]any{"value": id, "name": p.Props["name"], "active_flag": true,
+			"email": emptyList(p.Props["email"]), "phone": emptyList(p.Props["phone"]), "owner_id": UserID}
+	}
 	return out
+}
+
+func emptyList(v any) any {
+	if v == nil {
+		return []any{map[string]any{"value": "", "primary": true}}
+	}
+	return v
 }
 
 var singular = map[string]string{"persons": "Person", "organizations": "Organization", "deals": "Deal"}
@@ -559,7 +600,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, singular[o]+" not found")
 		return
 	}
-	ok(w, http.StatusOK, view(o, rec), nil)
+	ok(w, http.StatusOK, s.view(o, rec), nil)
 }
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
@@ -581,8 +622,15 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
-	rec := s.records.Create(o, normalize(in))
-	ok(w, http.StatusCreated, view(o, rec), nil)
+	in = normalize(in)
+	if o == "deals" {
+		if msg := s.checkDeal(in, nil); msg != "" {
+			writeError(w, http.StatusBadRequest, msg)
+			return
+		}
+	}
+	rec := s.records.Create(o, in)
+	ok(w, http.StatusCreated, s.view(o, rec), nil)
 }
 
 func (s *Server) update(w http.ResponseWriter, r *http.Request) {
@@ -604,12 +652,24 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rec, found := s.records.Update(o, r.PathValue("id"), normalize(in))
+	in = normalize(in)
+	if o == "deals" {
+		old, found := s.records.Get(o, r.PathValue("id"))
+		if !found {
+			writeError(w, http.StatusNotFound, singular[o]+" not found")
+			return
+		}
+		if msg := s.checkDeal(in, old.Props); msg != "" {
+			writeError(w, http.StatusBadRequest, msg)
+			return
+		}
+	}
+	rec, found := s.records.Update(o, r.PathValue("id"), in)
 	if !found {
 		writeError(w, http.StatusNotFound, singular[o]+" not found")
 		return
 	}
-	ok(w, http.StatusOK, view(o, rec), nil)
+	ok(w, http.StatusOK, s.view(o, rec), nil)
 }
 
 // searchable are the fields a search may name, per object.
@@ -701,7 +761,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 			item["phones"] = values(rec.Props["phone"])
 		case "deals":
 			item["title"] = rec.Props["title"]
-			item["status"] = "open"
+			item["status"] = rec.Props["status"]
 		default:
 			item["name"] = rec.Props["name"]
 		}
@@ -732,7 +792,7 @@ func (s *Server) recents(w http.ResponseWriter, r *http.Request) {
 	data := []map[string]any{}
 	last := ""
 	for i := start; i < len(changed) && i < start+limit; i++ {
-		v := view(o, changed[i])
+		v := s.view(o, changed[i])
 		data = append(data, map[string]any{"item": item, "id": v["id"], "data": v})
 		last = v["update_time"].(string)
 	}
@@ -777,4 +837,207 @@ func (s *Server) addNote(w http.ResponseWriter, r *http.Request) {
 	s.notes = append(s.notes, n)
 	s.mu.Unlock()
 	ok(w, http.StatusCreated, map[string]any{"id": n.ID, "content": content, "add_time": s.Clock.Now().Format(TimeLayout)}, nil)
+}
+
+// intOf reads an id as JSON (float64), a test (int) or a query (string) gives it.
+func intOf(v any) (int, bool) {
+	switch x := v.(type) {
+	case int:
+		return x, true
+	case int64:
+		return int(x), true
+	case float64:
+		return int(x), x == math.Trunc(x)
+	case string:
+		n, err := strconv.Atoi(x)
+		return n, err == nil
+	}
+	return 0, false
+}
+
+// checkDeal checks a deal's write as Pipedrive does and completes it in place: ids become
+// ints and the value a float64; the pipeline follows the stage, a pipeline alone means its
+// first stage; a new deal (old nil) gets status open, value 0 in Currency and, without either,
+// the default pipeline's first stage. It returns Pipedrive's message for a refusal.
+func (s *Server) checkDeal(in, old map[string]any) string {
+	for _, k := range []string{"person_id", "pipeline_id", "stage_id"} {
+		if v, set := in[k]; set {
+			if v == nil && k != "person_id" {
+				delete(in, k) // Pipedrive keeps a deal in a stage
+				continue
+			}
+			if v != nil {
+				n, good := intOf(v)
+				if !good {
+					return k + " must be an integer"
+				}
+				in[k] = n
+			}
+		}
+	}
+	if v, set := in["value"]; set && v != nil {
+		f, good := number(v)
+		if n, isInt := v.(int); isInt {
+			f, good = float64(n), true
+		}
+		if !good {
+			return "Field Value must be a number"
+		}
+		in["value"] = f
+	}
+	if person, set := in["person_id"].(int); set {
+		if _, found := s.records.Get("persons", strconv.Itoa(person)); !found {
+			return "Person not found."
+		}
+	}
+	stageID, hasStage := in["stage_id"].(int)
+	pipelineID, hasPipeline := in["pipeline_id"].(int)
+	if hasPipeline && !slices.ContainsFunc(pipelines, func(p pipeline) bool { return p.ID == pipelineID }) {
+		return "Pipeline not found."
+	}
+	switch {
+	case hasStage:
+		i := slices.IndexFunc(stages, func(st stage) bool { return st.ID == stageID })
+		if i < 0 {
+			return "Stage not found."
+		}
+		if hasPipeline && stages[i].PipelineID != pipelineID {
+			return fmt.Sprintf("Stage %d does not belong to pipeline %d.", stageID, pipelineID)
+		}
+		in["pipeline_id"] = stages[i].PipelineID
+	case hasPipeline:
+		if old == nil || old["pipeline_id"] != pipelineID {
+			in["stage_id"] = firstStage(pipelineID)
+		}
+	case old == nil:
+		first := slices.MinFunc(pipelines, func(a, b pipeline) int { return a.Order - b.Order })
+		in["pipeline_id"], in["stage_id"] = first.ID, firstStage(first.ID)
+	}
+	if old == nil {
+		for k, v := range map[string]any{"status": "open", "value": 0.0, "currency": Currency} {
+			if in[k] == nil {
+				in[k] = v
+			}
+		}
+	}
+	return ""
+}
+
+// firstStage is the pipeline's stage of the lowest order.
+func firstStage(pipelineID int) int {
+	first, order := 0, math.MaxInt
+	for _, st := range stages {
+		if st.PipelineID == pipelineID && st.Order < order {
+			first, order = st.ID, st.Order
+		}
+	}
+	return first
+}
+
+// dealStatuses are the values of a person's deals' status filter.
+var dealStatuses = []string{"open", "won", "lost", "deleted", "all_not_deleted"}
+
+// personDeals lists the deals linked to a person: status (all_not_deleted when absent) and
+// sort ("field ASC, field DESC", first-level fields) as Pipedrive takes them, data null when
+// there are none.
+func (s *Server) personDeals(w http.ResponseWriter, r *http.Request) {
+	person, isID := intOf(r.PathValue("id"))
+	if _, found := s.records.Get("persons", r.PathValue("id")); !isID || !found {
+		writeError(w, http.StatusNotFound, "Person not found")
+		return
+	}
+	q := r.URL.Query()
+	status := q.Get("status")
+	if status == "" {
+		status = "all_not_deleted"
+	}
+	if !slices.Contains(dealStatuses, status) {
+		writeError(w, http.StatusBadRequest, "status: invalid value "+status)
+		return
+	}
+	order, msg := dealOrder(q.Get("sort"))
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
+	start, limit, good := page(w, r, 100)
+	if !good {
+		return
+	}
+	deals := s.records.Find("deals", func(rec crmfake.Record) bool {
+		if id, _ := rec.Props["person_id"].(int); id != person {
+			return false
+		}
+		if status == "all_not_deleted" {
+			return rec.Props["status"] != "deleted"
+		}
+		return rec.Props["status"] == status
+	})
+	slices.SortStableFunc(deals, order)
+	var data []map[string]any
+	for i := start; i < len(deals) && i < start+limit; i++ {
+		data = append(data, s.view("deals", deals[i]))
+	}
+	ok(w, http.StatusOK, data, pagination(start, limit, len(deals)))
+}
+
+// dealOrder reads a sort parameter into a comparison (by id when empty).
+func dealOrder(sort string) (func(a, b crmfake.Record) int, string) {
+	type key struct {
+		field string
+		desc  bool
+	}
+	keys := []key{{field: "id"}}
+	if strings.TrimSpace(sort) != "" {
+		keys = nil
+		for _, part := range strings.Split(sort, ",") {
+			words := strings.Fields(part)
+			if len(words) == 0 || len(words) > 2 {
+				return nil, "sort: invalid value " + sort
+			}
+			k := key{field: words[0]}
+			if len(words) == 2 {
+				switch strings.ToUpper(words[1]) {
+				case "ASC":
+				case "DESC":
+					k.desc = true
+				default:
+					return nil, "sort: invalid sorting mode " + words[1]
+				}
+			}
+			if _, known := findField("deals", k.field); !known && k.field != "add_time" {
+				return nil, "sort: unknown field " + k.field
+			}
+			keys = append(keys, k)
+		}
+	}
+	return func(a, b crmfake.Record) int {
+		for _, k := range keys {
+			var c int
+			switch k.field {
+			case "id":
+				x, _ := strconv.Atoi(a.ID)
+				y, _ := strconv.Atoi(b.ID)
+				c = x - y
+			case "update_time":
+				c = a.Updated.Compare(b.Updated)
+			case "add_time":
+				c = a.Created.Compare(b.Created)
+			default:
+				c = strings.Compare(fmt.Sprint(a.Props[k.field]), fmt.Sprint(b.Props[k.field]))
+				if x, good := number(a.Props[k.field]); good {
+					if y, good := number(b.Props[k.field]); good {
+						c = cmp.Compare(x, y)
+					}
+				}
+			}
+			if k.desc {
+				c = -c
+			}
+			if c != 0 {
+				return c
+			}
+		}
+		return 0
+	}, ""
 }

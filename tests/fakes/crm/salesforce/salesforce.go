@@ -1,29 +1,37 @@
 // Package salesforce is a fake of Salesforce on 127.0.0.1, for tests: its OAuth 2.0
 // authorization server (/services/oauth2/authorize, token, revoke, userinfo) and the REST
 // API v60.0 the platform uses (sObject describe, create, read, update; SOQL queries with
-// query locators; Note). It serves the login host and the org's instance on one URL, which
+// query locators; Note; Opportunity and OpportunityContactRole, and the Composite API that
+// creates them together). It serves the login host and the org's instance on one URL, which
 // the token response names as instance_url.
 //
 // It checks what Salesforce checks: the session (Authorization: Bearer) on every API call
 // (401 INVALID_SESSION_ID), the connected app's consumer key, secret and exact callback URL,
 // PKCE S256 and single-use codes; field names (INVALID_FIELD), required fields
-// (REQUIRED_FIELD_MISSING), values against field types, read-only fields, deleted records
-// (ENTITY_IS_DELETED), and the small part of SOQL it understands (MALFORMED_QUERY otherwise).
+// (REQUIRED_FIELD_MISSING), values against field types, read-only fields, references to
+// records of the right object (INVALID_CROSS_REFERENCE_KEY), an opportunity's StageName
+// against the active stages (INVALID_OR_NULL_FOR_RESTRICTED_PICKLIST), deleted records
+// (ENTITY_IS_DELETED), a composite request's references and its allOrNone rollback, and the
+// small part of SOQL it understands (MALFORMED_QUERY otherwise). An opportunity's IsClosed
+// and IsWon follow its stage, as Salesforce derives them.
 // It answers in Salesforce's error shape [{"message","errorCode"}] and, over its request
 // limit, 403 REQUEST_LIMIT_EXCEEDED with the Sforce-Limit-Info header, as Salesforce does (it
 // sends no Retry-After).
 package salesforce
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/mail"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -57,6 +65,7 @@ type sfield struct {
 	Picklist          []string
 	Required          bool // not nillable, createable, not defaulted
 	ReadOnly          bool
+	RefTo             string // the object a reference points to (empty: any)
 }
 
 var schema = map[string][]sfield{
@@ -93,6 +102,16 @@ var schema = map[string][]sfield{
 		{Name: "StageName", Label: "Stage", Type: "picklist", Required: true, Picklist: []string{"Prospecting", "Qualification", "Closed Won", "Closed Lost"}},
 		{Name: "CloseDate", Label: "Close Date", Type: "date", Required: true},
 		{Name: "Amount", Label: "Amount", Type: "currency"},
+		{Name: "IsClosed", Label: "Closed", Type: "boolean", ReadOnly: true},
+		{Name: "IsWon", Label: "Won", Type: "boolean", ReadOnly: true},
+		{Name: "SystemModstamp", Label: "System Modstamp", Type: "datetime", ReadOnly: true},
+	},
+	"OpportunityContactRole": {
+		{Name: "Id", Label: "Contact Role ID", Type: "id", ReadOnly: true},
+		{Name: "OpportunityId", Label: "Opportunity ID", Type: "reference", Required: true, RefTo: "Opportunity"},
+		{Name: "ContactId", Label: "Contact ID", Type: "reference", Required: true, RefTo: "Contact"},
+		{Name: "IsPrimary", Label: "Primary", Type: "boolean"},
+		{Name: "Role", Label: "Role", Type: "picklist", Picklist: []string{"Business User", "Decision Maker", "Economic Buyer", "Evaluator", "Influencer", "Other"}},
 		{Name: "SystemModstamp", Label: "System Modstamp", Type: "datetime", ReadOnly: true},
 	},
 	"Note": {
@@ -105,19 +124,33 @@ var schema = map[string][]sfield{
 }
 
 // prefix is the key prefix of each object's ids.
-var prefix = map[string]string{"Contact": "003", "Lead": "00Q", "Account": "001", "Opportunity": "006", "Note": "002"}
+var prefix = map[string]string{"Contact": "003", "Lead": "00Q", "Account": "001", "Opportunity": "006", "Note": "002",
+	"OpportunityContactRole": "00K"}
 
 type stageRow struct {
 	ApiName, MasterLabel string
 	SortOrder            int
 	IsActive             bool
+	IsClosed, IsWon      bool
 }
 
 var stages = []stageRow{
-	{"Qualification", "Qualification", 2, true},
-	{"Prospecting", "Prospecting", 1, true},
-	{"Retired", "Retired stage", 3, false},
-	{"Closed Won", "Closed Won", 4, true},
+	{ApiName: "Qualification", MasterLabel: "Qualification", SortOrder: 2, IsActive: true},
+	{ApiName: "Prospecting", MasterLabel: "Prospecting", SortOrder: 1, IsActive: true},
+	{ApiName: "Retired", MasterLabel: "Retired stage", SortOrder: 3},
+	{ApiName: "Closed Won", MasterLabel: "Closed Won", SortOrder: 4, IsActive: true, IsClosed: true, IsWon: true},
+	{ApiName: "Closed Lost", MasterLabel: "Closed Lost", SortOrder: 5, IsActive: true, IsClosed: true},
+}
+
+// stageOf returns the stage whose ApiName is a StageName value.
+func stageOf(v any) (stageRow, bool) {
+	name, _ := v.(string)
+	for _, st := range stages {
+		if st.ApiName == name {
+			return st, true
+		}
+	}
+	return stageRow{}, false
 }
 
 // Server is the fake. Its methods are safe for concurrent use.
@@ -219,6 +252,19 @@ func (s *Server) Create(object string, props map[string]any) string {
 	return s.records.Create(object, props).ID
 }
 
+// DealContacts returns the ids of the contacts an opportunity is associated with (its
+// OpportunityContactRoles), in the order they were added. An opportunity's stage and amount
+// are Record("Opportunity", id).Props["StageName"] and ["Amount"] (its pipeline is always
+// "Opportunity"); Change("Opportunity", id, {"StageName": "Closed Lost"}) moves or closes
+// it as a user would, and Count("Opportunity") counts them.
+func (s *Server) DealContacts(dealID string) []string {
+	var out []string
+	for _, r := range s.records.Find("OpportunityContactRole", func(r crmfake.Record) bool { return r.Props["OpportunityId"] == dealID }) {
+		out = append(out, fmt.Sprint(r.Props["ContactId"]))
+	}
+	return out
+}
+
 // Delete deletes a record as a Salesforce user would (or a merge does to the records merged
 // away): it goes to the recycle bin, and reads and updates of its id answer 404
 // ENTITY_IS_DELETED.
@@ -234,15 +280,17 @@ func (s *Server) Delete(object, id string) bool {
 
 // notFound answers a read or update of an id the org does not have, as Salesforce does: 404
 // ENTITY_IS_DELETED for a record in the recycle bin, 404 NOT_FOUND for any other.
-func (s *Server) notFound(w http.ResponseWriter, object, id string) {
-	s.mu.Lock()
-	deleted := s.deleted[object+"/"+id]
-	s.mu.Unlock()
-	if deleted {
-		writeError(w, http.StatusNotFound, "ENTITY_IS_DELETED", "entity is deleted")
-		return
+func (s *Server) notFound(object, id string) (int, any) {
+	if s.isDeleted(object, id) {
+		return http.StatusNotFound, errorBody("ENTITY_IS_DELETED", "entity is deleted")
 	}
-	writeError(w, http.StatusNotFound, "NOT_FOUND", "Provided external ID field does not exist or is not accessible: "+id)
+	return http.StatusNotFound, errorBody("NOT_FOUND", "Provided external ID field does not exist or is not accessible: "+id)
+}
+
+func (s *Server) isDeleted(object, id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deleted[object+"/"+id]
 }
 
 func (s *Server) handler() http.Handler {
@@ -258,14 +306,20 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("POST "+p+"/sobjects/{object}", s.api(s.create))
 	mux.HandleFunc("GET "+p+"/sobjects/{object}/{id}", s.api(s.get))
 	mux.HandleFunc("PATCH "+p+"/sobjects/{object}/{id}", s.api(s.update))
+	mux.HandleFunc("POST "+p+"/composite", s.api(s.composite))
 	mux.HandleFunc("/", s.api(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "NOT_FOUND", "The requested resource does not exist")
 	}))
 	return mux
 }
 
+// errorBody is Salesforce's error envelope.
+func errorBody(code, message string) []map[string]any {
+	return []map[string]any{{"message": message, "errorCode": code}}
+}
+
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	fakehttp.WriteJSON(w, status, []map[string]any{{"message": message, "errorCode": code}})
+	fakehttp.WriteJSON(w, status, errorBody(code, message))
 }
 
 func (s *Server) api(h func(http.ResponseWriter, *http.Request)) http.HandlerFunc {
@@ -406,6 +460,12 @@ func view(object string, rec crmfake.Record, fields []string) map[string]any {
 			out[f.Name] = rec.Updated.UTC().Format(timeLayout)
 		case "CreatedDate":
 			out[f.Name] = rec.Created.UTC().Format(timeLayout)
+		case "IsClosed":
+			st, _ := stageOf(rec.Props["StageName"])
+			out[f.Name] = st.IsClosed
+		case "IsWon":
+			st, _ := stageOf(rec.Props["StageName"])
+			out[f.Name] = st.IsWon
 		default:
 			out[f.Name] = rec.Props[f.Name]
 		}
@@ -418,22 +478,26 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	status, body := s.read(o, r.PathValue("id"), r.URL.Query().Get("fields"))
+	fakehttp.WriteJSON(w, status, body)
+}
+
+// read is a GET of a record with the fields listed (comma-separated; all when empty).
+func (s *Server) read(object, id, list string) (int, any) {
 	var fields []string
-	if f := r.URL.Query().Get("fields"); f != "" {
-		fields = strings.Split(f, ",")
+	if list != "" {
+		fields = strings.Split(list, ",")
 		for _, name := range fields {
-			if _, ok := field(o, name); !ok {
-				writeError(w, http.StatusBadRequest, "INVALID_FIELD", fmt.Sprintf("No such column '%s' on sobject of type %s", name, o))
-				return
+			if _, ok := field(object, name); !ok {
+				return http.StatusBadRequest, errorBody("INVALID_FIELD", fmt.Sprintf("No such column '%s' on sobject of type %s", name, object))
 			}
 		}
 	}
-	rec, found := s.records.Get(o, r.PathValue("id"))
+	rec, found := s.records.Get(object, id)
 	if !found {
-		s.notFound(w, o, r.PathValue("id"))
-		return
+		return s.notFound(object, id)
 	}
-	fakehttp.WriteJSON(w, http.StatusOK, view(o, rec, fields))
+	return http.StatusOK, view(object, rec, fields)
 }
 
 // check validates written fields; create also checks the required ones.
@@ -469,17 +533,19 @@ func (s *Server) check(object string, in map[string]any, create bool) (string, s
 			a, err := mail.ParseAddress(sv)
 			bad = err != nil || a.Address != sv
 		case "picklist":
+			if object == "Opportunity" && f.Name == "StageName" {
+				// The stages are the org's OpportunityStage rows: an inactive or unknown one
+				// is refused, whatever the describe's picklist says.
+				if st, ok := stageOf(v); !ok || !st.IsActive {
+					return "INVALID_OR_NULL_FOR_RESTRICTED_PICKLIST", fmt.Sprintf("Stage: bad value for restricted picklist field: %v", v)
+				}
+				continue
+			}
 			bad = !slices.Contains(f.Picklist, fmt.Sprint(v))
 		case "reference":
 			sv, _ := v.(string)
-			found := false
-			for o := range schema {
-				if _, ok := s.records.Get(o, sv); ok {
-					found = true
-				}
-			}
-			if !found {
-				return "INVALID_CROSS_REFERENCE_KEY", "invalid cross reference id"
+			if code, msg := s.reference(f, sv); code != "" {
+				return code, msg
 			}
 		default:
 			_, isString := v.(string)
@@ -501,6 +567,32 @@ func (s *Server) check(object string, in map[string]any, create bool) (string, s
 		}
 	}
 	return "", ""
+}
+
+// reference checks that id names a record a reference field may point to.
+func (s *Server) reference(f sfield, id string) (string, string) {
+	targets := []string{f.RefTo}
+	if f.RefTo == "" {
+		targets = slices.Sorted(maps.Keys(schema))
+	}
+	for _, o := range targets {
+		if _, ok := s.records.Get(o, id); ok {
+			return "", ""
+		}
+	}
+	for _, o := range targets {
+		if s.isDeleted(o, id) {
+			return "ENTITY_IS_DELETED", "entity is deleted"
+		}
+	}
+	if f.RefTo != "" {
+		for o := range schema {
+			if _, ok := s.records.Get(o, id); ok {
+				return "FIELD_INTEGRITY_EXCEPTION", fmt.Sprintf("%s: id value of incorrect type: %s", f.Label, id)
+			}
+		}
+	}
+	return "INVALID_CROSS_REFERENCE_KEY", "invalid cross reference id"
 }
 
 func decode(w http.ResponseWriter, r *http.Request) (map[string]any, bool) {
@@ -525,12 +617,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if code, msg := s.check(o, in, true); code != "" {
-		writeError(w, http.StatusBadRequest, code, msg)
-		return
+	status, body, _ := s.insert(o, in)
+	fakehttp.WriteJSON(w, status, body)
+}
+
+// insert is a POST of a record; id is the new record's.
+func (s *Server) insert(object string, in map[string]any) (status int, body any, id string) {
+	if code, msg := s.check(object, in, true); code != "" {
+		return http.StatusBadRequest, errorBody(code, msg), ""
 	}
-	rec := s.records.Create(o, in)
-	fakehttp.WriteJSON(w, http.StatusCreated, map[string]any{"id": rec.ID, "success": true, "errors": []any{}})
+	rec := s.records.Create(object, in)
+	return http.StatusCreated, map[string]any{"id": rec.ID, "success": true, "errors": []any{}}, rec.ID
 }
 
 func (s *Server) update(w http.ResponseWriter, r *http.Request) {
@@ -547,7 +644,8 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, found := s.records.Update(o, r.PathValue("id"), in); !found {
-		s.notFound(w, o, r.PathValue("id"))
+		status, body := s.notFound(o, r.PathValue("id"))
+		fakehttp.WriteJSON(w, status, body)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -581,19 +679,26 @@ func unescape(lit string) string {
 	return b.String()
 }
 
-func (s *Server) query(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query().Get("q")
-	s.queries.Add(q)
-	m := soql.FindStringSubmatch(q)
-	if m == nil {
-		writeError(w, http.StatusBadRequest, "MALFORMED_QUERY", "unexpected token in query")
-		return
-	}
-	fields := strings.Split(m[1], ",")
+// contactDeals is the one semi-join the fake understands: a contact's opportunities through
+// its contact roles, most recently changed first.
+var contactDeals = regexp.MustCompile(`(?is)^SELECT\s+(.+?)\s+FROM\s+Opportunity\s+WHERE\s+Id\s+IN\s*\(\s*` +
+	`SELECT\s+OpportunityId\s+FROM\s+OpportunityContactRole\s+WHERE\s+ContactId\s*=\s*('(?:[^'\\]|\\.)*')\s*\)` +
+	`\s+ORDER\s+BY\s+SystemModstamp\s+DESC(?:\s+LIMIT\s+(\d+))?\s*$`)
+
+// sfID is a 15- or 18-character Salesforce id.
+var sfID = regexp.MustCompile(`^[A-Za-z0-9]{15}(?:[A-Za-z0-9]{3})?$`)
+
+func splitFields(list string) []string {
+	fields := strings.Split(list, ",")
 	for i := range fields {
 		fields[i] = strings.TrimSpace(fields[i])
 	}
-	object := m[2]
+	return fields
+}
+
+func (s *Server) query(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query().Get("q")
+	s.queries.Add(q)
 	batch := 2000
 	if opt := r.Header.Get("Sforce-Query-Options"); opt != "" {
 		n, err := strconv.Atoi(strings.TrimPrefix(opt, "batchSize="))
@@ -603,6 +708,17 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request) {
 		}
 		batch = n
 	}
+	if m := contactDeals.FindStringSubmatch(q); m != nil {
+		s.dealsOf(w, m, batch)
+		return
+	}
+	m := soql.FindStringSubmatch(q)
+	if m == nil {
+		writeError(w, http.StatusBadRequest, "MALFORMED_QUERY", "unexpected token in query")
+		return
+	}
+	fields := splitFields(m[1])
+	object := m[2]
 	switch object {
 	case "OpportunityStage":
 		s.stages(w, fields, m)
@@ -664,6 +780,35 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request) {
 		recs = recs[:min(n, len(recs))]
 	}
 	s.answer(w, object, fields, recs, batch)
+}
+
+// dealsOf answers the contactDeals query.
+func (s *Server) dealsOf(w http.ResponseWriter, m []string, batch int) {
+	fields := splitFields(m[1])
+	for _, f := range fields {
+		if _, ok := field("Opportunity", f); !ok {
+			writeError(w, http.StatusBadRequest, "INVALID_FIELD", fmt.Sprintf("No such column '%s' on entity 'Opportunity'.", f))
+			return
+		}
+	}
+	contact := unescape(m[2])
+	if !sfID.MatchString(contact) {
+		writeError(w, http.StatusBadRequest, "INVALID_QUERY_FILTER_OPERATOR", "invalid ID field: "+contact)
+		return
+	}
+	deals := map[string]bool{}
+	for _, role := range s.records.Find("OpportunityContactRole", func(r crmfake.Record) bool { return r.Props["ContactId"] == contact }) {
+		if id, ok := role.Props["OpportunityId"].(string); ok {
+			deals[id] = true
+		}
+	}
+	recs := s.records.Find("Opportunity", func(r crmfake.Record) bool { return deals[r.ID] })
+	slices.SortStableFunc(recs, func(a, b crmfake.Record) int { return b.Updated.Compare(a.Updated) })
+	if m[3] != "" {
+		n, _ := strconv.Atoi(m[3])
+		recs = recs[:min(n, len(recs))]
+	}
+	s.answer(w, "Opportunity", fields, recs, batch)
 }
 
 // answer writes a query's first batch and keeps the rest behind a query locator.
@@ -728,6 +873,10 @@ func (s *Server) stages(w http.ResponseWriter, fields []string, m []string) {
 				rec[f] = st.SortOrder
 			case "IsActive":
 				rec[f] = st.IsActive
+			case "IsClosed":
+				rec[f] = st.IsClosed
+			case "IsWon":
+				rec[f] = st.IsWon
 			default:
 				writeError(w, http.StatusBadRequest, "INVALID_FIELD", "No such column '"+f+"' on entity 'OpportunityStage'.")
 				return
@@ -736,4 +885,157 @@ func (s *Server) stages(w http.ResponseWriter, fields []string, m []string) {
 		out = append(out, rec)
 	}
 	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"totalSize": len(out), "done": true, "records": out})
+}
+
+// maxSubrequests is how many subrequests one composite request may hold.
+const maxSubrequests = 25
+
+// referenceID is a composite subrequest's name: letters, digits and underscores, from a letter.
+var referenceID = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,79}$`)
+
+// referenceExpr is a use of an earlier subrequest's answer, @{referenceId.field}.
+var referenceExpr = regexp.MustCompile(`@\{([A-Za-z0-9_]+)\.([A-Za-z0-9_]+)\}`)
+
+type subrequest struct {
+	Method      string            `json:"method"`
+	URL         string            `json:"url"`
+	ReferenceID string            `json:"referenceId"`
+	Body        map[string]any    `json:"body"`
+	HTTPHeaders map[string]string `json:"httpHeaders"`
+}
+
+type subresponse struct {
+	Body           any               `json:"body"`
+	HTTPHeaders    map[string]string `json:"httpHeaders"`
+	HTTPStatusCode int               `json:"httpStatusCode"`
+	ReferenceID    string            `json:"referenceId"`
+}
+
+// composite serves the Composite API: subrequests in order, each able to use an earlier
+// one's answer, answered 200 with each part's status and body. With allOrNone the first
+// failure rolls back what the earlier parts created and every other part answers
+// PROCESSING_HALTED. The fake serves the sObject create (POST) and read (GET) parts; a
+// concurrent query may glimpse a record a failing composite then rolls back.
+func (s *Server) composite(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		AllOrNone          bool         `json:"allOrNone"`
+		CollateSubrequests bool         `json:"collateSubrequests"`
+		CompositeRequest   []subrequest `json:"compositeRequest"`
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err == nil {
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(&in)
+	}
+	if err != nil || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		writeError(w, http.StatusBadRequest, "JSON_PARSER_ERROR", "The request body is not a composite request")
+		return
+	}
+	subs := in.CompositeRequest
+	if len(subs) == 0 || len(subs) > maxSubrequests {
+		writeError(w, http.StatusBadRequest, "INVALID_API_INPUT", fmt.Sprintf("A composite request holds 1 to %d subrequests", maxSubrequests))
+		return
+	}
+	seen := map[string]bool{}
+	for _, sub := range subs {
+		if !referenceID.MatchString(sub.ReferenceID) || seen[sub.ReferenceID] {
+			writeError(w, http.StatusBadRequest, "INVALID_API_INPUT", "Invalid or duplicate referenceId provided in the request: "+sub.ReferenceID)
+			return
+		}
+		seen[sub.ReferenceID] = true
+	}
+	out := make([]subresponse, len(subs))
+	answers := map[string]map[string]any{}
+	type made struct{ object, id string }
+	var created []made
+	failed := -1
+	for i, sub := range subs {
+		status, body, object, id := s.subrequest(sub, answers)
+		out[i] = subresponse{Body: body, HTTPHeaders: map[string]string{}, HTTPStatusCode: status, ReferenceID: sub.ReferenceID}
+		if status > 299 {
+			if in.AllOrNone {
+				failed = i
+				break
+			}
+			continue
+		}
+		if id != "" {
+			created = append(created, made{object, id})
+			out[i].HTTPHeaders["Location"] = "/services/data/" + Version + "/sobjects/" + object + "/" + id
+		}
+		if m, ok := body.(map[string]any); ok {
+			answers[sub.ReferenceID] = m
+		}
+	}
+	if failed >= 0 {
+		// Rolled back, not deleted: the records never existed, and go to no recycle bin.
+		for _, c := range created {
+			s.records.Delete(c.object, c.id)
+		}
+		halted := errorBody("PROCESSING_HALTED", "The transaction was rolled back since another operation in the same transaction failed.")
+		for i, sub := range subs {
+			if i != failed {
+				out[i] = subresponse{Body: halted, HTTPHeaders: map[string]string{}, HTTPStatusCode: http.StatusBadRequest, ReferenceID: sub.ReferenceID}
+			}
+		}
+	}
+	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"compositeResponse": out})
+}
+
+// subrequest runs one part of a composite request; object and id name the record a create
+// made.
+func (s *Server) subrequest(sub subrequest, answers map[string]map[string]any) (status int, body any, object, id string) {
+	missing := ""
+	resolve := func(v string) string {
+		return referenceExpr.ReplaceAllStringFunc(v, func(ref string) string {
+			m := referenceExpr.FindStringSubmatch(ref)
+			val, ok := answers[m[1]][m[2]].(string)
+			if !ok && missing == "" {
+				missing = m[1] + "." + m[2]
+			}
+			return val
+		})
+	}
+	u := resolve(sub.URL)
+	var in map[string]any
+	if sub.Body != nil {
+		in = map[string]any{}
+		for k, v := range sub.Body {
+			if sv, ok := v.(string); ok {
+				v = resolve(sv)
+			}
+			in[k] = v
+		}
+	}
+	if missing != "" {
+		ref, _, _ := strings.Cut(missing, ".")
+		return http.StatusBadRequest, errorBody("PROCESSING_HALTED", fmt.Sprintf("Invalid reference specified. No value for %s found in %s.", missing, ref)), "", ""
+	}
+	path, rawQuery, _ := strings.Cut(u, "?")
+	rest, ok := strings.CutPrefix(path, "/services/data/"+Version+"/sobjects/")
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) > 2 {
+		return http.StatusNotFound, errorBody("NOT_FOUND", "The requested resource does not exist"), "", ""
+	}
+	object = parts[0]
+	if _, ok := schema[object]; !ok {
+		return http.StatusNotFound, errorBody("NOT_FOUND", "The requested resource does not exist"), "", ""
+	}
+	switch {
+	case sub.Method == http.MethodPost && len(parts) == 1 && rawQuery == "":
+		if in == nil {
+			return http.StatusBadRequest, errorBody("JSON_PARSER_ERROR", "The request body is not a JSON object"), "", ""
+		}
+		status, body, id = s.insert(object, in)
+		return status, body, object, id
+	case sub.Method == http.MethodGet && len(parts) == 2 && in == nil:
+		q, err := url.ParseQuery(rawQuery)
+		if err != nil || len(q) > 1 || (len(q) == 1 && len(q["fields"]) != 1) {
+			return http.StatusBadRequest, errorBody("MALFORMED_QUERY", "the fake reads a record with ?fields= only"), "", ""
+		}
+		status, body = s.read(object, parts[1], q.Get("fields"))
+		return status, body, "", ""
+	}
+	return http.StatusMethodNotAllowed, errorBody("METHOD_NOT_ALLOWED", fmt.Sprintf("HTTP Method '%s' not allowed on %s here", sub.Method, path)), "", ""
 }
