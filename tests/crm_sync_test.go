@@ -119,11 +119,11 @@ type syncJob struct {
 	Phase          string `json:"phase"`
 	ErrorsRecorded int    `json:"errors_recorded"`
 	Progress       struct {
-		Processed int64 `json:"processed"`
-		Written   int64 `json:"written"`
-		Unchanged int64 `json:"unchanged"`
-		Skipped   int64 `json:"skipped"`
-		Failed    int64 `json:"failed"`
+		Processed   int64 `json:"processed"`
+		Written     int64 `json:"written"`
+		Unchanged   int64 `json:"unchanged"`
+		Skipped     int64 `json:"skipped"`
+		Failed      int64 `json:"failed"`
 		Pulled      int64 `json:"pulled"`
 		Conflicts   int64 `json:"conflicts"`
 		DealsOpened int64 `json:"deals_opened"`
