@@ -242,7 +242,8 @@ func writeProblem(w http.ResponseWriter, requestID string, e *Error) {
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
-	if wait, ok := e.Extensions["retry_after_seconds"].(int64); ok && status == http.StatusTooManyRequests {
+	// A 429 or 503 that says how long to wait sends it as Retry-After (RFC 9110 10.2.3).
+	if wait, ok := e.Extensions["retry_after_seconds"].(int64); ok && (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) {
 		h.Set("Retry-After", strconv.FormatInt(max(wait, 1), 10))
 	}
 	if status == http.StatusServiceUnavailable && h.Get("Retry-After") == "" {
