@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 
+	aiwiring "github.com/botplatform/api/functions/ai/wiring"
 	"github.com/botplatform/api/functions/auditlog"
 	botswiring "github.com/botplatform/api/functions/bots/wiring"
 	broadcastswiring "github.com/botplatform/api/functions/broadcasts/wiring"
@@ -69,6 +70,7 @@ func All() []family.Family {
 		sdkwiring.Family(),
 		webpushwiring.Family(),
 		crmwiring.Family(),
+		aiwiring.Family(),
 		mcp.Family(),
 	}
 }

@@ -80,6 +80,8 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 		// A custom event's subscriber must be the bot's, and its channel is the subscriber's
 		// (subscribers: Get).
 		"events": {"events", "events/wiring", "subscribers"},
+		// Managed AI calls the providers through their clients (shared/ai) only.
+		"ai": {"ai", "ai/wiring"},
 		// A funnel's cohort is saved as a segment (segments: its Save).
 		"funnels": {"funnels", "funnels/wiring", "segments"},
 		// A segment is stale once the funnel or experiment it was computed from changed

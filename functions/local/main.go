@@ -24,6 +24,7 @@ const usage = `usage:
         [--smtp-addr HOST:PORT] [--smtp-user USER] [--smtp-tls starttls|implicit-tls|none]  (env SMTP_PASSWORD)
         [--dns-server HOST:PORT] [--email-rate N]  (env INBOUND_SECRET, MAILGUN_SIGNING_KEY)
         [--whatsapp-base-url URL] [--whatsapp-app-id ID]  (env WHATSAPP_APP_SECRET, WHATSAPP_VERIFY_TOKEN)
+        (managed AI: env AI_OPENAI_API_KEY, AI_ANTHROPIC_API_KEY, AI_GEMINI_API_KEY, AI_*_BASE_URL, AI_ROUTES, AI_PRICES: docs/ai.md)
   local admin bootstrap [--data DIR]
   local admin account create --name NAME [--data DIR]
   local admin account plan --account ID --features f1,f2|standard [--data DIR]
@@ -36,6 +37,9 @@ const usage = `usage:
   local admin channel connect --bot ID --type telegram --token TOKEN|- [--base-url URL] [--name NAME] [--account ID] [--public-url URL] [--data DIR]
   local admin queue dead-letters [--limit 100] [--data DIR]
   local admin queue redrive --id ID [--data DIR]
+  local admin ai set-key --account ID --provider openai|anthropic|gemini [--data DIR]  (the key on stdin)
+  local admin ai delete-key --account ID --provider openai|anthropic|gemini [--data DIR]
+  local admin ai keys --account ID [--data DIR]
 `
 
 // run is main without the process: it returns the exit code.

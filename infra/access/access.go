@@ -267,6 +267,17 @@ func Access() map[string][]Grant {
 			{On: Bus, Actions: []string{"events:PutEvents"}},
 			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 		},
+		// Managed AI: the Idempotency-Key claims and answers (PutItem, GetItem, DeleteItem),
+		// the answer and its usage counters in one transaction (TransactWriteItems with
+		// UpdateItem), the usage report (Query). Decrypt opens an account's own provider key
+		// (BYOK); the Lambda never seals one (the operator's admin command does). GenerateMac:
+		// the kernel's cursor key, derived at every cold start.
+		"ai": {logs,
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: SecretsKey, Actions: []string{"kms:Decrypt"}},
+		},
 		// Segments: reads, member pages, deletions (TransactWriteItems); staleness reads the
 		// funnels (and experiments) their members were computed from.
 		"segments": {logs,

@@ -1,0 +1,11 @@
+package ai
+
+import (
+	"os"
+	"testing"
+
+	"github.com/botplatform/api/infra/access/accesstest"
+)
+
+// The store operations these tests make must be granted to the ai Lambda (infra/access).
+func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "ai")) }
