@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/botplatform/api/shared/auth"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/botplatform/api/shared/auth"
 )
 
 // Every form of 401: nothing, another scheme, a malformed token, a well-formed unknown one,

@@ -10,6 +10,7 @@
 //	go run ./tests/bench -broadcast [-plan-recipients 100000] [-send-recipients 20000] [-rate 1000]   (a broadcast's plan against a bare insert loop; its send rate against a rate-limited fake Telegram)
 //	go run ./tests/bench -webpush [-messages 2000] [-durability full]   (browser push encryption and signing per message against webpush-go alone)
 //	go run ./tests/bench -crm [-crm-records 2000] [-crm-rate 80]   (a CRM initial sync's requests/s against the Pipedrive fake's rate limit)
+//	go run ./tests/bench -ai [-ai-requests 1000]   (the managed AI route's added latency over a direct call to the OpenAI fake)
 package main
 
 import (
@@ -64,7 +65,16 @@ func main() {
 	crms := flag.Bool("crm", false, "measure a CRM initial sync's request rate against the Pipedrive fake's rate limit instead")
 	crmRecords := flag.Int("crm-records", 2000, "with -crm: subscribers synced (new persons)")
 	crmRate := flag.Int("crm-rate", 80, "with -crm: the fake's limit and CRM_RATE_LIMITS, requests per 2 s (Pipedrive's Essential plan: 80)")
+	ais := flag.Bool("ai", false, "measure the managed AI route's latency against a direct call to the OpenAI fake instead")
+	aiRequests := flag.Int("ai-requests", 1000, "with -ai: requests through the route and directly, each")
 	flag.Parse()
+	if *ais {
+		if err := aiBench(*aiRequests); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *crms {
 		if err := crmBench(*crmRecords, *crmRate); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)

@@ -1,0 +1,243 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/botplatform/api/tests/fakes/ai/aifake"
+	anthropicfake "github.com/botplatform/api/tests/fakes/ai/anthropic"
+	geminifake "github.com/botplatform/api/tests/fakes/ai/gemini"
+	openaifake "github.com/botplatform/api/tests/fakes/ai/openai"
+)
+
+// Managed AI end to end (docs/ai.md): the local process in front of the three providers'
+// fakes, with managed keys of its own and an account's own key set by the operator.
+type aiE2E struct {
+	s                 *server
+	openai            *openaifake.Server
+	anthropic         *anthropicfake.Server
+	gemini            *geminifake.Server
+	managed           map[string]string
+	tok, ownAnthropic string
+}
+
+const (
+	aiResponses = "/api/v1/ai/responses"
+	aiUsage     = "/api/v1/ai/usage"
+)
+
+func startAI(t *testing.T) *aiE2E {
+	t.Helper()
+	e := &aiE2E{openai: openaifake.New(t), anthropic: anthropicfake.New(t), gemini: geminifake.New(t),
+		managed:      map[string]string{"openai": "sk-managed-openai-0001", "anthropic": "sk-ant-managed-0001", "gemini": "AIza-managed-0001"},
+		ownAnthropic: "sk-ant-customer-own-4242"}
+	e.openai.AddKey(e.managed["openai"])
+	e.anthropic.AddKey(e.managed["anthropic"])
+	e.gemini.AddKey(e.managed["gemini"])
+	e.anthropic.AddKey(e.ownAnthropic)
+	e.s = startWithEnv(t, t.TempDir(), []string{
+		"AI_PRIVATE_PROVIDER_ADDRESSES=allow",
+		"AI_OPENAI_BASE_URL=" + e.openai.URL(), "AI_ANTHROPIC_BASE_URL=" + e.anthropic.URL(), "AI_GEMINI_BASE_URL=" + e.gemini.URL(),
+		"AI_OPENAI_API_KEY=" + e.managed["openai"], "AI_ANTHROPIC_API_KEY=" + e.managed["anthropic"], "AI_GEMINI_API_KEY=" + e.managed["gemini"],
+	})
+	for _, k := range e.managed {
+		e.s.secret(k)
+	}
+	e.s.secret(e.ownAnthropic)
+	e.tok = e.s.demo.Token
+	return e
+}
+
+func (e *aiE2E) respond(t *testing.T, key string, body any) resp {
+	t.Helper()
+	h := map[string]string{}
+	if key != "" {
+		h["Idempotency-Key"] = key
+	}
+	res := e.s.do(req{Method: http.MethodPost, Path: aiResponses, Token: e.tok, Body: body, Headers: h})
+	if res.Header.Get("Content-Type") != "text/event-stream" { // the validator reads JSON bodies only
+		conforms(t, http.MethodPost, aiResponses, aiResponses, res)
+	}
+	return res
+}
+
+func aiBody(profile, text string) map[string]any {
+	return map[string]any{"profile": profile, "input": []any{map[string]any{"role": "user", "content": text}}}
+}
+
+// setKey runs the operator's admin command with the key on stdin.
+func (e *aiE2E) setKey(t *testing.T, provider, key string) map[string]any {
+	t.Helper()
+	cmd := exec.Command(binary, "admin", "ai", "set-key", "--account", e.s.demo.AccountID, "--provider", provider, "--data", e.s.dataDir)
+	cmd.Stdin = strings.NewReader(key + "\n")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s %s", out, stderr.String())
+	assert.NotContains(t, string(out)+stderr.String(), key, "the key is never printed")
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(out, &m))
+	return m
+}
+
+func TestAIResponses(t *testing.T) {
+	t.Parallel()
+	e := startAI(t)
+
+	// Idempotency: replay, another body, a missing key.
+	first := e.respond(t, "order-42-summary", aiBody("fast", "summarize order 42"))
+	require.Equal(t, http.StatusOK, first.Status, "%s", first.Body)
+	got := first.JSON(t)
+	assert.Equal(t, "gemini", got["provider"])
+	assert.Equal(t, "echo: summarize order 42", got["output_text"])
+	assert.Equal(t, "managed", got["billing"])
+	assert.Equal(t, 1, e.gemini.Requests())
+	again := e.respond(t, "order-42-summary", aiBody("fast", "summarize order 42"))
+	require.Equal(t, http.StatusOK, again.Status)
+	assert.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
+	assert.JSONEq(t, string(first.Body), string(again.Body))
+	assert.Equal(t, 1, e.gemini.Requests(), "a replay reaches no provider")
+	res := e.respond(t, "order-42-summary", aiBody("fast", "summarize order 43"))
+	assert.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s", res.Body)
+	assert.Equal(t, "idempotency_key_reused", res.Code(t))
+	res = e.respond(t, "", aiBody("fast", "hi"))
+	assert.Equal(t, http.StatusBadRequest, res.Status)
+	assert.Equal(t, "idempotency_key_required", res.Code(t))
+
+	// Two requests with one key at once: exactly one reaches the provider.
+	e.gemini.Hold()
+	var wg sync.WaitGroup
+	var held resp
+	wg.Go(func() { held = e.respond(t, "concurrent", aiBody("fast", "one at a time")) })
+	eventually(t, 10*time.Second, "the first request reaches the provider", func() bool { return e.gemini.Requests() == 2 })
+	res = e.respond(t, "concurrent", aiBody("fast", "one at a time"))
+	assert.Equal(t, http.StatusConflict, res.Status, "%s", res.Body)
+	assert.Equal(t, "idempotency_in_flight", res.Code(t))
+	e.gemini.Release()
+	wg.Wait()
+	require.Equal(t, http.StatusOK, held.Status, "%s", held.Body)
+	assert.Equal(t, 2, e.gemini.Requests(), "the second request never reached it")
+
+	// auto falls back across managed providers on a provider's failure.
+	e.gemini.FailNext(1, http.StatusServiceUnavailable)
+	res = e.respond(t, "fallback", aiBody("fast", "are you there"))
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	got = res.JSON(t)
+	assert.Equal(t, "openai", got["provider"])
+	assert.Equal(t, []any{map[string]any{"provider": "gemini", "model": "gemini-2.0-flash", "error": "provider_unavailable"}}, got["attempts"])
+
+	// Streaming over HTTP: the deltas make the text.
+	b := aiBody("quality", "stream me a few words")
+	b["stream"] = true
+	res = e.respond(t, "stream-1", b)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	assert.Equal(t, "text/event-stream", res.Header.Get("Content-Type"))
+	var text strings.Builder
+	var completed map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(res.Body))
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: ") && event == "response.delta":
+			var d map[string]string
+			require.NoError(t, json.Unmarshal([]byte(line[6:]), &d))
+			text.WriteString(d["delta"])
+		case strings.HasPrefix(line, "data: ") && event == "response.completed":
+			require.NoError(t, json.Unmarshal([]byte(line[6:]), &completed))
+		}
+	}
+	require.NotNil(t, completed)
+	assert.Equal(t, "anthropic", completed["provider"])
+	assert.Equal(t, "echo: stream me a few words", text.String())
+	assert.Equal(t, text.String(), completed["output_text"])
+
+	// The usage report adds up to what the providers billed the managed keys.
+	res = e.s.get(e.tok, aiUsage)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	conforms(t, http.MethodGet, aiUsage, aiUsage, res)
+	var rep struct {
+		Total struct {
+			Requests     int64 `json:"requests"`
+			InputTokens  int64 `json:"input_tokens"`
+			OutputTokens int64 `json:"output_tokens"`
+		} `json:"total"`
+	}
+	require.NoError(t, json.Unmarshal(res.Body, &rep))
+	var billed aifake.Usage
+	for _, u := range []aifake.Usage{e.openai.Billed(), e.anthropic.Billed(), e.gemini.Billed()} {
+		billed.InputTokens += u.InputTokens
+		billed.OutputTokens += u.OutputTokens
+	}
+	assert.Equal(t, int64(4), rep.Total.Requests)
+	assert.Equal(t, billed.InputTokens, rep.Total.InputTokens)
+	assert.Equal(t, billed.OutputTokens, rep.Total.OutputTokens)
+	assert.Positive(t, billed.InputTokens)
+}
+
+// An account's own key is never silently replaced by paid managed AI; the routes' access.
+func TestAIOwnKeyAndAccess(t *testing.T) {
+	t.Parallel()
+	e := startAI(t)
+	info := e.setKey(t, "anthropic", e.ownAnthropic)
+	assert.Equal(t, "anthropic", info["provider"])
+	assert.Len(t, info["fingerprint"], 12)
+
+	res := e.respond(t, "own-1", aiBody("quality", "use my key"))
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	assert.Equal(t, "byok", res.JSON(t)["billing"])
+	assert.Equal(t, "anthropic", res.JSON(t)["provider"])
+
+	// The provider refuses the account's key: that is the answer, no managed provider is tried.
+	e.anthropic.FailNext(1, http.StatusUnauthorized)
+	before := e.openai.Requests() + e.gemini.Requests()
+	res = e.respond(t, "own-2", aiBody("quality", "use my key"))
+	assert.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s", res.Body)
+	assert.Equal(t, "byok_key_rejected", res.Code(t))
+	e.anthropic.FailNext(1, http.StatusInternalServerError)
+	res = e.respond(t, "own-3", aiBody("quality", "use my key"))
+	assert.Equal(t, http.StatusServiceUnavailable, res.Status, "%s", res.Body)
+	assert.Equal(t, before, e.openai.Requests()+e.gemini.Requests(), "no managed key was used in its place")
+
+	// Access: no token, a token without the scope, a plan without managed AI.
+	noScope := e.s.admin("pat", "create", "--account", e.s.demo.AccountID, "--scopes", "managed_ai:usage:read")["token"]
+	fresh := e.s.admin("pat", "create", "--account", e.s.demo.AccountID, "--scopes", "*")["token"]
+	for _, c := range []struct {
+		name, token string
+		status      int
+		code        string
+	}{
+		{"no token", "", 401, ""},
+		{"without managed_ai:invoke", noScope, 403, "insufficient_scope"},
+	} {
+		res := e.s.do(req{Method: http.MethodPost, Path: aiResponses, Token: c.token, Body: aiBody("fast", "hi"),
+			Headers: map[string]string{"Idempotency-Key": "access-" + c.name}})
+		assert.Equal(t, c.status, res.Status, "%s: %s", c.name, res.Body)
+		if c.code != "" {
+			assert.Equal(t, c.code, res.Code(t), c.name)
+		}
+		conforms(t, http.MethodPost, aiResponses, aiResponses, res)
+	}
+	res = e.s.get(noScope, aiUsage)
+	assert.Equal(t, http.StatusOK, res.Status, "managed_ai:usage:read reads the usage: %s", res.Body)
+	e.s.adminJSON("account", "plan", "--account", e.s.demo.AccountID, "--features", "analytics")
+	res = e.s.do(req{Method: http.MethodPost, Path: aiResponses, Token: fresh, Body: aiBody("fast", "hi"),
+		Headers: map[string]string{"Idempotency-Key": "no-plan"}})
+	assert.Equal(t, http.StatusPaymentRequired, res.Status, "%s", res.Body)
+	assert.Equal(t, "feature_not_in_plan", res.Code(t))
+	conforms(t, http.MethodPost, aiResponses, aiResponses, res)
+	res = e.s.get(fresh, aiUsage)
+	assert.Equal(t, http.StatusPaymentRequired, res.Status, "%s", res.Body)
+}
