@@ -23,8 +23,10 @@ import (
 // the OpenAI fake in this process called directly with the body the client sends, in the
 // same run and interleaved (so that both see the same machine). The route's added latency is
 // the difference of the p50s (and of the p99s); the goal is under 2 ms at p50. Each request
-// has an Idempotency-Key of its own: every one is claimed, generated, stored and metered.
-func aiBench(n int) error {
+// has an Idempotency-Key of its own: every one is claimed, generated, stored and metered,
+// and audited: three commits, each an fsync under --durability full (the default), which is
+// most of what the route adds on a disk like this one's (-durability normal shows the rest).
+func aiBench(n int, durability string) error {
 	if n < 100 {
 		return errors.New("-ai-requests must be at least 100")
 	}
@@ -42,7 +44,7 @@ func aiBench(n int) error {
 	const key = "sk-bench-managed"
 	fake.AddKey(key)
 	data := filepath.Join(dir, "data")
-	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data", data)
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data", data, "--durability", durability)
 	cmd.Env = append(os.Environ(), "AI_PRIVATE_PROVIDER_ADDRESSES=allow", "AI_OPENAI_BASE_URL="+fake.URL(), "AI_OPENAI_API_KEY="+key)
 	api, base, err := startProc(cmd, `API listening on (http://\S+)`)
 	if err != nil {
@@ -102,8 +104,8 @@ func aiBench(n int) error {
 		return s[min(len(s)-1, int(p*float64(len(s))))]
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	fmt.Printf("\n%d cores (GOMAXPROCS %d), %s, --durability full (the default); load average at the end: %s\n",
-		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), loadAverage())
+	fmt.Printf("\n%d cores (GOMAXPROCS %d), %s, --durability %s; load average at the end: %s\n",
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), durability, loadAverage())
 	fmt.Printf("\nPOST /api/v1/ai/responses (provider openai, a new Idempotency-Key each) against the same request to the OpenAI fake directly, %d each, interleaved:\n\n", n)
 	fmt.Println("| | p50 ms | p99 ms |")
 	fmt.Println("|---|---:|---:|")

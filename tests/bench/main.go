@@ -10,7 +10,7 @@
 //	go run ./tests/bench -broadcast [-plan-recipients 100000] [-send-recipients 20000] [-rate 1000]   (a broadcast's plan against a bare insert loop; its send rate against a rate-limited fake Telegram)
 //	go run ./tests/bench -webpush [-messages 2000] [-durability full]   (browser push encryption and signing per message against webpush-go alone)
 //	go run ./tests/bench -crm [-crm-records 2000] [-crm-rate 80]   (a CRM initial sync's requests/s against the Pipedrive fake's rate limit)
-//	go run ./tests/bench -ai [-ai-requests 1000]   (the managed AI route's added latency over a direct call to the OpenAI fake)
+//	go run ./tests/bench -ai [-ai-requests 1000] [-durability full]   (the managed AI route's added latency over a direct call to the OpenAI fake)
 package main
 
 import (
@@ -51,7 +51,7 @@ func main() {
 	updates := flag.Int("updates", 1000, "with -conversation: updates to deliver")
 	emails := flag.Bool("email", false, "measure an email campaign against a bare SMTP client instead")
 	recipients := flag.Int("recipients", 10000, "with -email: recipients of the campaign")
-	durability := flag.String("durability", "full", "with -email: the local process's --durability (full or normal)")
+	durability := flag.String("durability", "full", "with -email, -webpush and -ai: the local process's --durability (full or normal)")
 	funnels := flag.Bool("funnel", false, "measure a funnel report against a hand-written SQL query instead")
 	events := flag.Int("events", 1_000_000, "with -funnel: events in the bot's event log")
 	subscribers := flag.Int("subscribers", 100_000, "with -funnel: subscribers the events are of")
@@ -69,7 +69,7 @@ func main() {
 	aiRequests := flag.Int("ai-requests", 1000, "with -ai: requests through the route and directly, each")
 	flag.Parse()
 	if *ais {
-		if err := aiBench(*aiRequests); err != nil {
+		if err := aiBench(*aiRequests, *durability); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
