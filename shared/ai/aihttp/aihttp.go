@@ -51,21 +51,38 @@ func NewHTTPClient(allowPrivate bool) *http.Client {
 	return &http.Client{Transport: t, CheckRedirect: httpclient.NoRedirects}
 }
 
-// BaseURL checks a configured base URL (def when s is empty) with httpclient.CheckBaseURL,
-// requires https unless allowPrivate (the key travels in a header), and returns it without a
-// trailing slash.
-func BaseURL(s, def string, allowPrivate bool) (string, error) {
-	s = strings.TrimRight(s, "/")
+// Config configures a provider client: where its API is and how it is reached. Each
+// client's package names it as its own Config.
+type Config struct {
+	// BaseURL is the API's base URL, without a version path (the client's default when
+	// empty); https unless AllowPrivate.
+	BaseURL string
+	// HTTPClient sends the requests (nil: NewHTTPClient(AllowPrivate)).
+	HTTPClient *http.Client
+	// AllowPrivate lets the client reach loopback and private addresses over plain http
+	// (tests, the local process).
+	AllowPrivate bool
+}
+
+// Open returns the base URL (def when none is configured), checked with
+// httpclient.CheckBaseURL and https unless AllowPrivate (the key travels in a header),
+// without a trailing slash, and the HTTP client to send with.
+func (c Config) Open(def string) (string, *http.Client, error) {
+	s := strings.TrimRight(c.BaseURL, "/")
 	if s == "" {
 		s = def
 	}
 	if err := httpclient.CheckBaseURL(s); err != nil {
-		return "", fmt.Errorf("base URL %w", err)
+		return "", nil, fmt.Errorf("base URL %w", err)
 	}
-	if !allowPrivate && !strings.HasPrefix(s, "https://") {
-		return "", errors.New("base URL must be https")
+	if !c.AllowPrivate && !strings.HasPrefix(s, "https://") {
+		return "", nil, errors.New("base URL must be https")
 	}
-	return s, nil
+	hc := c.HTTPClient
+	if hc == nil {
+		hc = NewHTTPClient(c.AllowPrivate)
+	}
+	return s, hc, nil
 }
 
 // CheckRequest checks what every provider needs of a request before it is sent: a model, a

@@ -127,16 +127,19 @@ func TestRetryAfter(t *testing.T) {
 	assert.Zero(t, aihttp.RetryAfter(http.Header{"Retry-After-Ms": {"soon"}}, now))
 }
 
-func TestBaseURL(t *testing.T) {
+func TestConfigOpen(t *testing.T) {
 	t.Parallel()
-	u, err := aihttp.BaseURL("", "https://api.example.com", false)
+	u, hc, err := aihttp.Config{}.Open("https://api.example.com")
 	require.NoError(t, err)
 	assert.Equal(t, "https://api.example.com", u)
-	u, err = aihttp.BaseURL("http://127.0.0.1:8080/", "https://api.example.com", true)
+	assert.NotNil(t, hc, "a default client")
+	mine := &http.Client{}
+	u, hc, err = aihttp.Config{BaseURL: "http://127.0.0.1:8080/", AllowPrivate: true, HTTPClient: mine}.Open("https://api.example.com")
 	require.NoError(t, err)
 	assert.Equal(t, "http://127.0.0.1:8080", u)
+	assert.Same(t, mine, hc)
 	for _, bad := range []string{"http://api.example.com", "https://k@api.example.com", "https://api.example.com/?key=1", "/v1"} {
-		_, err := aihttp.BaseURL(bad, "", false)
+		_, _, err := aihttp.Config{BaseURL: bad}.Open("")
 		assert.Error(t, err, bad)
 	}
 }

@@ -18,16 +18,7 @@ import (
 const DefaultBaseURL = "https://api.openai.com"
 
 // Config configures a client.
-type Config struct {
-	// BaseURL is the API's base URL, without /v1 (DefaultBaseURL when empty); https unless
-	// AllowPrivate.
-	BaseURL string
-	// HTTPClient sends the requests (nil: aihttp.NewHTTPClient(AllowPrivate)).
-	HTTPClient *http.Client
-	// AllowPrivate lets the client reach loopback and private addresses over plain http
-	// (tests, the local process).
-	AllowPrivate bool
-}
+type Config = aihttp.Config
 
 // Client is OpenAI's API. It is safe for concurrent use.
 type Client struct {
@@ -39,13 +30,9 @@ var _ ai.Client = (*Client)(nil)
 
 // New returns a client of the API at cfg.BaseURL.
 func New(cfg Config) (*Client, error) {
-	base, err := aihttp.BaseURL(cfg.BaseURL, DefaultBaseURL, cfg.AllowPrivate)
+	base, hc, err := cfg.Open(DefaultBaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("openai: %w", err)
-	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = aihttp.NewHTTPClient(cfg.AllowPrivate)
 	}
 	return &Client{url: base + "/v1/chat/completions", http: aihttp.Client{HTTP: hc, Refuse: refuse}}, nil
 }
