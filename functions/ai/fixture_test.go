@@ -23,6 +23,8 @@ type stub struct {
 	mu   sync.Mutex
 	// fail answers the next calls with these errors, in order, before answering.
 	fail []error
+	// text, when set, is the answer instead of "<name> says hi".
+	text string
 	// midStream fails the next streamed call after its first piece of text.
 	midStream error
 	// hold, when set, blocks each call until it is closed; entered is signalled first.
@@ -63,6 +65,9 @@ func (s *stub) Stream(ctx context.Context, key string, req aiapi.Request, delta 
 		return aiapi.Response{}, err
 	}
 	text := s.name + " says hi"
+	if s.text != "" {
+		text = s.text
+	}
 	if delta != nil {
 		s.mu.Lock()
 		mid := s.midStream

@@ -324,6 +324,16 @@ func (s *Service) complete(ctx context.Context, account string, c claim, req Res
 	}
 	it.ExpiresAt = store.SecondsPrecision(c.created.Add(IdempotencyTTL))
 	meter := s.meterWrites(account, resp)
+	if len(it.Data) > store.MaxDataBytes {
+		// An answer too large to keep (far beyond what MaxOutputTokens allows in practice)
+		// is still the caller's, and metered; its key is released, as after a failure.
+		s.log.WarnContext(ctx, "ai: an answer too large to keep under its idempotency key", "bytes", len(it.Data))
+		if err := s.store.Transact(ctx, meter); err != nil {
+			return err
+		}
+		s.release(ctx, c)
+		return nil
+	}
 	err = s.store.Transact(ctx, append([]store.Write{store.PutOp(it, store.RevisionIs(c.rev))}, meter...))
 	if errors.Is(err, store.ErrConditionFailed) {
 		err = s.store.Transact(ctx, meter)

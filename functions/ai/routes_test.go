@@ -362,3 +362,21 @@ func sse(t *testing.T, body string) []event {
 	}
 	return out
 }
+
+// An answer too large to keep under its key is still answered and metered; the key is
+// released (a retry generates anew) instead of the request failing after the provider billed.
+func TestAnswerTooLargeToKeep(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.providers[aiapi.Gemini].text = strings.Repeat("\u0001", 80_000) // 6 bytes each in JSON
+	res := f.respond(t, "big", body("fast", "hi"))
+	require.Equal(t, http.StatusOK, res.Code)
+	assert.Len(t, res.JSON["output_text"], 80_000)
+	res = f.respond(t, "big", body("fast", "hi"))
+	require.Equal(t, http.StatusOK, res.Code)
+	assert.Empty(t, res.Header.Get(ReplayedHeader))
+	assert.Equal(t, 2, f.providers[aiapi.Gemini].callCount())
+	res = f.Do(t, "GET", "/api/v1/ai/usage?from=2026-11-20&to=2026-11-20", nil)
+	require.Equal(t, http.StatusOK, res.Code, res.Body)
+	assert.Equal(t, float64(2), res.JSON["total"].(map[string]any)["requests"])
+}
