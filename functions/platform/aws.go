@@ -82,6 +82,13 @@ type AWSConfig struct {
 	// crm, mcp and jobs, the ones granted those parameters: family.Deps.CRMClientSecrets
 	// stays nil).
 	CRMClientSecretParameters map[string]string
+	// AIKeyParameters name, by AI provider (shared/ai's OpenAI, Anthropic, Gemini), the SSM
+	// SecureString parameters of the managed AI family's provider keys
+	// (AI_OPENAI_API_KEY_PARAMETER, AI_ANTHROPIC_API_KEY_PARAMETER,
+	// AI_GEMINI_API_KEY_PARAMETER), which AWS.AIKeys reads at cold start; nil where the
+	// Lambda has none (every one but ai, the one granted those parameters:
+	// family.Deps.AIKeys stays nil).
+	AIKeyParameters map[string]string
 }
 
 // AWSConfigFromEnv reads the contract from the process environment.
@@ -104,6 +111,7 @@ func AWSConfigFromEnv() AWSConfig {
 		},
 		SDKKeyParameter:           strings.TrimSpace(os.Getenv(EnvSDKKeyParameter)),
 		CRMClientSecretParameters: crmClientSecretParametersFromEnv(os.Getenv),
+		AIKeyParameters:           aiKeyParametersFromEnv(os.Getenv),
 	}
 }
 
@@ -249,8 +257,8 @@ func loadStore(ctx context.Context, log *slog.Logger) (*AWS, *dynamo.Store, erro
 // deps are the dependencies shared by the Lambdas that build an environment: the store, the
 // tenancy check, what talks to providers (the secrets sealers, the adapters with their
 // configuration and secrets, the public URL) and to the jobs queue, and the customer SDK's
-// project-key secret and the CRM OAuth applications' client secrets where the environment
-// names their parameters. Callers add the rest
+// project-key secret, the CRM OAuth applications' client secrets and the managed AI
+// family's provider keys where the environment names their parameters. Callers add the rest
 // (audit, cursor key, request log).
 func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now func() time.Time) (family.Deps, error) {
 	sealer, err := a.Secrets()
@@ -273,9 +281,13 @@ func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now 
 	if err != nil {
 		return family.Deps{}, err
 	}
+	aiKeys, err := a.AIKeys(ctx)
+	if err != nil {
+		return family.Deps{}, err
+	}
 	d := family.Deps{Store: st, Log: log, Now: now, Tenancy: bots.Tenancy, Secrets: sealer, Adapters: providers.Adapters(),
 		PublicURL: a.cfg.PublicURL, WhatsAppVerifyToken: providers.WhatsAppVerifyToken, SDKKey: sdkKey,
-		CRMSecrets: crmSealer, CRMClientSecrets: crmSecrets,
+		CRMSecrets: crmSealer, CRMClientSecrets: crmSecrets, AIKeys: aiKeys,
 		// The event log is items of the same table (shared/eventlog/storelog).
 		Events: storelog.New(st)}
 	if a.cfg.SESConfigurationSet != "" {
@@ -300,8 +312,8 @@ func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now 
 
 // FamilyHandler builds, once per container, the Lambda handler of one HTTP family: its
 // environment on DynamoDB, EventBridge and KMS (and the provider secrets, the customer SDK's
-// project-key secret and the CRM client secrets from SSM where the environment names their
-// parameters), and a
+// project-key secret, the CRM client secrets and the managed AI keys from SSM where the
+// environment names their parameters), and a
 // router that trusts only the authorizer's context. tools are families composed beside it
 // for their MCP tools alone (family.ToolsOnly): the MCP Lambda's.
 func FamilyHandler(ctx context.Context, f family.Family, log *slog.Logger, tools ...family.Family) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {

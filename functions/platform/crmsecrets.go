@@ -2,11 +2,9 @@ package platform
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
@@ -25,14 +23,8 @@ const (
 	EnvCRMSalesforceClientSecretParameter = "CRM_SALESFORCE_CLIENT_SECRET_PARAMETER"
 )
 
-// crmClientSecret is one OAuth application whose client secret can come from SSM: its
-// provider (the key of family.Deps.CRMClientSecrets), the variable naming its parameter, and
-// the variable the local process gives the secret itself in (functions/crm/wiring's), which
-// must not be set beside it.
-type crmClientSecret struct{ provider, parameterVar, plainVar string }
-
 // crmClientSecrets are the CRM family's OAuth applications (functions/crm/wiring.ConfigFromEnv).
-var crmClientSecrets = []crmClientSecret{
+var crmClientSecrets = []parameterSecret{
 	{crmapi.HubSpot, EnvCRMHubSpotClientSecretParameter, "CRM_HUBSPOT_CLIENT_SECRET"},
 	{crmapi.Salesforce, EnvCRMSalesforceClientSecretParameter, "CRM_SALESFORCE_CLIENT_SECRET"},
 }
@@ -40,16 +32,7 @@ var crmClientSecrets = []crmClientSecret{
 // crmClientSecretParametersFromEnv reads the parameters' names, by provider: nil when none is
 // named (every Lambda but crm, mcp and jobs).
 func crmClientSecretParametersFromEnv(getenv func(string) string) map[string]string {
-	var names map[string]string
-	for _, s := range crmClientSecrets {
-		if v := strings.TrimSpace(getenv(s.parameterVar)); v != "" {
-			if names == nil {
-				names = map[string]string{}
-			}
-			names[s.provider] = v
-		}
-	}
-	return names
+	return secretParametersFromEnv(crmClientSecrets, getenv)
 }
 
 // CRMClientSecrets returns the client secrets of the CRM family's OAuth applications, by
@@ -76,33 +59,8 @@ func (a *AWS) CRMClientSecrets(ctx context.Context) (map[string]string, error) {
 }
 
 // readCRMClientSecrets reads the parameters names gives (by provider), in the order of
-// crmClientSecrets; client is made only when one is named, and getenv is the process
-// environment the plain variables are checked in.
+// crmClientSecrets (readParameterSecrets).
 func readCRMClientSecrets(ctx context.Context, client func() parameterGetter, names map[string]string,
 	getenv func(string) string) (map[string]string, error) {
-	var (
-		c   parameterGetter
-		out map[string]string
-	)
-	for _, s := range crmClientSecrets {
-		name := names[s.provider]
-		if name == "" {
-			continue
-		}
-		if strings.TrimSpace(getenv(s.plainVar)) != "" {
-			return nil, fmt.Errorf("platform: both %s and %s are set: set only the parameter's name", s.parameterVar, s.plainVar)
-		}
-		if c == nil {
-			c = client()
-		}
-		v, err := readSecureString(ctx, c, name, s.parameterVar)
-		if err != nil {
-			return nil, err
-		}
-		if out == nil {
-			out = map[string]string{}
-		}
-		out[s.provider] = v
-	}
-	return out, nil
+	return readParameterSecrets(ctx, client, crmClientSecrets, names, getenv)
 }

@@ -26,7 +26,7 @@ const (
 // family reads locally, and each parameter's variable is that name with _PARAMETER.
 func TestCRMClientSecretVariablesAreTheFamilys(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, []crmClientSecret{
+	assert.Equal(t, []parameterSecret{
 		{crmapi.HubSpot, crmwiring.EnvHubSpotClientSecret + "_PARAMETER", crmwiring.EnvHubSpotClientSecret},
 		{crmapi.Salesforce, crmwiring.EnvSalesforceClientSecret + "_PARAMETER", crmwiring.EnvSalesforceClientSecret},
 	}, crmClientSecrets)

@@ -54,6 +54,15 @@ const (
 	// one applies only when it is named.
 	CRMHubSpotClientSecretParameter
 	CRMSalesforceClientSecretParameter
+	// AIOpenAIKeyParameter, AIAnthropicKeyParameter and AIGeminiKeyParameter are the SSM
+	// Parameter Store SecureString parameters that hold the managed AI family's provider
+	// keys, the platform's own API keys (family.Env.AIKeys), which the ai Lambda alone calls
+	// the providers with. Like the others, the operator creates them, the stack knows only
+	// their names (context aiOpenAIKeyParameter, aiAnthropicKeyParameter,
+	// aiGeminiKeyParameter), and a grant on one applies only when it is named.
+	AIOpenAIKeyParameter
+	AIAnthropicKeyParameter
+	AIGeminiKeyParameter
 	// Schedules are the EventBridge Scheduler one-time schedules the jobs Lambda creates for
 	// messages due later than SQS can delay one (sqs.Schedules): names starting with q- in
 	// the default schedule group.
@@ -132,7 +141,7 @@ func ServiceRoles() []string {
 // CRM_SECRETS_KEY_ID instead (a Lambda may hold both grants, and then both variables). Likewise
 // states:StartExecution on JobsStateMachine gives JOBS_STATE_MACHINE_ARN, and
 // ssm:GetParameter on a secret's parameter gives its name (WHATSAPP_APP_SECRET_PARAMETER,
-// SDK_KEY_PARAMETER, CRM_HUBSPOT_CLIENT_SECRET_PARAMETER, ...). Grants on parameters the configuration does not name are left out
+// SDK_KEY_PARAMETER, CRM_HUBSPOT_CLIENT_SECRET_PARAMETER, AI_OPENAI_API_KEY_PARAMETER, ...). Grants on parameters the configuration does not name are left out
 // (AccessFor), and so is the ParameterKey grant of a Lambda left with none.
 func Access() map[string][]Grant {
 	logs := Grant{On: OwnLogGroup, Actions: []string{"logs:CreateLogStream", "logs:PutLogEvents"}}
@@ -271,12 +280,19 @@ func Access() map[string][]Grant {
 		// the answer and its usage counters in one transaction (TransactWriteItems with
 		// UpdateItem), the usage report (Query). Decrypt opens an account's own provider key
 		// (BYOK); the Lambda never seals one (the operator's admin command does). GenerateMac:
-		// the kernel's cursor key, derived at every cold start.
+		// the kernel's cursor key, derived at every cold start. The platform's managed keys
+		// are read once per cold start from their SSM parameters (GetParameter with
+		// decryption, which has SSM call kms:Decrypt for the role); a provider without one is
+		// reached only with an account's own key.
 		"ai": {logs,
 			{On: Table, Actions: tableReadWrite},
 			{On: Bus, Actions: []string{"events:PutEvents"}},
 			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 			{On: SecretsKey, Actions: []string{"kms:Decrypt"}},
+			{On: AIOpenAIKeyParameter, Actions: []string{"ssm:GetParameter"}},
+			{On: AIAnthropicKeyParameter, Actions: []string{"ssm:GetParameter"}},
+			{On: AIGeminiKeyParameter, Actions: []string{"ssm:GetParameter"}},
+			{On: ParameterKey, Actions: []string{"kms:Decrypt"}},
 		},
 		// Segments: reads, member pages, deletions (TransactWriteItems); staleness reads the
 		// funnels (and experiments) their members were computed from.

@@ -3,6 +3,7 @@ package stack
 import (
 	"slices"
 
+	aiwiring "github.com/botplatform/api/functions/ai/wiring"
 	crmwiring "github.com/botplatform/api/functions/crm/wiring"
 	"github.com/botplatform/api/functions/platform"
 	"github.com/botplatform/api/infra/access"
@@ -39,6 +40,9 @@ const (
 	SDKKeyParameter                    = access.SDKKeyParameter
 	CRMHubSpotClientSecretParameter    = access.CRMHubSpotClientSecretParameter
 	CRMSalesforceClientSecretParameter = access.CRMSalesforceClientSecretParameter
+	AIOpenAIKeyParameter               = access.AIOpenAIKeyParameter
+	AIAnthropicKeyParameter            = access.AIAnthropicKeyParameter
+	AIGeminiKeyParameter               = access.AIGeminiKeyParameter
 	ParameterKey                       = access.ParameterKey
 	Schedules                          = access.Schedules
 	ScheduleRole                       = access.ScheduleRole
@@ -56,7 +60,8 @@ func ServiceRoles() []string { return access.ServiceRoles() }
 
 // parameters are the Resources that are SSM parameters named in the configuration.
 var parameters = []Resource{WhatsAppAppSecretParameter, WhatsAppVerifyTokenParameter, SDKKeyParameter,
-	CRMHubSpotClientSecretParameter, CRMSalesforceClientSecretParameter}
+	CRMHubSpotClientSecretParameter, CRMSalesforceClientSecretParameter,
+	AIOpenAIKeyParameter, AIAnthropicKeyParameter, AIGeminiKeyParameter}
 
 // parameterName is the name the configuration gives parameter r ("" when unset or when r
 // is no parameter).
@@ -72,6 +77,12 @@ func (c Config) parameterName(r Resource) string {
 		return c.CRMHubSpotClientSecretParameter
 	case CRMSalesforceClientSecretParameter:
 		return c.CRMSalesforceClientSecretParameter
+	case AIOpenAIKeyParameter:
+		return c.AIOpenAIKeyParameter
+	case AIAnthropicKeyParameter:
+		return c.AIAnthropicKeyParameter
+	case AIGeminiKeyParameter:
+		return c.AIGeminiKeyParameter
 	}
 	return ""
 }
@@ -124,6 +135,14 @@ const (
 	CRMSalesforceLoginBaseURL
 	CRMPipedriveAPIBaseURL
 	CRMDynamicsLoginBaseURL
+	// The managed AI family's providers' endpoints, routes and prices (its keys are SSM
+	// parameters): set only when configured (unset, the real providers, the default
+	// routes and prices).
+	AIOpenAIBaseURL
+	AIAnthropicBaseURL
+	AIGeminiBaseURL
+	AIRoutes
+	AIPrices
 )
 
 // crmSettings are the CRM family's configuration: its Lambda's, the MCP Lambda's, which
@@ -160,6 +179,10 @@ func Settings() map[string][]Setting {
 		// too.
 		"crm": crmSettings,
 		"mcp": crmSettings,
+		// The managed AI family calls the providers at their base URLs, routes profiles to
+		// their models and meters them at their prices; the keys go with the grants on their
+		// parameters (Access).
+		"ai": {AIOpenAIBaseURL, AIAnthropicBaseURL, AIGeminiBaseURL, AIRoutes, AIPrices},
 	}
 }
 
@@ -197,6 +220,16 @@ const (
 	EnvCRMDynamicsLoginBaseURL            = crmwiring.EnvDynamicsLoginBaseURL
 	EnvCRMHubSpotClientSecretParameter    = platform.EnvCRMHubSpotClientSecretParameter
 	EnvCRMSalesforceClientSecretParameter = platform.EnvCRMSalesforceClientSecretParameter
+	// The managed AI family's configuration, named where its wiring reads it, and the names
+	// of the parameters of its provider keys, where the platform reads them.
+	EnvAIOpenAIBaseURL         = aiwiring.EnvOpenAIBaseURL
+	EnvAIAnthropicBaseURL      = aiwiring.EnvAnthropicBaseURL
+	EnvAIGeminiBaseURL         = aiwiring.EnvGeminiBaseURL
+	EnvAIRoutes                = aiwiring.EnvRoutes
+	EnvAIPrices                = aiwiring.EnvPrices
+	EnvAIOpenAIKeyParameter    = platform.EnvAIOpenAIKeyParameter
+	EnvAIAnthropicKeyParameter = platform.EnvAIAnthropicKeyParameter
+	EnvAIGeminiKeyParameter    = platform.EnvAIGeminiKeyParameter
 )
 
 // settingVar is the variable of s, and its value in cfg ("" for PublicURL means the stack's
@@ -229,6 +262,16 @@ func settingVar(s Setting, cfg Config) (name, value string, set bool) {
 		return EnvCRMPipedriveAPIBaseURL, cfg.CRMPipedriveAPIBaseURL, cfg.CRMPipedriveAPIBaseURL != ""
 	case CRMDynamicsLoginBaseURL:
 		return EnvCRMDynamicsLoginBaseURL, cfg.CRMDynamicsLoginBaseURL, cfg.CRMDynamicsLoginBaseURL != ""
+	case AIOpenAIBaseURL:
+		return EnvAIOpenAIBaseURL, cfg.AIOpenAIBaseURL, cfg.AIOpenAIBaseURL != ""
+	case AIAnthropicBaseURL:
+		return EnvAIAnthropicBaseURL, cfg.AIAnthropicBaseURL, cfg.AIAnthropicBaseURL != ""
+	case AIGeminiBaseURL:
+		return EnvAIGeminiBaseURL, cfg.AIGeminiBaseURL, cfg.AIGeminiBaseURL != ""
+	case AIRoutes:
+		return EnvAIRoutes, cfg.AIRoutes, cfg.AIRoutes != ""
+	case AIPrices:
+		return EnvAIPrices, cfg.AIPrices, cfg.AIPrices != ""
 	}
 	return "", "", false
 }
@@ -269,6 +312,12 @@ func envVar(g Grant) (string, bool) {
 		return EnvCRMHubSpotClientSecretParameter, true
 	case CRMSalesforceClientSecretParameter:
 		return EnvCRMSalesforceClientSecretParameter, true
+	case AIOpenAIKeyParameter:
+		return EnvAIOpenAIKeyParameter, true
+	case AIAnthropicKeyParameter:
+		return EnvAIAnthropicKeyParameter, true
+	case AIGeminiKeyParameter:
+		return EnvAIGeminiKeyParameter, true
 	}
 	return "", false
 }

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/botplatform/api/functions/ai"
+	"github.com/botplatform/api/shared/ai/aihttp"
 	"github.com/botplatform/api/shared/channel/telegram"
 	"github.com/botplatform/api/shared/channel/vk"
 	"github.com/botplatform/api/shared/channel/whatsapp"
@@ -82,6 +84,20 @@ type Config struct {
 	CRMSalesforceLoginBaseURL string
 	CRMPipedriveAPIBaseURL    string
 	CRMDynamicsLoginBaseURL   string
+	// The managed AI family (docs/ai.md): the names of the SSM SecureString parameters
+	// holding the platform's own API keys of OpenAI, Anthropic and Gemini, which the ai
+	// Lambda alone reads at cold start (unset, that provider has no managed key: it is
+	// reached only with an account's own key); the providers' API base URLs (https; "" is
+	// the real provider's); and the profiles' routes and the models' prices as AI_ROUTES and
+	// AI_PRICES take them (functions/ai.ParseRoutes, ParsePrices; "" keeps the defaults).
+	AIOpenAIKeyParameter    string
+	AIAnthropicKeyParameter string
+	AIGeminiKeyParameter    string
+	AIOpenAIBaseURL         string
+	AIAnthropicBaseURL      string
+	AIGeminiBaseURL         string
+	AIRoutes                string
+	AIPrices                string
 	// SNSTopicARNs are the SNS topics (comma-separated in context snsTopicArns) whose
 	// deliveries the email provider routes accept: SES events and SES inbound mail. Unset,
 	// every SNS delivery is refused.
@@ -133,6 +149,15 @@ const (
 	CtxCRMSalesforceLoginBaseURL          = "crmSalesforceLoginBaseUrl"
 	CtxCRMPipedriveAPIBaseURL             = "crmPipedriveApiBaseUrl"
 	CtxCRMDynamicsLoginBaseURL            = "crmDynamicsLoginBaseUrl"
+
+	CtxAIOpenAIKeyParameter    = "aiOpenAIKeyParameter"
+	CtxAIAnthropicKeyParameter = "aiAnthropicKeyParameter"
+	CtxAIGeminiKeyParameter    = "aiGeminiKeyParameter"
+	CtxAIOpenAIBaseURL         = "aiOpenAIBaseUrl"
+	CtxAIAnthropicBaseURL      = "aiAnthropicBaseUrl"
+	CtxAIGeminiBaseURL         = "aiGeminiBaseUrl"
+	CtxAIRoutes                = "aiRoutes"
+	CtxAIPrices                = "aiPrices"
 )
 
 // secretContext are context keys someone might try for the secrets themselves. Context ends
@@ -143,6 +168,9 @@ var secretContext = map[string]string{
 	"sdkKey":                    CtxSDKKeyParameter,
 	"crmHubSpotClientSecret":    CtxCRMHubSpotClientSecretParameter,
 	"crmSalesforceClientSecret": CtxCRMSalesforceClientSecretParameter,
+	"aiOpenAIKey":               CtxAIOpenAIKeyParameter,
+	"aiAnthropicKey":            CtxAIAnthropicKeyParameter,
+	"aiGeminiKey":               CtxAIGeminiKeyParameter,
 }
 
 // Prod reports whether the stage is production: its data is retained and protected.
@@ -212,6 +240,15 @@ func ConfigFrom(get func(key string) any) (Config, error) {
 		CRMSalesforceLoginBaseURL:          strings.TrimRight(str(CtxCRMSalesforceLoginBaseURL, ""), "/"),
 		CRMPipedriveAPIBaseURL:             strings.TrimRight(str(CtxCRMPipedriveAPIBaseURL, ""), "/"),
 		CRMDynamicsLoginBaseURL:            strings.TrimRight(str(CtxCRMDynamicsLoginBaseURL, ""), "/"),
+
+		AIOpenAIKeyParameter:    str(CtxAIOpenAIKeyParameter, ""),
+		AIAnthropicKeyParameter: str(CtxAIAnthropicKeyParameter, ""),
+		AIGeminiKeyParameter:    str(CtxAIGeminiKeyParameter, ""),
+		AIOpenAIBaseURL:         strings.TrimRight(str(CtxAIOpenAIBaseURL, ""), "/"),
+		AIAnthropicBaseURL:      strings.TrimRight(str(CtxAIAnthropicBaseURL, ""), "/"),
+		AIGeminiBaseURL:         strings.TrimRight(str(CtxAIGeminiBaseURL, ""), "/"),
+		AIRoutes:                str(CtxAIRoutes, ""),
+		AIPrices:                str(CtxAIPrices, ""),
 	}
 	for _, key := range slices.Sorted(maps.Keys(secretContext)) {
 		if get(key) != nil {
@@ -306,6 +343,9 @@ func (c Config) Validate() error {
 		{CtxCRMSalesforceLoginBaseURL, c.CRMSalesforceLoginBaseURL, checkCRMBaseURL},
 		{CtxCRMPipedriveAPIBaseURL, c.CRMPipedriveAPIBaseURL, checkCRMBaseURL},
 		{CtxCRMDynamicsLoginBaseURL, c.CRMDynamicsLoginBaseURL, checkCRMBaseURL},
+		{CtxAIOpenAIBaseURL, c.AIOpenAIBaseURL, checkAIBaseURL},
+		{CtxAIAnthropicBaseURL, c.AIAnthropicBaseURL, checkAIBaseURL},
+		{CtxAIGeminiBaseURL, c.AIGeminiBaseURL, checkAIBaseURL},
 	} {
 		if u.value != "" {
 			if err := u.check(u.value); err != nil {
@@ -317,6 +357,14 @@ func (c Config) Validate() error {
 		if c.SNSTopicARNs != "" && !snsTopicARN.MatchString(arn) {
 			bad("%s: %q is not an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>)", CtxSNSTopicARNs, arn)
 		}
+	}
+	// The ai Lambda reads AI_ROUTES and AI_PRICES with these: a typo fails the synthesis, not
+	// a cold start (where it would leave the family answering 503 ai_not_configured).
+	if _, err := ai.ParseRoutes(c.AIRoutes); err != nil {
+		bad("%s: %v", CtxAIRoutes, err)
+	}
+	if _, err := ai.ParsePrices(c.AIPrices); err != nil {
+		bad("%s: %v", CtxAIPrices, err)
 	}
 	if c.WhatsAppAppID != "" && !whatsapp.ValidAppID(c.WhatsAppAppID) {
 		bad("%s %q: want the numeric id of the Meta app", CtxWhatsAppAppID, c.WhatsAppAppID)
@@ -346,6 +394,9 @@ func (c Config) Validate() error {
 		{CtxSDKKeyParameter, c.SDKKeyParameter},
 		{CtxCRMHubSpotClientSecretParameter, c.CRMHubSpotClientSecretParameter},
 		{CtxCRMSalesforceClientSecretParameter, c.CRMSalesforceClientSecretParameter},
+		{CtxAIOpenAIKeyParameter, c.AIOpenAIKeyParameter},
+		{CtxAIAnthropicKeyParameter, c.AIAnthropicKeyParameter},
+		{CtxAIGeminiKeyParameter, c.AIGeminiKeyParameter},
 	} {
 		if p.name == "" {
 			continue
@@ -383,6 +434,16 @@ var clientID = regexp.MustCompile(`^[\x21-\x7e]{1,256}$`)
 // is never set on AWS), so an endpoint override is an https base URL.
 func checkCRMBaseURL(s string) error {
 	if _, err := crmhttp.CheckInstanceURL(s, false); err != nil {
+		return errors.New("want an absolute https URL without user info, query or fragment")
+	}
+	return nil
+}
+
+// checkAIBaseURL: the ai Lambda calls the providers over https only (the key travels in a
+// header, and AI_PRIVATE_PROVIDER_ADDRESSES is never set on AWS), as its clients check
+// (aihttp.Config.Open).
+func checkAIBaseURL(s string) error {
+	if _, _, err := (aihttp.Config{BaseURL: s}).Open(""); err != nil {
 		return errors.New("want an absolute https URL without user info, query or fragment")
 	}
 	return nil

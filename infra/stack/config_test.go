@@ -110,6 +110,14 @@ func TestConfigProviders(t *testing.T) {
 		"crmSalesforceLoginBaseUrl":          "https://test.salesforce.com",
 		"crmPipedriveApiBaseUrl":             "https://pipedrive.example.com/api",
 		"crmDynamicsLoginBaseUrl":            "https://login.microsoftonline.us",
+		"aiOpenAIKeyParameter":               "/botplatform/prod/ai/openai-api-key",
+		"aiAnthropicKeyParameter":            " /botplatform/prod/ai/anthropic-api-key ",
+		"aiGeminiKeyParameter":               "botplatform-prod-ai-gemini-api-key",
+		"aiOpenAIBaseUrl":                    "https://openai-proxy.example.com/",
+		"aiAnthropicBaseUrl":                 "https://anthropic-proxy.example.com",
+		"aiGeminiBaseUrl":                    "https://gemini-proxy.example.com/v",
+		"aiRoutes":                           " fast=openai:gpt-4o-mini;quality=anthropic:claude-sonnet-4-0 ",
+		"aiPrices":                           "openai:gpt-4o-mini=150/600",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +132,11 @@ func TestConfigProviders(t *testing.T) {
 		CRMSalesforceClientID: "3MVG9.consumer_key", CRMSalesforceClientSecretParameter: "botplatform-prod-crm-salesforce-client-secret",
 		CRMHubSpotAuthBaseURL: "https://hubspot-auth.example.com", CRMHubSpotAPIBaseURL: "https://hubspot-api.example.com",
 		CRMSalesforceLoginBaseURL: "https://test.salesforce.com", CRMPipedriveAPIBaseURL: "https://pipedrive.example.com/api",
-		CRMDynamicsLoginBaseURL: "https://login.microsoftonline.us"}
+		CRMDynamicsLoginBaseURL: "https://login.microsoftonline.us",
+		AIOpenAIKeyParameter:    "/botplatform/prod/ai/openai-api-key", AIAnthropicKeyParameter: "/botplatform/prod/ai/anthropic-api-key",
+		AIGeminiKeyParameter: "botplatform-prod-ai-gemini-api-key", AIOpenAIBaseURL: "https://openai-proxy.example.com",
+		AIAnthropicBaseURL: "https://anthropic-proxy.example.com", AIGeminiBaseURL: "https://gemini-proxy.example.com/v",
+		AIRoutes: "fast=openai:gpt-4o-mini;quality=anthropic:claude-sonnet-4-0", AIPrices: "openai:gpt-4o-mini=150/600"}
 	got := c
 	got.Stage, got.AssetDir, got.LogRetentionDays, got.ThrottleRateLimit, got.ThrottleBurstLimit, got.Alarm5xxThreshold = "", "", 0, 0, 0, 0
 	if got != want {
@@ -195,6 +207,24 @@ func TestConfigValidateProviders(t *testing.T) {
 		{func(c *Config) { c.CRMHubSpotAuthBaseURL = "https://app.hubspot.com?x=1" }, "crmHubSpotAuthBaseUrl"},
 		{func(c *Config) { c.CRMPipedriveAPIBaseURL = "https://user:pw@pipedrive.example.com" }, "crmPipedriveApiBaseUrl"},
 		{func(c *Config) { c.CRMDynamicsLoginBaseURL = "login.microsoftonline.com" }, "crmDynamicsLoginBaseUrl"},
+		// The ai Lambda calls the providers over https only, and reads its routes and prices
+		// as these are checked: a typo fails the synthesis.
+		{func(c *Config) { c.AIOpenAIBaseURL = "http://api.openai.com" }, "aiOpenAIBaseUrl"},
+		{func(c *Config) { c.AIAnthropicBaseURL = "api.anthropic.com" }, "aiAnthropicBaseUrl"},
+		{func(c *Config) { c.AIGeminiBaseURL = "https://user:pw@gemini.example.com" }, "aiGeminiBaseUrl"},
+		{func(c *Config) { c.AIRoutes = "fastest=openai:gpt-4o-mini" }, "aiRoutes"},
+		{func(c *Config) { c.AIRoutes = "fast=openia:gpt-4o-mini" }, "aiRoutes"},
+		{func(c *Config) { c.AIPrices = "openai:gpt-4o=2500" }, "aiPrices"},
+		{func(c *Config) { c.AIPrices = "mistral:large=1/2" }, "aiPrices"},
+		{func(c *Config) { c.AIOpenAIKeyParameter = "arn:aws:ssm:eu-west-1:123456789012:parameter/openai" }, "aiOpenAIKeyParameter"},
+		{func(c *Config) { c.AIGeminiKeyParameter = "/ssm/gemini" }, "reserved"},
+		// Each provider's key is its own secret, and none is another family's.
+		{func(c *Config) {
+			c.AIOpenAIKeyParameter, c.AIAnthropicKeyParameter = "/ai/key", "/ai/key"
+		}, "aiOpenAIKeyParameter and aiAnthropicKeyParameter name the same parameter"},
+		{func(c *Config) {
+			c.SDKKeyParameter, c.AIGeminiKeyParameter = "/same", "/same"
+		}, "sdkKeyParameter and aiGeminiKeyParameter name the same parameter"},
 	} {
 		c := base
 		tt.change(&c)
@@ -217,6 +247,13 @@ func TestConfigValidateProviders(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Error(err)
 	}
+	// One managed AI key alone, with the defaults' routes and prices overridden.
+	ok = base
+	ok.AIAnthropicKeyParameter, ok.AIAnthropicBaseURL = "/botplatform/dev/ai/anthropic", "https://anthropic.example.com"
+	ok.AIRoutes, ok.AIPrices = "quality=anthropic:claude-sonnet-4-0", "anthropic:claude-sonnet-4-0=3000/15000"
+	if err := ok.Validate(); err != nil {
+		t.Error(err)
+	}
 	// One CRM application without the other.
 	ok = base
 	ok.CRMSalesforceClientID, ok.CRMSalesforceClientSecretParameter = "3MVG9.consumer_key", "/botplatform/dev/crm/salesforce"
@@ -230,10 +267,12 @@ func TestConfigValidateProviders(t *testing.T) {
 func TestConfigRefusesSecretsAsContext(t *testing.T) {
 	t.Parallel()
 	_, err := ConfigFrom(context(map[string]any{"whatsappAppSecret": "s3cret", "whatsappVerifyToken": "vt",
-		"sdkKey": "c2RrLWtleS1ieXRlcw==", "crmHubSpotClientSecret": "hs-client-s3cret", "crmSalesforceClientSecret": "sf-client-s3cret"}))
+		"sdkKey": "c2RrLWtleS1ieXRlcw==", "crmHubSpotClientSecret": "hs-client-s3cret", "crmSalesforceClientSecret": "sf-client-s3cret",
+		"aiOpenAIKey": "sk-openai-s3cret", "aiAnthropicKey": "sk-ant-s3cret", "aiGeminiKey": "gemini-s3cret"}))
 	for _, want := range []string{"whatsappAppSecret", "whatsappAppSecretParameter", "whatsappVerifyToken:", "whatsappVerifyTokenParameter",
 		"sdkKey:", "sdkKeyParameter", "crmHubSpotClientSecret:", "crmHubSpotClientSecretParameter",
-		"crmSalesforceClientSecret:", "crmSalesforceClientSecretParameter"} {
+		"crmSalesforceClientSecret:", "crmSalesforceClientSecretParameter", "aiOpenAIKey:", "aiOpenAIKeyParameter",
+		"aiAnthropicKey:", "aiAnthropicKeyParameter", "aiGeminiKey:", "aiGeminiKeyParameter"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not name %s", err, want)
 		}

@@ -754,7 +754,8 @@ func (b *builder) resolve(r Resource, f *lambdaFn) ([]string, *string, error) {
 	case AuditDLQ:
 		return []string{*b.auditDLQ.QueueArn()}, nil, nil
 	case WhatsAppAppSecretParameter, WhatsAppVerifyTokenParameter, SDKKeyParameter,
-		CRMHubSpotClientSecretParameter, CRMSalesforceClientSecretParameter:
+		CRMHubSpotClientSecretParameter, CRMSalesforceClientSecretParameter,
+		AIOpenAIKeyParameter, AIAnthropicKeyParameter, AIGeminiKeyParameter:
 		name := b.cfg.parameterName(r)
 		return []string{*b.parameterARN(name)}, jsii.String(name), nil
 	case OwnLogGroup:

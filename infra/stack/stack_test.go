@@ -71,6 +71,11 @@ const (
 	sdkKeyParameter       = "/botplatform/staging/customer-sdk/project-key"
 	hubSpotSecretParam    = "/botplatform/staging/crm/hubspot-client-secret"
 	salesforceSecretParam = "botplatform-staging-crm-salesforce-client-secret"
+	openAIKeyParam        = "/botplatform/staging/ai/openai-api-key"
+	anthropicKeyParam     = "/botplatform/staging/ai/anthropic-api-key"
+	geminiKeyParam        = "botplatform-staging-ai-gemini-api-key"
+	aiRoutes              = "fast=openai:gpt-4o-mini,gemini:gemini-2.0-flash"
+	aiPrices              = "openai:gpt-4o-mini=150/600"
 )
 
 var providerContext = map[string]any{
@@ -89,6 +94,12 @@ var providerContext = map[string]any{
 	stack.CtxCRMSalesforceClientSecretParameter: salesforceSecretParam,
 	stack.CtxCRMSalesforceLoginBaseURL:          "https://test.salesforce.com",
 	stack.CtxCRMDynamicsLoginBaseURL:            "https://login.microsoftonline.us",
+	stack.CtxAIOpenAIKeyParameter:               openAIKeyParam,
+	stack.CtxAIAnthropicKeyParameter:            anthropicKeyParam,
+	stack.CtxAIGeminiKeyParameter:               geminiKeyParam,
+	stack.CtxAIOpenAIBaseURL:                    "https://openai-proxy.example.com/",
+	stack.CtxAIRoutes:                           aiRoutes,
+	stack.CtxAIPrices:                           aiPrices,
 }
 
 type synthesized struct {
@@ -550,7 +561,8 @@ func TestEnvironmentContract(t *testing.T) {
 // of the secrets only the parameters' names: the WhatsApp ones to the webhooks Lambda alone,
 // the customer SDK's project-key secret to the customersdk and sdk Lambdas alone, the CRM
 // client secrets to the crm Lambda, the MCP Lambda (its CRM read tools refresh tokens) and
-// the jobs Lambda (its CRM steps do) alone.
+// the jobs Lambda (its CRM steps do) alone, the managed AI keys (and the AI family's base
+// URLs, routes and prices) to the ai Lambda alone.
 func TestEnvironmentContractWithProviders(t *testing.T) {
 	base := []string{"LOG_LEVEL", "STAGE"}
 	urls := []string{"PUBLIC_URL", "TELEGRAM_BASE_URL", "VK_BASE_URL", "WHATSAPP_BASE_URL"}
@@ -574,6 +586,11 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 		"mcp": {"AUDIT_BUS_NAME", "CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "TABLE_NAME",
 			"CRM_HUBSPOT_CLIENT_ID", "CRM_HUBSPOT_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_CLIENT_ID",
 			"CRM_SALESFORCE_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_LOGIN_BASE_URL", "CRM_DYNAMICS_LOGIN_BASE_URL"},
+		// The managed AI keys' parameters' names, and the configured endpoint, routes and
+		// prices (the Anthropic and Gemini base URLs are not configured: not set).
+		"ai": {"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME",
+			"AI_OPENAI_API_KEY_PARAMETER", "AI_ANTHROPIC_API_KEY_PARAMETER", "AI_GEMINI_API_KEY_PARAMETER",
+			"AI_OPENAI_BASE_URL", "AI_ROUTES", "AI_PRICES"},
 	} {
 		want[name] = append(vars, base...)
 	}
@@ -603,6 +620,9 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 		"sdk":         {"SDK_KEY_PARAMETER": sdkKeyParameter},
 		"crm":         crmVars,
 		"mcp":         crmVars,
+		"ai": {"AI_OPENAI_API_KEY_PARAMETER": openAIKeyParam, "AI_ANTHROPIC_API_KEY_PARAMETER": anthropicKeyParam,
+			"AI_GEMINI_API_KEY_PARAMETER": geminiKeyParam, "AI_OPENAI_BASE_URL": "https://openai-proxy.example.com",
+			"AI_ROUTES": aiRoutes, "AI_PRICES": aiPrices},
 	} {
 		env := withProviders.env(t, name)
 		for k, v := range vars {
@@ -1077,6 +1097,12 @@ func checkRoles(t *testing.T, s *synthesized) {
 			return parameterARN(cfg.CRMHubSpotClientSecretParameter)
 		case stack.CRMSalesforceClientSecretParameter:
 			return parameterARN(cfg.CRMSalesforceClientSecretParameter)
+		case stack.AIOpenAIKeyParameter:
+			return parameterARN(cfg.AIOpenAIKeyParameter)
+		case stack.AIAnthropicKeyParameter:
+			return parameterARN(cfg.AIAnthropicKeyParameter)
+		case stack.AIGeminiKeyParameter:
+			return parameterARN(cfg.AIGeminiKeyParameter)
 		case stack.ParameterKey:
 			return parameterKeys
 		case stack.Schedules:
@@ -1182,8 +1208,8 @@ func (s *synthesized) policyOf(t *testing.T, name string) []map[string]any {
 // The secrets in SSM: the stack creates no parameter and holds no value; the webhooks Lambda
 // alone may read exactly the two WhatsApp parameters, the customersdk and sdk Lambdas alone
 // exactly the customer SDK's project-key parameter, the crm, MCP and jobs Lambdas alone
-// exactly the CRM client secrets' parameters, and each may decrypt only those, only through
-// SSM.
+// exactly the CRM client secrets' parameters, the ai Lambda alone exactly the managed AI
+// keys' parameters, and each may decrypt only those, only through SSM.
 func TestProviderSecretsLeastPrivilege(t *testing.T) {
 	check(t, "no parameter is created", func() {
 		withProviders.tmpl.ResourceCountIs(jsii.String("AWS::SSM::Parameter"), jsii.Number(0))
@@ -1196,6 +1222,7 @@ func TestProviderSecretsLeastPrivilege(t *testing.T) {
 		"crm":         {parameterARN(hubSpotSecretParam), parameterARN(salesforceSecretParam)},
 		"mcp":         {parameterARN(hubSpotSecretParam), parameterARN(salesforceSecretParam)},
 		stack.Jobs:    {parameterARN(hubSpotSecretParam), parameterARN(salesforceSecretParam)},
+		"ai":          {parameterARN(openAIKeyParam), parameterARN(anthropicKeyParam), parameterARN(geminiKeyParam)},
 	}
 	for name := range withProviders.functions(t) {
 		var reads, decrypts []map[string]any
@@ -1255,7 +1282,8 @@ func TestProviderSecretsLeastPrivilege(t *testing.T) {
 	}
 	// With default context nothing reads a parameter, and no Lambda is told of one: the
 	// customersdk and sdk Lambdas run without the key (503 sdk_not_configured), the crm
-	// Lambda without OAuth applications (503 oauth_not_configured).
+	// Lambda without OAuth applications (503 oauth_not_configured), the ai Lambda without
+	// managed keys (only accounts' own keys) and with the default endpoints, routes and prices.
 	for name := range dev.functions(t) {
 		for _, st := range dev.policyOf(t, name) {
 			if acts, _ := actions(st); strings.HasPrefix(acts[0], "ssm:") || isParameterKeyGrant(st) {
@@ -1263,7 +1291,7 @@ func TestProviderSecretsLeastPrivilege(t *testing.T) {
 			}
 		}
 		for k := range dev.env(t, name) {
-			if strings.HasSuffix(k, "_PARAMETER") || (strings.HasPrefix(k, "CRM_") && k != "CRM_SECRETS_KEY_ID") {
+			if strings.HasSuffix(k, "_PARAMETER") || (strings.HasPrefix(k, "CRM_") && k != "CRM_SECRETS_KEY_ID") || strings.HasPrefix(k, "AI_") {
 				t.Errorf("%s: %s without a configured parameter", name, k)
 			}
 		}
@@ -1340,7 +1368,8 @@ func TestProviderConfigurationInTheTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []string{"WHATSAPP_APP_SECRET\"", "WHATSAPP_VERIFY_TOKEN\"", "CRM_HUBSPOT_CLIENT_SECRET\"", "CRM_SALESFORCE_CLIENT_SECRET\""} {
+	for _, v := range []string{"WHATSAPP_APP_SECRET\"", "WHATSAPP_VERIFY_TOKEN\"", "CRM_HUBSPOT_CLIENT_SECRET\"", "CRM_SALESFORCE_CLIENT_SECRET\"",
+		"AI_OPENAI_API_KEY\"", "AI_ANTHROPIC_API_KEY\"", "AI_GEMINI_API_KEY\""} {
 		if strings.Contains(string(raw), v) {
 			t.Errorf("the template sets %s", v)
 		}

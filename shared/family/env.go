@@ -98,6 +98,12 @@ type Env struct {
 	// on AWS (functions/platform). Nil elsewhere: the local process's crm family reads
 	// CRM_*_CLIENT_SECRET from its environment itself.
 	CRMClientSecrets map[string]string
+	// AIKeys are the managed AI family's provider keys (the platform's own API keys), by
+	// provider (shared/ai's OpenAI "openai", Anthropic "anthropic", Gemini "gemini"), where
+	// the platform read them: from SSM on AWS, in the ai Lambda (functions/platform). Nil
+	// elsewhere: the local process's ai family reads AI_*_API_KEY from its environment
+	// itself.
+	AIKeys map[string]string
 
 	runner   *jobs.QueueRunner // Jobs, to register its step handler on a queue mux
 	registry *jobs.Registry    // the job kinds Compose adds
@@ -151,6 +157,8 @@ type Deps struct {
 	SDKKey []byte
 	// CRMClientSecrets is Env.CRMClientSecrets (optional).
 	CRMClientSecrets map[string]string
+	// AIKeys is Env.AIKeys (optional).
+	AIKeys map[string]string
 }
 
 // EmailSettings configure the email families (sending domains, campaigns, provider
@@ -235,6 +243,7 @@ func NewEnv(d Deps) (*Env, error) {
 		SDKKey:              d.SDKKey,
 		// A copy: no field of Env changes after NewEnv.
 		CRMClientSecrets: maps.Clone(d.CRMClientSecrets),
+		AIKeys:           maps.Clone(d.AIKeys),
 		registry:         jobs.NewRegistry(),
 	}
 	if d.Queue != nil {
@@ -256,6 +265,11 @@ func NewEnv(d Deps) (*Env, error) {
 	for provider, secret := range d.CRMClientSecrets {
 		if secret == "" {
 			return nil, fmt.Errorf("family: the CRM client secret of %s is empty", provider)
+		}
+	}
+	for provider, key := range d.AIKeys {
+		if key == "" {
+			return nil, fmt.Errorf("family: the managed AI key of %s is empty", provider)
 		}
 	}
 	env.Tenancy = d.Tenancy(env)

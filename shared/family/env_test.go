@@ -73,3 +73,14 @@ func TestLongJobs(t *testing.T) {
 type recordingStarter struct{}
 
 func (recordingStarter) Start(context.Context, string, any) error { return nil }
+
+// The managed AI keys the platform hands over (from SSM on AWS) are the Env's own copy: no
+// field of Env changes after NewEnv.
+func TestEnvAIKeysAreACopy(t *testing.T) {
+	t.Parallel()
+	keys := map[string]string{"openai": "sk-managed"}
+	env := familytest.Env(t, family.Deps{AIKeys: keys})
+	keys["openai"] = "changed"
+	assert.Equal(t, map[string]string{"openai": "sk-managed"}, env.AIKeys)
+	assert.Nil(t, familytest.Env(t, family.Deps{}).AIKeys, "none handed over: nil")
+}

@@ -1,11 +1,13 @@
 // Package wiring composes the managed AI family with the process: the provider clients at
 // their configured base URLs, the managed keyring, routes and prices from the operator's
-// configuration (the environment; on AWS the keys come from SSM, never as variables), and
-// the sealer of the accounts' own keys.
+// configuration (the environment; on AWS the keys come from SSM, never as variables: the
+// platform reads them and hands them over in family.Env.AIKeys), and the sealer of the
+// accounts' own keys.
 package wiring
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 
@@ -19,7 +21,9 @@ import (
 )
 
 // The environment variables of the family's configuration. The API keys are secrets: the
-// local process reads them from its environment only (never flags, which show in ps).
+// local process reads them from its environment only (never flags, which show in ps); on
+// AWS they are never variables: the platform reads them from SSM
+// (AI_*_API_KEY_PARAMETER name the parameters) and hands them over in family.Env.AIKeys.
 const (
 	EnvOpenAIKey        = "AI_OPENAI_API_KEY"
 	EnvAnthropicKey     = "AI_ANTHROPIC_API_KEY"
@@ -75,11 +79,21 @@ func Service(env *family.Env, getenv func(string) string) (*ai.Service, error) {
 		return nil, fmt.Errorf("%s: %w", EnvGeminiBaseURL, err)
 	}
 	clients[aiapi.OpenAI], clients[aiapi.Anthropic], clients[aiapi.Gemini] = oa, an, ge
-	keys := map[string]string{
+	return ai.New(ai.Config{Store: env.Store, Sealer: env.Secrets, Now: env.Now, Log: env.Log, Clients: clients,
+		Keys: keysOf(env, getenv), Routes: routes, Prices: prices}), nil
+}
+
+// keysOf is the managed keyring in env's process: the keys the platform read for it
+// (env.AIKeys: from SSM on AWS, where a key is never a Lambda variable) when it handed some
+// over, else getenv's AI_*_API_KEY (the local process). A provider without a key has none
+// ("": reached only with an account's own key).
+func keysOf(env *family.Env, getenv func(string) string) map[string]string {
+	if env.AIKeys != nil {
+		return maps.Clone(env.AIKeys)
+	}
+	return map[string]string{
 		aiapi.OpenAI:    strings.TrimSpace(getenv(EnvOpenAIKey)),
 		aiapi.Anthropic: strings.TrimSpace(getenv(EnvAnthropicKey)),
 		aiapi.Gemini:    strings.TrimSpace(getenv(EnvGeminiKey)),
 	}
-	return ai.New(ai.Config{Store: env.Store, Sealer: env.Secrets, Now: env.Now, Log: env.Log, Clients: clients,
-		Keys: keys, Routes: routes, Prices: prices}), nil
 }
