@@ -77,34 +77,6 @@ func TestCRMClientSecretsUnsetCallNothing(t *testing.T) {
 	assert.Empty(t, fake.Calls("GetParameter"))
 }
 
-// Every way a parameter can be unusable fails the cold start with a message that names the
-// parameter and its variable, never the value.
-func TestCRMClientSecretsRefuseUnusableParameters(t *testing.T) {
-	t.Parallel()
-	fake := awsfake.ParameterStore(t, map[string]awsfake.Parameter{
-		"/blank": {Value: " \n "},
-		"/plain": {Type: "String", Value: "plain-s3cret"},
-	})
-	for _, tt := range []struct {
-		name, param string
-		wants       []string
-	}{
-		{"blank", "/blank", []string{"blank"}},
-		{"not a SecureString", "/plain", []string{"String parameter", "SecureString"}},
-		{"missing", "/botplatform/prod/none", []string{"does not exist", "aws ssm put-parameter --type SecureString --name /botplatform/prod/none"}},
-	} {
-		a, logs := awsAt(fake, AWSConfig{CRMClientSecretParameters: map[string]string{crmapi.Salesforce: tt.param}})
-		got, err := a.CRMClientSecrets(context.Background())
-		require.Error(t, err, tt.name)
-		assert.Nil(t, got, tt.name)
-		for _, w := range append(tt.wants, `"`+tt.param+`"`, EnvCRMSalesforceClientSecretParameter) {
-			assert.Contains(t, err.Error(), w, tt.name)
-		}
-		assert.NotContains(t, err.Error(), "plain-s3cret", tt.name)
-		assert.NotContains(t, logs.String(), "plain-s3cret", tt.name)
-	}
-}
-
 // A secret in the process environment beside its parameter's name is refused before any
 // call: on AWS a secret is never a Lambda variable.
 func TestCRMClientSecretsRefuseTheSecretAsAVariable(t *testing.T) {
