@@ -74,20 +74,15 @@ func (s *Service) DeleteKey(ctx context.Context, account, provider string) error
 
 // Keys lists the account's own keys.
 func (s *Service) Keys(ctx context.Context, account string) ([]KeyInfo, error) {
+	own, err := s.ownKeys(ctx, account)
+	if err != nil {
+		return nil, err
+	}
 	out := []KeyInfo{}
 	for _, p := range aiapi.Providers {
-		it, err := s.store.Get(ctx, byokKey(account, p))
-		if errors.Is(err, store.ErrNotFound) {
-			continue
+		if k, ok := own[p]; ok {
+			out = append(out, KeyInfo{Provider: p, Fingerprint: k.Fingerprint, SetAt: k.SetAt})
 		}
-		if err != nil {
-			return nil, err
-		}
-		k, err := store.Decode[sealedKey](it)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, KeyInfo{Provider: p, Fingerprint: k.Fingerprint, SetAt: k.SetAt})
 	}
 	return out, nil
 }

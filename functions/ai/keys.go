@@ -29,8 +29,10 @@ func usageKey(account, day, profile, provider, billing, metric string) store.Key
 	return store.Key{PK: aiPK(account), SK: usagePrefix + day + "#" + profile + "#" + provider + "#" + billing + "#" + metric}
 }
 
+const byokPrefix = "BYOK#"
+
 func byokKey(account, provider string) store.Key {
-	return store.Key{PK: aiPK(account), SK: "BYOK#" + provider}
+	return store.Key{PK: aiPK(account), SK: byokPrefix + provider}
 }
 
 // byokAAD binds a sealed key to its account and provider: copied elsewhere, it does not open.

@@ -93,7 +93,7 @@ func (r *ResponseRequest) Validate() error {
 		p.Add("input", "has %d messages; at most %d", len(r.Input), MaxInputMessages)
 	default:
 		for i, m := range r.Input {
-			at := "input[" + itoa(i) + "]"
+			at := "input[" + strconv.Itoa(i) + "]"
 			if m.Role != aiapi.RoleUser && m.Role != aiapi.RoleAssistant {
 				p.Add(at+".role", "must be user or assistant (the system prompt is instructions)")
 			}
@@ -123,8 +123,6 @@ func (r *ResponseRequest) Validate() error {
 	}
 	return p.Err()
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }
 
 // hash is the request's identity for its Idempotency-Key: its normalized form.
 func (r *ResponseRequest) hash() string {
@@ -197,6 +195,7 @@ type claim struct {
 	key     store.Key
 	rev     int64
 	created time.Time
+	hash    string // the request's
 }
 
 // Respond answers a generation request under its Idempotency-Key: the stored answer of the
@@ -228,7 +227,7 @@ func (s *Service) Respond(ctx context.Context, account, key string, req Response
 		return Response{}, false, err
 	}
 	resp.ID, resp.Object, resp.CreatedAt, resp.Profile = ids.New("air"), "ai.response", s.now().UTC().Truncate(time.Millisecond), req.Profile
-	if err := s.complete(context.WithoutCancel(ctx), account, c, req, resp); err != nil {
+	if err := s.complete(context.WithoutCancel(ctx), account, c, resp); err != nil {
 		return Response{}, false, err
 	}
 	return resp, false, nil
@@ -262,7 +261,7 @@ func (s *Service) claim(ctx context.Context, account, key, hash string) (claim, 
 		it.ExpiresAt = store.SecondsPrecision(now.Add(IdempotencyTTL))
 		err = s.store.Put(ctx, it, store.MustNotExist)
 		if err == nil {
-			return claim{key: k, rev: 1, created: now}, nil, nil
+			return claim{key: k, rev: 1, created: now, hash: hash}, nil, nil
 		}
 		if !errors.Is(err, store.ErrConditionFailed) {
 			return claim{}, nil, err
@@ -301,7 +300,7 @@ func (s *Service) claim(ctx context.Context, account, key, hash string) (claim, 
 			}
 			return claim{}, nil, err
 		}
-		return claim{key: k, rev: cur.Revision + 1, created: old.CreatedAt}, nil, nil
+		return claim{key: k, rev: cur.Revision + 1, created: old.CreatedAt, hash: hash}, nil, nil
 	}
 	return claim{}, nil, httpapi.E(httpapi.KindConflict, "idempotency_in_flight", "a request with this Idempotency-Key is still running; retry once it has answered")
 }
@@ -316,8 +315,8 @@ func (s *Service) release(ctx context.Context, c claim) {
 // complete keeps the answer under the key and meters it, in one transaction. When the key
 // was taken over meanwhile (this request outlived its lease), the usage is metered alone:
 // the provider answered, so the account used it.
-func (s *Service) complete(ctx context.Context, account string, c claim, req ResponseRequest, resp Response) error {
-	rec := idemRecord{State: idemDone, RequestHash: req.hash(), CreatedAt: c.created, Response: &resp}
+func (s *Service) complete(ctx context.Context, account string, c claim, resp Response) error {
+	rec := idemRecord{State: idemDone, RequestHash: c.hash, CreatedAt: c.created, Response: &resp}
 	it, err := item(c.key, c.rev+1, rec)
 	if err != nil {
 		return err

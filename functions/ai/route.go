@@ -26,14 +26,21 @@ type call struct {
 //     managed AI, so its failure is the answer;
 //   - auto otherwise: the profile's route, each provider the platform has a key of, in order.
 func (s *Service) plan(ctx context.Context, account string, req ResponseRequest) ([]call, string, error) {
-	if req.Provider != ProviderAuto {
-		t := Target{Provider: req.Provider, Model: s.modelOf(req.Profile, req.Provider)}
-		own, err := s.byok(ctx, account, req.Provider)
+	own, err := s.ownKeys(ctx, account)
+	if err != nil {
+		return nil, "", err
+	}
+	byok := func(t Target) ([]call, string, error) {
+		key, err := s.open(ctx, account, t.Provider, own[t.Provider])
 		if err != nil {
 			return nil, "", err
 		}
-		if own != "" {
-			return []call{{t, own}}, BillingBYOK, nil
+		return []call{{t, key}}, BillingBYOK, nil
+	}
+	if req.Provider != ProviderAuto {
+		t := Target{Provider: req.Provider, Model: s.modelOf(req.Profile, req.Provider)}
+		if _, ok := own[req.Provider]; ok {
+			return byok(t)
 		}
 		if s.keys[req.Provider] == "" || s.clients[req.Provider] == nil || t.Model == "" {
 			return nil, "", httpapi.Errorf(httpapi.KindUnavailable, "provider_not_configured",
@@ -43,12 +50,8 @@ func (s *Service) plan(ctx context.Context, account string, req ResponseRequest)
 	}
 	route := s.routes[req.Profile]
 	for _, t := range route {
-		own, err := s.byok(ctx, account, t.Provider)
-		if err != nil {
-			return nil, "", err
-		}
-		if own != "" && s.clients[t.Provider] != nil {
-			return []call{{t, own}}, BillingBYOK, nil
+		if _, ok := own[t.Provider]; ok && s.clients[t.Provider] != nil {
+			return byok(t)
 		}
 	}
 	var calls []call

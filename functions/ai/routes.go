@@ -2,6 +2,7 @@ package ai
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -85,7 +86,7 @@ func (e *events) send(name string, v any) error {
 	if _, err := fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", name, b); err != nil {
 		return err
 	}
-	if err := e.rc.Flush(); err != nil && err != http.ErrNotSupported {
+	if err := e.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}
 	return nil

@@ -10,8 +10,8 @@ package ai
 
 import (
 	"context"
-	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	aiapi "github.com/botplatform/api/shared/ai"
@@ -69,19 +69,32 @@ func New(c Config) *Service {
 	return s
 }
 
-// byok reads the account's own key of provider; "" when it has none.
-func (s *Service) byok(ctx context.Context, account, provider string) (string, error) {
-	it, err := s.store.Get(ctx, byokKey(account, provider))
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return "", nil
+// ownKeys reads which providers the account has its own key of, sealed, in one query of
+// its partition: a request reads it once, whatever its route.
+func (s *Service) ownKeys(ctx context.Context, account string) (map[string]sealedKey, error) {
+	out := map[string]sealedKey{}
+	q := store.Query{PK: aiPK(account), Prefix: byokPrefix}
+	for {
+		page, err := s.store.Query(ctx, q)
+		if err != nil {
+			return nil, err
 		}
-		return "", err
+		for _, it := range page.Items {
+			k, err := store.Decode[sealedKey](it)
+			if err != nil {
+				return nil, err
+			}
+			out[strings.TrimPrefix(it.SK, byokPrefix)] = k
+		}
+		if page.Next == "" {
+			return out, nil
+		}
+		q.Cursor = page.Next
 	}
-	k, err := store.Decode[sealedKey](it)
-	if err != nil {
-		return "", err
-	}
+}
+
+// open opens the account's sealed key of provider.
+func (s *Service) open(ctx context.Context, account, provider string, k sealedKey) (string, error) {
 	if s.sealer == nil {
 		return "", errNoSealer
 	}

@@ -1,6 +1,6 @@
 // Package aifake is what the fake AI providers (tests/fakes/ai/openai, anthropic, gemini)
-// share besides their wire formats: the test-side controls (keys, queued failures, holding
-// answers, counters, the bill) and the deterministic "model" whose answers and token counts a
+// share besides their wire formats: the server's lifecycle, the test-side controls (keys,
+// queued failures, holding answers, counters, the bill) and the deterministic "model" whose answers and token counts a
 // test can predict. It holds no provider's wire format: each fake speaks its own.
 package aifake
 
@@ -10,9 +10,11 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/botplatform/api/tests/fakes/fakehttp"
 )
@@ -30,6 +32,7 @@ type Usage struct {
 // Controls are a fake's test-side controls. Every fake embeds them, so their methods are the
 // fake's. They are safe for concurrent use.
 type Controls struct {
+	srv   *httptest.Server
 	fails fakehttp.Queue[int]
 
 	mu       sync.Mutex
@@ -38,6 +41,21 @@ type Controls struct {
 	billed   Usage
 	hold     chan struct{} // nil when answers flow
 }
+
+// Serve starts h on 127.0.0.1, closed when the test ends (held answers released first).
+func (c *Controls) Serve(t testing.TB, h http.Handler) {
+	c.srv = fakehttp.Start(t, h)
+	t.Cleanup(c.Release)
+}
+
+// Listen starts h outside a test (make demo); the returned func stops it.
+func (c *Controls) Listen(h http.Handler) (close func()) {
+	c.srv = fakehttp.Listen(h)
+	return func() { c.Release(); c.srv.Close() }
+}
+
+// URL is the API's base URL: what the provider's https host is.
+func (c *Controls) URL() string { return c.srv.URL }
 
 // AddKey registers an API key the fake accepts; any other is refused with 401 (or what the
 // provider answers a wrong key with).

@@ -16,7 +16,6 @@ package gemini
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -32,7 +31,6 @@ var Models = []string{"gemini-2.0-flash", "gemini-2.0-flash-lite", "gemini-2.5-f
 // use.
 type Server struct {
 	aifake.Controls
-	srv  *httptest.Server
 	uris fakehttp.Log[string]
 }
 
@@ -40,20 +38,15 @@ type Server struct {
 func New(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{}
-	s.srv = fakehttp.Start(t, s.handler())
-	t.Cleanup(s.Release)
+	s.Serve(t, s.handler())
 	return s
 }
 
 // Listen starts the fake outside a test (make demo); close stops it.
 func Listen() (s *Server, close func()) {
 	s = &Server{}
-	s.srv = fakehttp.Listen(s.handler())
-	return s, func() { s.Release(); s.srv.Close() }
+	return s, s.Controls.Listen(s.handler())
 }
-
-// URL is the API's base URL (what https://generativelanguage.googleapis.com is).
-func (s *Server) URL() string { return s.srv.URL }
 
 // RequestURIs returns the request URI (path and query) of every request, in order.
 func (s *Server) RequestURIs() []string { return s.uris.All() }

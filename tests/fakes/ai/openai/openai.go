@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -36,7 +35,6 @@ var Models = map[string]string{
 // use.
 type Server struct {
 	aifake.Controls
-	srv *httptest.Server
 	ids atomic.Int64
 }
 
@@ -44,20 +42,15 @@ type Server struct {
 func New(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{}
-	s.srv = fakehttp.Start(t, s.handler())
-	t.Cleanup(s.Release)
+	s.Serve(t, s.handler())
 	return s
 }
 
 // Listen starts the fake outside a test (make demo); close stops it.
 func Listen() (s *Server, close func()) {
 	s = &Server{}
-	s.srv = fakehttp.Listen(s.handler())
-	return s, func() { s.Release(); s.srv.Close() }
+	return s, s.Controls.Listen(s.handler())
 }
-
-// URL is the API's base URL (what https://api.openai.com is).
-func (s *Server) URL() string { return s.srv.URL }
 
 func (s *Server) handler() http.Handler {
 	mux := http.NewServeMux()
