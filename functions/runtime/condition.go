@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 )
@@ -13,10 +14,17 @@ import (
 // is_not_set. details records each test with its bot-authored operands and its result,
 // never the subscriber's value.
 func (d *driver) evaluate(ctx context.Context, s Step) (bool, []map[string]any, error) {
+	return evaluateWith(s, func(c Condition) (bool, error) { return d.test(ctx, c) })
+}
+
+// evaluateWith combines a condition step's tests, each run by test, by the step's match (all
+// or any), and details them as the trace records them. The runtime tests against the
+// subscriber; a simulation against a sample subscriber or recorded results (Simulate).
+func evaluateWith(s Step, test func(Condition) (bool, error)) (bool, []map[string]any, error) {
 	details := make([]map[string]any, 0, len(s.Conditions))
 	all, some := true, false
 	for _, c := range s.Conditions {
-		ok, err := d.test(ctx, c)
+		ok, err := test(c)
 		if err != nil {
 			return false, nil, err
 		}
@@ -54,54 +62,62 @@ func (d *driver) test(ctx context.Context, c Condition) (bool, error) {
 				d.labels[id] = true
 			}
 		}
-		if !d.labels[c.LabelID] {
-			return false, nil
-		}
-		has := false
-		for _, l := range d.sub.Labels {
-			has = has || l == c.LabelID
-		}
-		return has == (c.Op == "has"), nil
+		return testLabel(c, d.labels[c.LabelID], d.sub.Labels), nil
 	}
 	f, ok, err := d.field(ctx, c.FieldID)
 	if err != nil || !ok {
 		return false, err
 	}
-	v, set := d.sub.Fields[f.Name]
+	return testField(c, f, d.sub.Fields), nil
+}
+
+// testLabel is a label test: known says whether the bot still has the label (a test on a
+// label it no longer has is false, whatever its operator).
+func testLabel(c Condition, known bool, labels []string) bool {
+	if !known {
+		return false
+	}
+	return slices.Contains(labels, c.LabelID) == (c.Op == "has")
+}
+
+// testField is a test on the field f of a subscriber whose values are fields (keyed by field
+// name): a field without a value fails every test but ne and is_not_set.
+func testField(c Condition, f Field, fields map[string]any) bool {
+	v, set := fields[f.Name]
 	set = set && v != nil
 	switch c.Op {
 	case "is_set":
-		return set, nil
+		return set
 	case "is_not_set":
-		return !set, nil
+		return !set
 	}
 	if !set {
-		return c.Op == "ne", nil
+		return c.Op == "ne"
 	}
 	var want any
 	if err := json.Unmarshal(c.Value, &want); err != nil {
-		return false, nil
+		return false
 	}
 	cmp, comparable := compare(f.Type, v, want)
 	switch c.Op {
 	case "eq":
-		return comparable && cmp == 0, nil
+		return comparable && cmp == 0
 	case "ne":
-		return !comparable || cmp != 0, nil
+		return !comparable || cmp != 0
 	case "gt":
-		return comparable && ordered(f.Type) && cmp > 0, nil
+		return comparable && ordered(f.Type) && cmp > 0
 	case "gte":
-		return comparable && ordered(f.Type) && cmp >= 0, nil
+		return comparable && ordered(f.Type) && cmp >= 0
 	case "lt":
-		return comparable && ordered(f.Type) && cmp < 0, nil
+		return comparable && ordered(f.Type) && cmp < 0
 	case "lte":
-		return comparable && ordered(f.Type) && cmp <= 0, nil
+		return comparable && ordered(f.Type) && cmp <= 0
 	case "contains":
 		have, ok1 := v.(string)
 		sub, ok2 := want.(string)
-		return f.Type == "string" && ok1 && ok2 && strings.Contains(strings.ToLower(have), strings.ToLower(sub)), nil
+		return f.Type == "string" && ok1 && ok2 && strings.Contains(strings.ToLower(have), strings.ToLower(sub))
 	}
-	return false, nil
+	return false
 }
 
 func ordered(t string) bool { return t == "number" || t == "datetime" }
