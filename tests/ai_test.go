@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -240,4 +243,52 @@ func TestAIOwnKeyAndAccess(t *testing.T) {
 	conforms(t, http.MethodPost, aiResponses, aiResponses, res)
 	res = e.s.get(fresh, aiUsage)
 	assert.Equal(t, http.StatusPaymentRequired, res.Status, "%s", res.Body)
+}
+
+// The operator reconciles the platform's ledger of managed usage with what the providers
+// billed: here the fakes' own bills, written as an invoice file.
+func TestAIReconcile(t *testing.T) {
+	t.Parallel()
+	e := startAI(t)
+	for i, text := range []string{"one two three", "four five", "six"} {
+		res := e.respond(t, "rec-"+string(rune('a'+i)), aiBody("fast", text))
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	}
+	billed := e.gemini.Billed()
+	require.Positive(t, billed.InputTokens)
+	day := time.Now().UTC().Format(time.DateOnly)
+	reconcile := func(invoice string) map[string]any {
+		t.Helper()
+		path := t.TempDir() + "/invoice.csv"
+		require.NoError(t, os.WriteFile(path, []byte(invoice), 0o600))
+		cmd := exec.Command(binary, "admin", "ai", "reconcile", "--from", day, "--to", day, "--invoice", path, "--data", e.s.dataDir)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		require.NoError(t, err, "%s %s", out, stderr.String())
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(out, &m), "%s", out)
+		return m
+	}
+	// gemini-2.0-flash's default price: 100 and 400 nano-USD a token.
+	cost := func(in, out int64) string {
+		return strconv.FormatFloat(float64(in*100+out*400)/1e9, 'f', 9, 64)
+	}
+	line := func(in, out int64) string {
+		return fmt.Sprintf("%s,gemini,gemini-2.0-flash,%d,%d,%s\n", day, in, out, cost(in, out))
+	}
+	head := "date,provider,model,input_tokens,output_tokens,cost_usd\n"
+	got := reconcile(head + line(billed.InputTokens, billed.OutputTokens))
+	assert.Equal(t, float64(0), got["differences"], "%v", got)
+	rows := got["rows"].([]any)
+	require.Len(t, rows, 1)
+	assert.Equal(t, "match", rows[0].(map[string]any)["status"])
+	assert.Equal(t, float64(3), rows[0].(map[string]any)["metered"].(map[string]any)["requests"])
+
+	// The provider billed a request the platform never metered.
+	got = reconcile(head + line(billed.InputTokens+7, billed.OutputTokens+2))
+	assert.Equal(t, float64(1), got["differences"])
+	row := got["rows"].([]any)[0].(map[string]any)
+	assert.Equal(t, "mismatch", row["status"])
+	assert.Equal(t, float64(7), row["input_tokens_delta"])
 }

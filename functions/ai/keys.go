@@ -15,7 +15,10 @@ import (
 //	                                                  a usage counter of one day (Count)
 //	                      BYOK#<provider>             the account's own API key, sealed
 //
-// The Idempotency-Key itself is never stored, only its hash.
+// The Idempotency-Key itself is never stored, only its hash. The platform's ledger of managed
+// usage, across accounts, is outside every account (reconcile.go):
+//
+//	AIPLATFORM#LEDGER#<day>#<shard>  <provider>#<model>#<metric>  a counter (Count)
 
 func aiPK(account string) string { return "ACCOUNT#" + account + "#AI" }
 

@@ -41,15 +41,16 @@ func (s *Service) usageOf(t Target, billing string, u aiapi.Usage) Usage {
 	return out
 }
 
-// meterWrites add a response's usage to its day's counters.
+// meterWrites add a response's usage to its day's counters, and a managed one's to the
+// platform's ledger (reconcile.go).
 func (s *Service) meterWrites(account string, r Response) []store.Write {
 	day := r.CreatedAt.UTC().Format(time.DateOnly)
 	expires := store.SecondsPrecision(r.CreatedAt.Add(usageRetention))
 	add := func(metric string, n int64) store.Write {
 		return store.AddOp(usageKey(account, day, r.Profile, r.Provider, r.Billing, metric), n, expires)
 	}
-	return []store.Write{add(metricRequests, 1), add(metricInput, r.Usage.InputTokens), add(metricOutput, r.Usage.OutputTokens),
-		add(metricCost, r.Usage.Cost.Nanos)}
+	return append([]store.Write{add(metricRequests, 1), add(metricInput, r.Usage.InputTokens), add(metricOutput, r.Usage.OutputTokens),
+		add(metricCost, r.Usage.Cost.Nanos)}, ledgerWrites(r)...)
 }
 
 // UsageRow is one day's usage of one profile at one provider, by billing.

@@ -6,7 +6,9 @@ import (
 	"flag"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/botplatform/api/functions/ai"
 	aiwiring "github.com/botplatform/api/functions/ai/wiring"
 )
 
@@ -17,6 +19,48 @@ func init() {
 	adminCommands["ai set-key"] = aiSetKey
 	adminCommands["ai delete-key"] = aiDeleteKey
 	adminCommands["ai keys"] = aiKeys
+	adminCommands["ai reconcile"] = aiReconcile
+}
+
+// aiReconcile compares the platform's ledger of managed usage with the providers' invoice
+// lines (docs/ai.md, "Reconciliation"); without --invoice it prints the ledger alone. The
+// answer's differences counts the rows that do not match, for a scheduled check to alert on.
+func aiReconcile(fs *flag.FlagSet) func(context.Context, *app) (any, error) {
+	from := fs.String("from", "", "first day, YYYY-MM-DD (UTC)")
+	to := fs.String("to", "", "last day, YYYY-MM-DD (UTC), inclusive")
+	invoice := fs.String("invoice", "", "CSV file: date,provider,model,input_tokens,output_tokens,cost_usd")
+	return func(ctx context.Context, a *app) (any, error) {
+		first, err1 := time.Parse(time.DateOnly, *from)
+		last, err2 := time.Parse(time.DateOnly, *to)
+		if err1 != nil || err2 != nil {
+			return nil, usageError("--from and --to are required days, YYYY-MM-DD")
+		}
+		svc, err := aiwiring.Service(a.Env, os.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		if *invoice == "" {
+			rows, err := svc.Ledger(ctx, first, last)
+			if err != nil {
+				return nil, usageError(err.Error())
+			}
+			return map[string]any{"from": *from, "to": *to, "ledger": rows}, nil
+		}
+		f, err := os.Open(*invoice)
+		if err != nil {
+			return nil, usageError(err.Error())
+		}
+		defer f.Close()
+		lines, err := ai.ReadInvoice(f)
+		if err != nil {
+			return nil, usageError(err.Error())
+		}
+		rec, err := svc.Reconcile(ctx, first, last, lines)
+		if err != nil {
+			return nil, usageError(err.Error())
+		}
+		return rec, nil
+	}
 }
 
 func aiSetKey(fs *flag.FlagSet) func(context.Context, *app) (any, error) {
