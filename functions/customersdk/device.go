@@ -19,6 +19,7 @@ import (
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/pushendpoint"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/text"
 )
@@ -497,9 +498,9 @@ func (s *Service) loadPush(ctx context.Context, bot, id string) (pushRecord, err
 	return pr, err
 }
 
-// MaxEndpointLength bounds a web push endpoint URL (the push services' are a few hundred
-// characters).
-const MaxEndpointLength = 1024
+// MaxEndpointLength bounds a web push endpoint URL: the bound browser push sends under
+// too (shared/pushendpoint).
+const MaxEndpointLength = pushendpoint.MaxLength
 
 // checkEndpoint refuses an endpoint that is not an https URL of printable ASCII, bounded:
 // what is stored is then exactly what the browser gave (JSON decoding replaces invalid

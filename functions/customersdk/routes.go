@@ -13,12 +13,12 @@ type Handlers struct{ svc *Service }
 
 // Routes registers the token API's customer SDK routes (spec 4.5): reads need
 // customer_sdk:read and the Analytics right, writes customer_sdk:write and the Reactions
-// right.
+// right; both need the customer_sdk plan feature (402 feature_not_in_plan without it).
 func Routes(mux *httpapi.Mux, svc *Service) {
 	h := &Handlers{svc: svc}
 	const base = "/api/bots/{botID}/customer-sdk"
-	read := httpapi.Need("customer_sdk:read", auth.RightAnalytics)
-	write := httpapi.Need("customer_sdk:write", auth.RightReactions)
+	read := httpapi.Need("customer_sdk:read", auth.RightAnalytics).InPlan(auth.FeatureCustomerSDK)
+	write := httpapi.Need("customer_sdk:write", auth.RightReactions).InPlan(auth.FeatureCustomerSDK)
 	mux.Handle("GET "+base, read, h.get)
 	mux.Handle("PATCH "+base, write, h.update)
 	mux.Handle("POST "+base+"/enable", write, h.enable)

@@ -155,6 +155,16 @@ func (s *Service) ProjectByKey(ctx context.Context, key string) (Project, error)
 	return p, err
 }
 
+// BotOfProjectKey returns the bot a project key names, checked by its signature only (no
+// read): 401 invalid_project_key for a forged, malformed or foreign key. Whether the project
+// still exists is ProjectByKey's to say.
+func (s *Service) BotOfProjectKey(key string) (string, error) {
+	if bot := s.botOfKey(key); bot != "" {
+		return bot, nil
+	}
+	return "", errProjectKey()
+}
+
 func errProjectKey() error {
 	return httpapi.E(httpapi.KindUnauthenticated, "invalid_project_key", "the project key is not a project's of this deployment")
 }

@@ -2,6 +2,7 @@ package customersdk
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/pushendpoint"
 	"github.com/botplatform/api/shared/secrets/keyfile"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
@@ -213,7 +215,10 @@ func TestWebPushLifecycle(t *testing.T) {
 		_, err := f.svc.PutWebPush(t.Context(), inst, bad, p256dh, authKey, "granted")
 		assert.Equal(t, httpapi.KindInvalid, httpapi.KindOf(err), bad)
 	}
-	_, err := f.svc.PutWebPush(t.Context(), inst, endpoint, "AAAA", authKey, "granted")
+	// Exactly the bound browser push sends under is accepted (shared/pushendpoint).
+	_, err := f.svc.PutWebPush(t.Context(), inst, "https://push.example/"+strings.Repeat("a", pushendpoint.MaxLength-len("https://push.example/")), p256dh, authKey, "denied")
+	require.NoError(t, err)
+	_, err = f.svc.PutWebPush(t.Context(), inst, endpoint, "AAAA", authKey, "granted")
 	assert.Equal(t, httpapi.KindInvalid, httpapi.KindOf(err))
 	sub, err := f.svc.PutWebPush(t.Context(), inst, endpoint, p256dh, authKey, "granted")
 	require.NoError(t, err)

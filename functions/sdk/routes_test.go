@@ -31,9 +31,20 @@ type server struct {
 	*httpapitest.Server
 	key, secret, bot string
 	events           *eventlogtest.Memory
+	svc              *customersdk.Service
+	clock            *httpapitest.Clock
 }
 
 func newServer(t *testing.T, perInstallation int64) *server {
+	t.Helper()
+	return newServerWith(t, func(c *sdk.Config) {
+		c.InstallationLimit = ratelimit.Limit{Name: "test device calls", Max: perInstallation, Window: time.Minute}
+	})
+}
+
+// newServerWith is a server whose sdk.Config set changes (limits) before the routes are
+// registered.
+func newServerWith(t *testing.T, set func(*sdk.Config)) *server {
 	t.Helper()
 	clock := httpapitest.NewClock(t0, 0)
 	hs := httpapitest.New(t, httpapitest.Config{Now: clock.Now})
@@ -41,13 +52,20 @@ func newServer(t *testing.T, perInstallation int64) *server {
 	require.NoError(t, err)
 	svc := customersdk.NewService(customersdk.Config{Store: hs.Store, Sealer: sealer, Key: []byte("sdk-key-sdk-key-sdk-key-sdk-key-!"), Now: clock.Now})
 	bot := ids.At("bot", t0)
-	p, secret, _, err := svc.Enable(t.Context(), bot, customersdk.Settings{WebOrigins: &[]string{shop}})
+	p, secret, _, err := svc.Enable(t.Context(), bot, customersdk.Settings{WebOrigins: &[]string{shop},
+		IOSBundleIDs: &[]string{iosApp}, AndroidPackages: &[]string{androidApp}})
 	require.NoError(t, err)
 	ev := eventlogtest.NewMemory()
-	sdk.Routes(hs.Mux, sdk.Config{Devices: sdkwiring.Devices{SDK: svc}, Events: ev, Limiter: ratelimit.New(hs.Store, clock.Now), Now: clock.Now,
-		InstallationLimit: ratelimit.Limit{Name: "test device calls", Max: perInstallation, Window: time.Minute}})
-	return &server{Server: hs, key: p.ProjectKey, secret: secret, bot: bot, events: ev}
+	cfg := sdk.Config{Devices: sdkwiring.Devices{SDK: svc}, Events: ev, Limiter: ratelimit.New(hs.Store, clock.Now), Now: clock.Now}
+	set(&cfg)
+	sdk.Routes(hs.Mux, cfg)
+	return &server{Server: hs, key: p.ProjectKey, secret: secret, bot: bot, events: ev, svc: svc, clock: clock}
 }
+
+const (
+	iosApp     = "com.shop.app"
+	androidApp = "com.shop.android"
+)
 
 func (s *server) register(t *testing.T) (string, string) {
 	t.Helper()

@@ -10,7 +10,9 @@ import (
 	"context"
 	_ "embed"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +52,10 @@ type Registration struct {
 // Devices is the customer SDK's device side (functions/customersdk through the wiring).
 // The views returned are serialized as they are.
 type Devices interface {
+	// ProjectOf returns the bot whose project key this is, checked offline by its signature
+	// (401 invalid_project_key when it is not one of this deployment's), so that a
+	// registration is counted against its project before anything is read or written.
+	ProjectOf(projectKey string) (bot string, err error)
 	Register(ctx context.Context, in Registration) (view any, token string, err error)
 	Authenticate(ctx context.Context, token string) (Device, error)
 	Identify(ctx context.Context, d Device, userID, userHash string, epoch int) (any, error)
@@ -63,17 +69,23 @@ type PushKeys interface {
 	PublicKey(ctx context.Context, bot string) (key string, enabled bool, err error)
 }
 
-// Limits of the device surface: per installation (a device in a loop) and per project (a
-// whole site or app, registrations included), both shared by every process via the store.
+// Limits of the device surface: per installation (a device in a loop), per project (a
+// whole site or app, registrations included) and, for registrations, per client address
+// within a project (a script minting installations from one machine), all shared by every
+// process via the store. A device registers once and keeps its token, so real registrations
+// from one address are rare; the per-address limit still leaves room for many devices
+// behind one carrier-grade NAT address.
 var (
-	InstallationLimit = ratelimit.Limit{Name: "sdk device calls", Max: 120, Window: time.Minute}
-	ProjectLimit      = ratelimit.Limit{Name: "sdk project calls", Max: 6000, Window: time.Minute}
+	InstallationLimit        = ratelimit.Limit{Name: "sdk device calls", Max: 120, Window: time.Minute}
+	ProjectLimit             = ratelimit.Limit{Name: "sdk project calls", Max: 6000, Window: time.Minute}
+	RegistrationAddressLimit = ratelimit.Limit{Name: "sdk registrations per address", Max: 300, Window: time.Minute}
 )
 
 // Handlers serves the device surface.
 type Handlers struct {
 	perInst ratelimit.Limit
 	perProj ratelimit.Limit
+	perAddr ratelimit.Limit
 	devices Devices
 	push    PushKeys
 	events  eventlog.Log
@@ -91,8 +103,9 @@ type Config struct {
 	Limiter *ratelimit.Limiter
 	Now     func() time.Time
 	Log     *slog.Logger
-	// InstallationLimit and ProjectLimit override the package's limits (zero: the default).
-	InstallationLimit, ProjectLimit ratelimit.Limit
+	// InstallationLimit, ProjectLimit and RegistrationAddressLimit override the package's
+	// limits (zero: the default).
+	InstallationLimit, ProjectLimit, RegistrationAddressLimit ratelimit.Limit
 }
 
 // Routes registers the device surface. Every route is public to the kernel (no PAT or bot
@@ -107,7 +120,10 @@ func Routes(mux *httpapi.Mux, c Config) {
 	if c.ProjectLimit.Max == 0 {
 		c.ProjectLimit = ProjectLimit
 	}
-	h := &Handlers{perInst: c.InstallationLimit, perProj: c.ProjectLimit, devices: c.Devices, push: c.Push, events: c.Events, limiter: c.Limiter, now: c.Now, log: c.Log}
+	if c.RegistrationAddressLimit.Max == 0 {
+		c.RegistrationAddressLimit = RegistrationAddressLimit
+	}
+	h := &Handlers{perInst: c.InstallationLimit, perProj: c.ProjectLimit, perAddr: c.RegistrationAddressLimit, devices: c.Devices, push: c.Push, events: c.Events, limiter: c.Limiter, now: c.Now, log: c.Log}
 	pub := httpapi.Public()
 	mux.Handle("GET /sdk/openapi.yaml", pub, h.openapi)
 	mux.Handle("GET /sdk/v1/sdk.js", pub, h.static(script))
@@ -195,6 +211,21 @@ func (h *Handlers) register(w http.ResponseWriter, r *http.Request) error {
 	if err := httpapi.Decode(w, r, &req); err != nil {
 		return err
 	}
+	// Counted before anything is read or written: the client's address within the project
+	// first (one machine in a loop is stopped before it spends the project's budget), then
+	// the project's budget, which its devices' other calls share.
+	bot, err := h.devices.ProjectOf(req.ProjectKey)
+	if err != nil {
+		return err
+	}
+	if addr := clientAddress(r); addr != "" {
+		if err := h.limiter.Allow(r.Context(), h.perAddr, bot+"#"+addr); err != nil {
+			return err
+		}
+	}
+	if err := h.limiter.Allow(r.Context(), h.perProj, bot); err != nil {
+		return err
+	}
 	view, tok, err := h.devices.Register(r.Context(), Registration{ProjectKey: req.ProjectKey, Platform: req.Platform, AppID: req.AppID,
 		Origin: r.Header.Get("Origin"), SDKVersion: req.SDKVersion, Locale: req.Locale, Timezone: req.Timezone, UserAgent: r.UserAgent()})
 	if err != nil {
@@ -205,6 +236,27 @@ func (h *Handlers) register(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	return httpapi.WriteJSON(w, http.StatusCreated, registered{View: view, Token: tok})
+}
+
+// clientAddress is the address the request came from as the kernel gives it: the peer of
+// the connection locally (RemoteAddr "ip:port"), API Gateway's source IP on AWS (the Lambda
+// adapter puts it in RemoteAddr, without a port). An IPv6 address is reduced to its /64,
+// which one subscriber line gets whole. "" when there is none.
+func clientAddress(r *http.Request) string {
+	host := r.RemoteAddr
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return ""
+	}
+	a = a.Unmap().WithZone("")
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.String()
 }
 
 // registered is the registration answer: the installation and its token, shown once.

@@ -16,10 +16,12 @@ import (
 	"github.com/SherClockHolmes/webpush-go"
 
 	"github.com/botplatform/api/shared/channel/httpclient"
+	"github.com/botplatform/api/shared/pushendpoint"
 )
 
-// MaxEndpointLen bounds an endpoint URL (push services' are about 200 characters).
-const MaxEndpointLen = 2048
+// MaxEndpointLen bounds an endpoint URL: the bound the customer SDK accepts endpoints
+// under (shared/pushendpoint), so that none it stored is refused here for its length.
+const MaxEndpointLen = pushendpoint.MaxLength
 
 // DefaultTTL is how long a push service keeps an undelivered test message.
 const DefaultTTL = 24 * time.Hour

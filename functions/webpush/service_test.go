@@ -12,6 +12,7 @@ import (
 	"github.com/botplatform/api/shared/channel/httpclient"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
+	"github.com/botplatform/api/shared/pushendpoint"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
@@ -275,6 +276,8 @@ func TestEndpointChecks(t *testing.T) {
 		{"ftp://push.example/x", false, false},
 		{"/relative", false, false},
 		{"https://push.example/" + strings.Repeat("a", MaxEndpointLen), false, false},
+		// Exactly the bound the customer SDK stores endpoints under: sent to.
+		{"https://push.example/" + strings.Repeat("a", pushendpoint.MaxLength-len("https://push.example/")), true, true},
 	} {
 		assert.Equal(t, c.prod, prod.CheckEndpoint(c.endpoint) == nil, "production: %s", c.endpoint)
 		assert.Equal(t, c.locl, local.CheckEndpoint(c.endpoint) == nil, "loopback allowed: %s", c.endpoint)

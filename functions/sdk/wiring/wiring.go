@@ -33,6 +33,11 @@ func Family() family.Family {
 // Devices implements sdk.Devices over the customer SDK service.
 type Devices struct{ SDK *customersdk.Service }
 
+// ProjectOf implements sdk.Devices.
+func (d Devices) ProjectOf(projectKey string) (string, error) {
+	return d.SDK.BotOfProjectKey(projectKey)
+}
+
 // Register implements sdk.Devices.
 func (d Devices) Register(ctx context.Context, in sdk.Registration) (any, string, error) {
 	p, err := d.SDK.ProjectByKey(ctx, in.ProjectKey)
