@@ -15,6 +15,7 @@ import (
 	"github.com/botplatform/api/functions/channels"
 	"github.com/botplatform/api/functions/collections"
 	contentwiring "github.com/botplatform/api/functions/content/wiring"
+	copilotwiring "github.com/botplatform/api/functions/copilot/wiring"
 	crmwiring "github.com/botplatform/api/functions/crm/wiring"
 	customersdkwiring "github.com/botplatform/api/functions/customersdk/wiring"
 	emailcampaignswiring "github.com/botplatform/api/functions/emailcampaigns/wiring"
@@ -22,12 +23,14 @@ import (
 	emaileventswiring "github.com/botplatform/api/functions/emailevents/wiring"
 	eventswiring "github.com/botplatform/api/functions/events/wiring"
 	experimentswiring "github.com/botplatform/api/functions/experiments/wiring"
+	flowintelwiring "github.com/botplatform/api/functions/flowintel/wiring"
 	funnelswiring "github.com/botplatform/api/functions/funnels/wiring"
 	"github.com/botplatform/api/functions/mcp"
 	"github.com/botplatform/api/functions/pats"
 	popupswiring "github.com/botplatform/api/functions/popups/wiring"
 	"github.com/botplatform/api/functions/public"
 	reactionswiring "github.com/botplatform/api/functions/reactions/wiring"
+	replaywiring "github.com/botplatform/api/functions/replay/wiring"
 	"github.com/botplatform/api/functions/requestlogs"
 	runtimewiring "github.com/botplatform/api/functions/runtime/wiring"
 	sdkwiring "github.com/botplatform/api/functions/sdk/wiring"
@@ -63,6 +66,7 @@ func All() []family.Family {
 		emaileventswiring.Family(),
 		eventswiring.Family(),
 		funnelswiring.Family(),
+		flowintelwiring.Family(),
 		segmentswiring.Family(),
 		experimentswiring.Family(),
 		broadcastswiring.Family(),
@@ -71,6 +75,8 @@ func All() []family.Family {
 		webpushwiring.Family(),
 		crmwiring.Family(),
 		aiwiring.Family(),
+		copilotwiring.Family(),
+		replaywiring.Family(),
 		mcp.Family(),
 	}
 }

@@ -82,6 +82,20 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 		"events": {"events", "events/wiring", "subscribers"},
 		// Managed AI calls the providers through their clients (shared/ai) only.
 		"ai": {"ai", "ai/wiring"},
+		// Flow intelligence reads reaction versions (reactions and the wiring that builds its
+		// service: subscribers for the vocabulary, channels for its readers) and the
+		// runtime's traces (runtime: Traces, FlowWrites).
+		"flowintel": {"flowintel", "flowintel/wiring", "reactions", "reactions/wiring", "subscribers", "channels", "runtime"},
+		// Replay reads the runtime's traces and simulates with its simulator (runtime), and
+		// reads reactions' versions and drafts (reactions, built by its wiring, which reads
+		// the bot's labels and fields: subscribers, channels).
+		"replay": {"replay", "replay/wiring", "runtime", "reactions", "reactions/wiring", "subscribers", "channels"},
+		// Copilot proposals: the reactions family's drafts, validation and updates (reactions
+		// and the wiring that builds its service: subscribers, channels), the runtime's
+		// simulator (runtime), the account's bots (bots) and managed AI in process (ai and
+		// the wiring that builds it from the same configuration).
+		"copilot": {"copilot", "copilot/wiring", "reactions", "reactions/wiring", "subscribers", "channels", "runtime",
+			"bots", "ai", "ai/wiring"},
 		// A funnel's cohort is saved as a segment (segments: its Save).
 		"funnels": {"funnels", "funnels/wiring", "segments"},
 		// A segment is stale once the funnel or experiment it was computed from changed
@@ -107,7 +121,8 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 		"mcp": {"mcp", "mcp/wiring", "bots/wiring", "channels", "reactions", "reactions/wiring",
 			"subscribers", "subscribers/wiring", "runtime",
 			"broadcasts", "broadcasts/wiring", "content", "segments", "segments/wiring", "funnels", "experiments",
-			"crm", "crm/wiring"},
+			"crm", "crm/wiring", "replay", "replay/wiring", "flowintel", "flowintel/wiring",
+			"copilot", "copilot/wiring", "bots", "ai", "ai/wiring"},
 		// Browser push reads and expires the customer SDK's web push subscriptions
 		// (customersdk and the wiring that builds its service) and sends published push
 		// documents (content: Published only).

@@ -195,6 +195,13 @@ func (s *Service) Import(ctx context.Context, bot string, mode ImportMode, b Bun
 		}
 		p.report.Applied = true
 		p.report.Conflicts = []ImportConflict{}
+		var created []string
+		for i := range b.Reactions {
+			if p.existing[i] == nil && p.report.Reactions[i].ReactionID != nil {
+				created = append(created, *p.report.Reactions[i].ReactionID)
+			}
+		}
+		s.indexCreated(ctx, bot, created)
 		return p.report, nil
 	}
 	return ImportReport{}, busy()

@@ -11,7 +11,7 @@ import (
 )
 
 // PurgeStep erases a deleted bot's reactions (job purge.Job): the bot's partition, and
-// before each reaction or tombstone in it, that reaction's versions.
+// before each reaction or tombstone in it, that reaction's versions and index entry.
 func PurgeStep(st store.Store) jobs.Step {
 	return purge.Step(st, func(_ context.Context, p purge.Payload) ([]purge.Part, error) {
 		return []purge.Part{{
@@ -21,7 +21,7 @@ func PurgeStep(st store.Store) jobs.Step {
 				if !ids.Valid("rct", id) {
 					return nil, nil // the registry, the publication counter
 				}
-				return []string{versionsPK(p.BotID, id)}, nil
+				return []string{versionsPK(p.BotID, id), indexPK(id)}, nil
 			},
 		}}, nil
 	})

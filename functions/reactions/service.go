@@ -194,7 +194,11 @@ func (s *Service) Create(ctx context.Context, bot string, c Content) (Reaction, 
 		if err != nil {
 			return Reaction{}, err
 		}
-		err = s.store.Transact(ctx, []store.Write{regWrite, store.PutOp(it, store.MustNotExist)})
+		idx, err := indexPut(bot, rec.ID)
+		if err != nil {
+			return Reaction{}, err
+		}
+		err = s.store.Transact(ctx, []store.Write{regWrite, store.PutOp(it, store.MustNotExist), idx})
 		if conditionAt(err, 0) {
 			continue
 		}
@@ -572,7 +576,8 @@ func (s *Service) Delete(ctx context.Context, bot, id string, expected *int64) e
 		}
 		// Until its versions are deleted, the tombstone is how they are found again (by
 		// the purge of a deleted bot, when deleteVersions fails halfway).
-		writes = append(writes, store.PutOp(store.Item{Key: goneKey(bot, id), Revision: 1}, store.Always))
+		writes = append(writes, store.PutOp(store.Item{Key: goneKey(bot, id), Revision: 1}, store.Always),
+			store.DeleteOp(indexKey(id), store.Always))
 		err = s.store.Transact(ctx, writes)
 		switch {
 		case conditionAt(err, 0):

@@ -20,6 +20,7 @@ import (
 //	BOT#<bot>#RCT          #PUBLISHED    the bot's publication counter (published.go)
 //	BOT#<bot>#RCT          #GONE#<rct_id> a deleted reaction whose versions are being deleted
 //	BOT#<bot>#RCT#<rct_id> V#<0000000n>  version n of a reaction (Version)
+//	RCTIDX#<rct_id>        BOT           the reaction's bot, found from its id alone (index.go)
 func reactionsPK(bot string) string { return "BOT#" + bot + "#RCT" }
 
 func reactionKey(bot, id string) store.Key { return store.Key{PK: reactionsPK(bot), SK: id} }

@@ -3,8 +3,11 @@ package runtime
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/botplatform/api/shared/eventlog"
+	"github.com/botplatform/api/shared/flowstats"
+	"github.com/botplatform/api/shared/store"
 )
 
 // The runtime feeds the bot's event log (docs/events.md) after each stored transition of a
@@ -70,4 +73,82 @@ func (r *Runtime) recordInbound(ctx context.Context, bot, sub, kind, cause strin
 	}
 	ev.Name = eventlog.MessageReceived
 	eventlog.Emit(ctx, r.events, r.log, "message_received:"+cause, ev)
+}
+
+// The runtime also keeps the flow counters of every reaction version (shared/flowstats,
+// docs/flowintel.md), in the transaction of each transition it stores. The rule, which
+// FlowWrites applies to a recorded trace in the same way:
+//
+//   - an entry of a step counts that step entered, and completed or errors (the entry's
+//     error: the step failed the run); it also counts the run's previous step (LastStep)
+//     continued, with the time from entering that step to entering this one;
+//   - the entry a button press writes for a run waiting at a buttons step (outcome
+//     "resumed") is not a second visit: it counts the buttons step continued, with the time
+//     from entering it to the press, and the step the press leads to then counts as a visit
+//     with no previous step;
+//   - a run that ends normally right after a step (end_step, last_step, goto_reaction,
+//     goto_unpublished) counts that step continued, with the time to the run's end (EndedAt,
+//     whole seconds);
+//   - nothing else counts: a run that waits, is abandoned at a buttons step (reply,
+//     button_payload, superseded, buttons_expired) or fails without an entry leaves its last
+//     step completed and not continued (the overlay's dropped).
+
+// flowTracker applies the rule to one run's transitions in order.
+type flowTracker struct {
+	bot, reaction string
+	version       int64
+	last          string
+	lastAt        time.Time
+}
+
+func (f *flowTracker) mark(step string, at time.Time) flowstats.Mark {
+	return flowstats.Mark{Bot: f.bot, Reaction: f.reaction, Version: f.version, StepID: step, At: at}
+}
+
+// entry counts the written entry e.
+func (f *flowTracker) entry(e *Entry) []store.Write {
+	if resumed, _ := e.Outcome["resumed"].(bool); resumed {
+		var out []store.Write
+		if f.last != "" {
+			out = flowstats.ContinueWrites(f.mark(f.last, f.lastAt), e.At)
+		}
+		f.last, f.lastAt = "", time.Time{}
+		return out
+	}
+	var prev *flowstats.Mark
+	if f.last != "" {
+		p := f.mark(f.last, f.lastAt)
+		prev = &p
+	}
+	f.last, f.lastAt = e.StepID, e.At
+	return flowstats.EntryWrites(f.mark(e.StepID, e.At), e.Error != nil, prev)
+}
+
+// end counts the run's state after its entries: a normal end continues the last step. A
+// run that is over forgets its last step, so a later save counts nothing again.
+func (f *flowTracker) end(status Status, reason *string, ended *time.Time) []store.Write {
+	var out []store.Write
+	if status == StatusCompleted && reason != nil && ended != nil && f.last != "" {
+		switch *reason {
+		case EndLastStep, EndStep, EndGoto, EndGotoNothing:
+			out = flowstats.EndWrites(f.mark(f.last, f.lastAt), *ended)
+		}
+	}
+	if status == StatusCompleted || status == StatusFailed {
+		f.last, f.lastAt = "", time.Time{}
+	}
+	return out
+}
+
+// flowCounts returns the flow counter writes of the transition save is storing (entry e,
+// or nil) and moves rec's LastStep on.
+func (rec *record) flowCounts(e *Entry) []store.Write {
+	f := flowTracker{bot: rec.BotID, reaction: rec.ReactionID, version: rec.ReactionVersion, last: rec.LastStep, lastAt: rec.LastAt}
+	var out []store.Write
+	if e != nil {
+		out = append(out, f.entry(e)...)
+	}
+	out = append(out, f.end(rec.Status, rec.EndReason, rec.EndedAt)...)
+	rec.LastStep, rec.LastAt = f.last, f.lastAt
+	return flowstats.Merge(out)
 }

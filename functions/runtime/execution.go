@@ -185,6 +185,11 @@ type record struct {
 	Outbox []outMessage `json:"outbox,omitempty"`
 	// Next is the run a goto reaction starts after this one.
 	Next *startSpec `json:"next_run,omitempty"`
+	// LastStep and LastAt are the step visit whose continuation the flow counters have not
+	// counted yet (shared/flowstats): the step of the last entry and when it was entered,
+	// until the run goes on from it or ends (flowCounts).
+	LastStep string    `json:"last_step,omitempty"`
+	LastAt   time.Time `json:"last_at,omitzero"`
 
 	rev int64
 }
@@ -336,11 +341,22 @@ func (r *Runtime) save(ctx context.Context, rec *record, e *Entry, extra ...stor
 		}
 		writes = append(writes, w)
 	}
+	// The flow counters of this transition go in its transaction (at most 6 writes), so
+	// they count each stored step exactly once.
+	lastStep, lastAt := rec.LastStep, rec.LastAt
+	counted := rec.flowCounts(e)
+	restore := func() {
+		if e != nil {
+			rec.Seq--
+		}
+		rec.LastStep, rec.LastAt = lastStep, lastAt
+	}
 	head, err := rec.headWrite(now)
 	if err != nil {
+		restore()
 		return err
 	}
-	writes = append([]store.Write{head}, append(writes, extra...)...)
+	writes = append([]store.Write{head}, append(append(writes, extra...), counted...)...)
 	if rec.rev == 0 || rec.Status != StatusRunning {
 		// The run index lives as long as the run: refreshed when it starts, suspends, ends.
 		writes = append(writes, store.PutOp(store.Item{Key: store.Key{PK: runsPK(rec.BotID), SK: rec.ID},
@@ -349,15 +365,11 @@ func (r *Runtime) save(ctx context.Context, rec *record, e *Entry, extra ...stor
 	err = r.store.Transact(ctx, writes)
 	var ce *store.ConditionError
 	if errors.As(err, &ce) {
-		if e != nil {
-			rec.Seq--
-		}
+		restore()
 		return fmt.Errorf("%w: %s (write %d)", errConflict, rec.ID, ce.Index)
 	}
 	if err != nil {
-		if e != nil {
-			rec.Seq--
-		}
+		restore()
 		return fmt.Errorf("runtime: save execution %s: %w", rec.ID, err)
 	}
 	rec.rev++

@@ -276,6 +276,17 @@ func Access() map[string][]Grant {
 			{On: Bus, Actions: []string{"events:PutEvents"}},
 			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 		},
+		// Flow intelligence: the flow counters (Query; the reaggregation job's corrections are
+		// UpdateItem adds, TransactWriteItems), the account's policy (conditional PutItem),
+		// the reaggregation jobs, the bot's running job and its daily start count
+		// (TransactWriteItems with ConditionCheck), the traces the samples read (GetItem,
+		// Query) and the reaction versions (GetItem). SendMessage: the reaggregation job's step.
+		"flowintel": {logs,
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: JobsQueue, Actions: []string{"sqs:SendMessage"}},
+		},
 		// Managed AI: the Idempotency-Key claims and answers (PutItem, GetItem, DeleteItem),
 		// the answer and its usage counters in one transaction (TransactWriteItems with
 		// UpdateItem), the usage report (Query). Decrypt opens an account's own provider key
@@ -285,6 +296,34 @@ func Access() map[string][]Grant {
 		// decryption, which has SSM call kms:Decrypt for the role); a provider without one is
 		// reached only with an account's own key.
 		"ai": {logs,
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: SecretsKey, Actions: []string{"kms:Decrypt"}},
+			{On: AIOpenAIKeyParameter, Actions: []string{"ssm:GetParameter"}},
+			{On: AIAnthropicKeyParameter, Actions: []string{"ssm:GetParameter"}},
+			{On: AIGeminiKeyParameter, Actions: []string{"ssm:GetParameter"}},
+			{On: ParameterKey, Actions: []string{"kms:Decrypt"}},
+		},
+		// Replay: trace reads (GetItem, Query on the run index), reactions' versions and
+		// drafts (GetItem, Query), fixtures with their per-reaction counters and regression
+		// runs with their results (TransactWriteItems, PutItem, Query on GSI1); the audit
+		// events of its POST and DELETE routes; list cursors.
+		"replay": {logs,
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+		},
+		// Copilot proposals: the proposal and its account pointer (TransactWriteItems:
+		// PutItem), their status and last outcomes (PutItem), the lists (Query); the
+		// reaction's draft read, validated and updated through the reactions family (GetItem,
+		// Query, PutItem, TransactWriteItems) and its index entry written (PutItem); the bots
+		// of the account (Query). A proposal is generated through the managed AI family in
+		// process, with the ai Lambda's grants for it: the Idempotency-Key claims and the
+		// usage counters (PutItem, DeleteItem, UpdateItem), an account's own provider key
+		// opened (Decrypt), the platform's managed keys read at cold start from their SSM
+		// parameters.
+		"copilot": {logs,
 			{On: Table, Actions: tableReadWrite},
 			{On: Bus, Actions: []string{"events:PutEvents"}},
 			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},

@@ -183,6 +183,9 @@ func Settings() map[string][]Setting {
 		// their models and meters them at their prices; the keys go with the grants on their
 		// parameters (Access).
 		"ai": {AIOpenAIBaseURL, AIAnthropicBaseURL, AIGeminiBaseURL, AIRoutes, AIPrices},
+		// Copilot proposals are generated through the managed AI family in process, with
+		// its configuration.
+		"copilot": {AIOpenAIBaseURL, AIAnthropicBaseURL, AIGeminiBaseURL, AIRoutes, AIPrices},
 	}
 }
 

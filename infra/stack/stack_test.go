@@ -532,8 +532,11 @@ func TestEnvironmentContract(t *testing.T) {
 		"emailevents":    append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "PUBLIC_URL", "TABLE_NAME"}, base...),
 		"events":         append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		"funnels":        append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
+		"replay":         append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
+		"flowintel":      append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "TABLE_NAME"}, base...),
 		"segments":       append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		"ai":             append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
+		"copilot":        append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		"broadcasts":     append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		"experiments":    append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		"webpush":        append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
@@ -562,7 +565,7 @@ func TestEnvironmentContract(t *testing.T) {
 // the customer SDK's project-key secret to the customersdk and sdk Lambdas alone, the CRM
 // client secrets to the crm Lambda, the MCP Lambda (its CRM read tools refresh tokens) and
 // the jobs Lambda (its CRM steps do) alone, the managed AI keys (and the AI family's base
-// URLs, routes and prices) to the ai Lambda alone.
+// URLs, routes and prices) to the ai and copilot Lambdas alone.
 func TestEnvironmentContractWithProviders(t *testing.T) {
 	base := []string{"LOG_LEVEL", "STAGE"}
 	urls := []string{"PUBLIC_URL", "TELEGRAM_BASE_URL", "VK_BASE_URL", "WHATSAPP_BASE_URL"}
@@ -589,6 +592,10 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 		// The managed AI keys' parameters' names, and the configured endpoint, routes and
 		// prices (the Anthropic and Gemini base URLs are not configured: not set).
 		"ai": {"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME",
+			"AI_OPENAI_API_KEY_PARAMETER", "AI_ANTHROPIC_API_KEY_PARAMETER", "AI_GEMINI_API_KEY_PARAMETER",
+			"AI_OPENAI_BASE_URL", "AI_ROUTES", "AI_PRICES"},
+		// Copilot proposals are generated through managed AI in process: the same.
+		"copilot": {"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME",
 			"AI_OPENAI_API_KEY_PARAMETER", "AI_ANTHROPIC_API_KEY_PARAMETER", "AI_GEMINI_API_KEY_PARAMETER",
 			"AI_OPENAI_BASE_URL", "AI_ROUTES", "AI_PRICES"},
 	} {
@@ -621,6 +628,9 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 		"crm":         crmVars,
 		"mcp":         crmVars,
 		"ai": {"AI_OPENAI_API_KEY_PARAMETER": openAIKeyParam, "AI_ANTHROPIC_API_KEY_PARAMETER": anthropicKeyParam,
+			"AI_GEMINI_API_KEY_PARAMETER": geminiKeyParam, "AI_OPENAI_BASE_URL": "https://openai-proxy.example.com",
+			"AI_ROUTES": aiRoutes, "AI_PRICES": aiPrices},
+		"copilot": {"AI_OPENAI_API_KEY_PARAMETER": openAIKeyParam, "AI_ANTHROPIC_API_KEY_PARAMETER": anthropicKeyParam,
 			"AI_GEMINI_API_KEY_PARAMETER": geminiKeyParam, "AI_OPENAI_BASE_URL": "https://openai-proxy.example.com",
 			"AI_ROUTES": aiRoutes, "AI_PRICES": aiPrices},
 	} {
@@ -1208,8 +1218,8 @@ func (s *synthesized) policyOf(t *testing.T, name string) []map[string]any {
 // The secrets in SSM: the stack creates no parameter and holds no value; the webhooks Lambda
 // alone may read exactly the two WhatsApp parameters, the customersdk and sdk Lambdas alone
 // exactly the customer SDK's project-key parameter, the crm, MCP and jobs Lambdas alone
-// exactly the CRM client secrets' parameters, the ai Lambda alone exactly the managed AI
-// keys' parameters, and each may decrypt only those, only through SSM.
+// exactly the CRM client secrets' parameters, the ai and copilot Lambdas alone exactly the
+// managed AI keys' parameters, and each may decrypt only those, only through SSM.
 func TestProviderSecretsLeastPrivilege(t *testing.T) {
 	check(t, "no parameter is created", func() {
 		withProviders.tmpl.ResourceCountIs(jsii.String("AWS::SSM::Parameter"), jsii.Number(0))
@@ -1223,6 +1233,7 @@ func TestProviderSecretsLeastPrivilege(t *testing.T) {
 		"mcp":         {parameterARN(hubSpotSecretParam), parameterARN(salesforceSecretParam)},
 		stack.Jobs:    {parameterARN(hubSpotSecretParam), parameterARN(salesforceSecretParam)},
 		"ai":          {parameterARN(openAIKeyParam), parameterARN(anthropicKeyParam), parameterARN(geminiKeyParam)},
+		"copilot":     {parameterARN(openAIKeyParam), parameterARN(anthropicKeyParam), parameterARN(geminiKeyParam)},
 	}
 	for name := range withProviders.functions(t) {
 		var reads, decrypts []map[string]any

@@ -31,6 +31,9 @@ const (
 	KindUnprocessable
 	KindTooManyRequests
 	KindUnavailable
+	// KindBadGateway is a 502: an upstream answered, but with something unusable (a
+	// model's answer that is not the JSON asked for).
+	KindBadGateway
 )
 
 func (k Kind) status() int {
@@ -59,6 +62,8 @@ func (k Kind) status() int {
 		return http.StatusTooManyRequests
 	case KindUnavailable:
 		return http.StatusServiceUnavailable
+	case KindBadGateway:
+		return http.StatusBadGateway
 	default:
 		return http.StatusInternalServerError
 	}

@@ -7,8 +7,11 @@ package wiring
 import (
 	botswiring "github.com/botplatform/api/functions/bots/wiring"
 	broadcastswiring "github.com/botplatform/api/functions/broadcasts/wiring"
+	copilotwiring "github.com/botplatform/api/functions/copilot/wiring"
 	crmwiring "github.com/botplatform/api/functions/crm/wiring"
+	flowintelwiring "github.com/botplatform/api/functions/flowintel/wiring"
 	reactionswiring "github.com/botplatform/api/functions/reactions/wiring"
+	replaywiring "github.com/botplatform/api/functions/replay/wiring"
 	subscriberswiring "github.com/botplatform/api/functions/subscribers/wiring"
 	"github.com/botplatform/api/shared/family"
 )
@@ -18,8 +21,11 @@ func Served() []family.Family {
 	return []family.Family{
 		botswiring.Family(),
 		broadcastswiring.Family(),
+		copilotwiring.Family(),
 		crmwiring.Family(),
+		flowintelwiring.Family(),
 		reactionswiring.Family(),
+		replaywiring.Family(),
 		subscriberswiring.Family(),
 	}
 }

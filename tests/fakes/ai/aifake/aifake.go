@@ -40,6 +40,7 @@ type Controls struct {
 	requests int
 	billed   Usage
 	hold     chan struct{} // nil when answers flow
+	replies  []string      // scripted answers (ReplyNext), taken in order
 }
 
 // Serve starts h on 127.0.0.1, closed when the test ends (held answers released first).
@@ -147,6 +148,31 @@ func (c *Controls) Bill(a Answer) {
 	c.billed.OutputTokens += int64(a.OutputTokens)
 }
 
+// ReplyNext scripts the model's next answers: the next len(texts) generations answer these
+// texts, in order, instead of echoing (a test of a feature that asks the model for JSON).
+// Their tokens are counted as Generate counts them.
+func (c *Controls) ReplyNext(texts ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.replies = append(c.replies, texts...)
+}
+
+// Generate is the fake model of this server: the next scripted answer (ReplyNext) when
+// there is one, else the package's Generate (an echo).
+func (c *Controls) Generate(lastUser string, maxTokens int, inputs ...string) Answer {
+	c.mu.Lock()
+	var scripted *string
+	if len(c.replies) > 0 {
+		scripted = &c.replies[0]
+		c.replies = c.replies[1:]
+	}
+	c.mu.Unlock()
+	if scripted == nil {
+		return Generate(lastUser, maxTokens, inputs...)
+	}
+	return answer(*scripted, maxTokens, inputs)
+}
+
 // Answer is the fake model's answer.
 type Answer struct {
 	Text string
@@ -168,7 +194,12 @@ var piece = regexp.MustCompile(`\s*\S+`)
 // maxTokens words (then Truncated, its words joined by single spaces). Its input tokens are
 // the words of inputs (every text of the request), its output tokens the words of the answer.
 func Generate(lastUser string, maxTokens int, inputs ...string) Answer {
-	a := Answer{Text: "echo: " + lastUser}
+	return answer("echo: "+lastUser, maxTokens, inputs)
+}
+
+// answer is the Answer of text: cut to maxTokens words, its tokens counted.
+func answer(text string, maxTokens int, inputs []string) Answer {
+	a := Answer{Text: text}
 	for _, in := range inputs {
 		a.InputTokens += Words(in)
 	}

@@ -24,3 +24,15 @@ func TestGenerate(t *testing.T) {
 	assert.True(t, a.Truncated)
 	assert.Equal(t, 2, a.OutputTokens)
 }
+
+func TestReplyNext(t *testing.T) {
+	t.Parallel()
+	var c aifake.Controls
+	c.ReplyNext(`{"summary": "x"}`, "two words")
+	a := c.Generate("hello", 10, "hello")
+	assert.Equal(t, `{"summary": "x"}`, a.Text)
+	assert.Equal(t, 2, a.OutputTokens)
+	assert.Equal(t, 1, a.InputTokens)
+	assert.Equal(t, "two", c.Generate("hello", 1).Text)
+	assert.Equal(t, "echo: hello", c.Generate("hello", 10).Text)
+}

@@ -234,7 +234,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found_error", "model: "+*req.Model)
 		return
 	}
-	a := aifake.Generate(lastUser, *req.MaxTokens, inputs...)
+	a := s.Generate(lastUser, *req.MaxTokens, inputs...)
 	id := fmt.Sprintf("msg_fake%016d", s.ids.Add(1))
 	stop := "end_turn"
 	if a.Truncated {

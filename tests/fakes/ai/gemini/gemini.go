@@ -224,7 +224,7 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 			"not supported for %s. Call ListModels to see the list of available models and their supported methods.", model, method), nil)
 		return
 	}
-	a := aifake.Generate(lastUser, *gc.MaxOutputTokens, inputs...)
+	a := s.Generate(lastUser, *gc.MaxOutputTokens, inputs...)
 	id := fakehttp.RandomString(22)
 	finish := "STOP"
 	if a.Truncated {

@@ -234,7 +234,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			"invalid_request_error", nil, "model_not_found")
 		return
 	}
-	a := aifake.Generate(lastUser, *limit, inputs...)
+	a := s.Generate(lastUser, *limit, inputs...)
 	id := fmt.Sprintf("chatcmpl-fake%06d", s.ids.Add(1))
 	finish := "stop"
 	if a.Truncated {

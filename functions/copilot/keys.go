@@ -1,0 +1,28 @@
+package copilot
+
+import "github.com/botplatform/api/shared/store"
+
+// Storage layout. A proposal lives under its bot, so that the bot's purge erases it, and a
+// pointer under its account finds it from its id alone (the /api/copilot/proposals/{id}
+// routes name no bot), and only within the caller's account:
+//
+//	BOT#<bot>#CPP    <rct_id>#<cpp_id>  a proposal (Proposal)
+//	ACCT#<acct>#CPP  <cpp_id>           where it is ({"bot_id", "reaction_id"})
+//
+// Ids sort by creation time, so a reaction's proposals (a prefix query, reversed) list
+// newest first.
+func proposalsPK(bot string) string { return "BOT#" + bot + "#CPP" }
+
+func proposalKey(bot, reaction, id string) store.Key {
+	return store.Key{PK: proposalsPK(bot), SK: reaction + "#" + id}
+}
+
+func pointersPK(account string) string { return "ACCT#" + account + "#CPP" }
+
+func pointerKey(account, id string) store.Key { return store.Key{PK: pointersPK(account), SK: id} }
+
+// pointer is where a proposal is.
+type pointer struct {
+	BotID      string `json:"bot_id"`
+	ReactionID string `json:"reaction_id"`
+}

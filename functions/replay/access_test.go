@@ -1,0 +1,11 @@
+package replay
+
+import (
+	"os"
+	"testing"
+
+	"github.com/botplatform/api/infra/access/accesstest"
+)
+
+// The store operations these tests make must be granted to the replay Lambda (infra/access).
+func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "replay")) }
