@@ -20,6 +20,8 @@ import (
 func TestExpectedRevisionBelowOne(t *testing.T) {
 	t.Parallel()
 	s := start(t)
+	// The rollout-gated routes too: their entitlement is checked before the body is read.
+	s.adminJSON("account", "rollout", "--account", s.demo.AccountID, "--enable", "copilot,flow_intelligence,replay")
 	r := s.get("", "/openapi.yaml")
 	require.Equal(t, http.StatusOK, r.Status)
 	doc, err := openapi3.NewLoader().LoadFromData(r.Body)
