@@ -2,7 +2,6 @@ package copilot
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -86,13 +85,9 @@ type Run struct {
 // flowOf is c in the runtime's form: the published-version JSON that docs/reactions.md
 // specifies, which both families speak.
 func flowOf(reaction string, c reactions.Content) (runtime.Flow, error) {
-	b, err := json.Marshal(reactions.Version{ReactionID: reaction, Content: c})
+	f, err := runtime.FlowOf(reactions.Version{ReactionID: reaction, Content: c})
 	if err != nil {
-		return runtime.Flow{}, err
-	}
-	var f runtime.Flow
-	if err := json.Unmarshal(b, &f); err != nil {
-		return runtime.Flow{}, fmt.Errorf("copilot: a draft in the runtime's form: %w", err)
+		return runtime.Flow{}, fmt.Errorf("copilot: a draft: %w", err)
 	}
 	return f, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/botplatform/api/shared/channel"
@@ -18,6 +19,21 @@ type Flow struct {
 	Name       string  `json:"name"`
 	Trigger    Trigger `json:"trigger"`
 	Steps      []Step  `json:"steps"`
+}
+
+// FlowOf reads v, a reaction's version or draft in any Go form that marshals to the JSON
+// docs/reactions.md specifies (the reactions family's), as the runtime's Flow: the families
+// speak that JSON to each other, not each other's types.
+func FlowOf(v any) (Flow, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return Flow{}, err
+	}
+	var f Flow
+	if err := json.Unmarshal(b, &f); err != nil {
+		return Flow{}, fmt.Errorf("runtime: a reaction as a flow: %w", err)
+	}
+	return f, nil
 }
 
 // Trigger says when a reaction starts (docs/reactions.md, "Triggers").

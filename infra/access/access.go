@@ -149,6 +149,18 @@ func Access() map[string][]Grant {
 		"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem",
 		"dynamodb:Query", "dynamodb:ConditionCheckItem",
 	}
+	// managedAI is what generating through the managed AI family needs, in its own Lambda or
+	// in process (copilot): an account's own provider key opened (Decrypt; the Lambdas never
+	// seal one, the operator's admin command does) and the platform's managed keys read once
+	// per cold start from their SSM parameters (GetParameter with decryption, which has SSM
+	// call kms:Decrypt for the role).
+	managedAI := []Grant{
+		{On: SecretsKey, Actions: []string{"kms:Decrypt"}},
+		{On: AIOpenAIKeyParameter, Actions: []string{"ssm:GetParameter"}},
+		{On: AIAnthropicKeyParameter, Actions: []string{"ssm:GetParameter"}},
+		{On: AIGeminiKeyParameter, Actions: []string{"ssm:GetParameter"}},
+		{On: ParameterKey, Actions: []string{"kms:Decrypt"}},
+	}
 	return map[string][]Grant{
 		// Serves /openapi.yaml and /healthz: no table, no keys.
 		"public": {logs},
@@ -289,22 +301,14 @@ func Access() map[string][]Grant {
 		},
 		// Managed AI: the Idempotency-Key claims and answers (PutItem, GetItem, DeleteItem),
 		// the answer and its usage counters in one transaction (TransactWriteItems with
-		// UpdateItem), the usage report (Query). Decrypt opens an account's own provider key
-		// (BYOK); the Lambda never seals one (the operator's admin command does). GenerateMac:
-		// the kernel's cursor key, derived at every cold start. The platform's managed keys
-		// are read once per cold start from their SSM parameters (GetParameter with
-		// decryption, which has SSM call kms:Decrypt for the role); a provider without one is
-		// reached only with an account's own key.
-		"ai": {logs,
+		// UpdateItem), the usage report (Query); managedAI (a provider without a managed key
+		// is reached only with an account's own key). GenerateMac: the kernel's cursor key,
+		// derived at every cold start.
+		"ai": append([]Grant{logs,
 			{On: Table, Actions: tableReadWrite},
 			{On: Bus, Actions: []string{"events:PutEvents"}},
 			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
-			{On: SecretsKey, Actions: []string{"kms:Decrypt"}},
-			{On: AIOpenAIKeyParameter, Actions: []string{"ssm:GetParameter"}},
-			{On: AIAnthropicKeyParameter, Actions: []string{"ssm:GetParameter"}},
-			{On: AIGeminiKeyParameter, Actions: []string{"ssm:GetParameter"}},
-			{On: ParameterKey, Actions: []string{"kms:Decrypt"}},
-		},
+		}, managedAI...),
 		// Replay: trace reads (GetItem, Query on the run index), reactions' versions and
 		// drafts (GetItem, Query), fixtures with their per-reaction counters and regression
 		// runs with their results (TransactWriteItems, PutItem, Query on GSI1); the audit
@@ -320,19 +324,12 @@ func Access() map[string][]Grant {
 		// Query, PutItem, TransactWriteItems) and its index entry written (PutItem); the bots
 		// of the account (Query). A proposal is generated through the managed AI family in
 		// process, with the ai Lambda's grants for it: the Idempotency-Key claims and the
-		// usage counters (PutItem, DeleteItem, UpdateItem), an account's own provider key
-		// opened (Decrypt), the platform's managed keys read at cold start from their SSM
-		// parameters.
-		"copilot": {logs,
+		// usage counters (PutItem, DeleteItem, UpdateItem), and managedAI.
+		"copilot": append([]Grant{logs,
 			{On: Table, Actions: tableReadWrite},
 			{On: Bus, Actions: []string{"events:PutEvents"}},
 			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
-			{On: SecretsKey, Actions: []string{"kms:Decrypt"}},
-			{On: AIOpenAIKeyParameter, Actions: []string{"ssm:GetParameter"}},
-			{On: AIAnthropicKeyParameter, Actions: []string{"ssm:GetParameter"}},
-			{On: AIGeminiKeyParameter, Actions: []string{"ssm:GetParameter"}},
-			{On: ParameterKey, Actions: []string{"kms:Decrypt"}},
-		},
+		}, managedAI...),
 		// Segments: reads, member pages, deletions (TransactWriteItems); staleness reads the
 		// funnels (and experiments) their members were computed from.
 		"segments": {logs,

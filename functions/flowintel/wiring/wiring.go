@@ -61,17 +61,15 @@ func (f Flows) Flow(ctx context.Context, bot, reaction string, n int64) (flowint
 	if err != nil {
 		return flowintel.Flow{}, err
 	}
-	b, err := json.Marshal(v)
+	flow, err := runtime.FlowOf(v)
 	if err != nil {
 		return flowintel.Flow{}, err
 	}
-	var doc struct {
-		Steps []flowintel.FlowStep `json:"steps"`
+	steps := make([]flowintel.FlowStep, len(flow.Steps))
+	for i, st := range flow.Steps {
+		steps[i] = flowintel.FlowStep{ID: st.ID, Type: st.Type}
 	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return flowintel.Flow{}, err
-	}
-	return flowintel.Flow{ReactionID: v.ReactionID, Version: v.Version, Steps: doc.Steps}, nil
+	return flowintel.Flow{ReactionID: v.ReactionID, Version: v.Version, Steps: steps}, nil
 }
 
 // Runs reads the runtime's traces.

@@ -5,7 +5,6 @@ package wiring
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/botplatform/api/functions/reactions"
@@ -59,13 +58,9 @@ func (f Flows) Draft(ctx context.Context, bot, reaction string) (runtime.Flow, i
 }
 
 func asFlow(v any, reaction string, n int64) (runtime.Flow, error) {
-	b, err := json.Marshal(v)
+	flow, err := runtime.FlowOf(v)
 	if err != nil {
-		return runtime.Flow{}, err
-	}
-	var flow runtime.Flow
-	if err := json.Unmarshal(b, &flow); err != nil {
-		return runtime.Flow{}, fmt.Errorf("replay wiring: reaction %s version %d as a runtime flow: %w", reaction, n, err)
+		return runtime.Flow{}, fmt.Errorf("replay wiring: reaction %s version %d: %w", reaction, n, err)
 	}
 	flow.ReactionID, flow.Version = reaction, n
 	return flow, nil

@@ -6,7 +6,6 @@ package wiring
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/botplatform/api/functions/channels"
@@ -199,13 +198,9 @@ func (a runtimeReactions) Flow(ctx context.Context, bot, reaction string, versio
 	if err != nil {
 		return runtime.Flow{}, err
 	}
-	b, err := json.Marshal(v)
+	f, err := runtime.FlowOf(v)
 	if err != nil {
-		return runtime.Flow{}, err
-	}
-	var f runtime.Flow
-	if err := json.Unmarshal(b, &f); err != nil {
-		return runtime.Flow{}, fmt.Errorf("runtime wiring: reaction %s version %d as a runtime flow: %w", reaction, version, err)
+		return runtime.Flow{}, fmt.Errorf("runtime wiring: reaction %s version %d: %w", reaction, version, err)
 	}
 	return f, nil
 }
