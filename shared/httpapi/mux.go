@@ -18,6 +18,7 @@ import (
 	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/store"
 )
 
 // HandlerFunc serves one route. A returned error becomes a problem response; a handler
@@ -382,8 +383,15 @@ func (m *Mux) route(rt Route, h HandlerFunc) http.Handler {
 		ri.principal = p
 		r = r.WithContext(auth.NewContext(r.Context(), p))
 		if rt.Mutating() {
-			aw := &auditWriter{ResponseWriter: w, m: m, r: r, rt: rt, p: p, start: ri.start}
+			// The handler's writes leave their disk sync to the audit event's, which is
+			// committed before the response's first byte (store.Deferral).
+			ctx, d := store.DeferSync(r.Context())
+			r = r.WithContext(ctx)
+			aw := &auditWriter{ResponseWriter: w, m: m, r: r, rt: rt, p: p, start: ri.start, deferral: d}
 			w = aw
+			// Writes made after the response started (a stream's) are synced on their own;
+			// this settles what a handler that never answered left.
+			defer aw.settle()
 			// A panic below still answers (500) and so still produces its audit event.
 			defer func() {
 				if v := recover(); v != nil {
@@ -591,6 +599,8 @@ type auditWriter struct {
 	p     *auth.Principal
 	start time.Time
 	wrote bool
+
+	deferral *store.Deferral
 }
 
 func (w *auditWriter) WriteHeader(code int) {
@@ -615,10 +625,23 @@ func (w *auditWriter) publish(status int) {
 	if w.rt.BotScoped {
 		bot = w.r.PathValue("botID")
 	}
+	// Closed first, so the event is a synced commit: locally it makes the handler's
+	// deferred writes durable with it, and settle finds nothing left to sync.
+	w.deferral.Close()
 	PublishAudit(w.r.Context(), w.m.cfg.Audit, w.m.cfg.Log, Audited{
 		Principal: w.p, Method: w.rt.Method, Route: w.rt.Pattern(), Bot: bot,
 		Status: status, Start: w.start, RequestID: RequestID(w.r.Context()),
 	})
+	w.settle()
+}
+
+// settle syncs the handler's deferred writes that the audit event did not cover (it went
+// to another store, or failed). A failure is an operator alarm like a lost audit event: the
+// status is decided, and the writes are committed, only not known to be on disk.
+func (w *auditWriter) settle() {
+	if err := w.deferral.Settle(context.WithoutCancel(w.r.Context())); err != nil {
+		w.m.cfg.Log.ErrorContext(w.r.Context(), "sync of deferred writes failed", "request_id", RequestID(w.r.Context()), "route", w.rt.Pattern(), "error", err)
+	}
 }
 
 // Audited is one audited operation: a mutating route's request, or a mutating MCP tool's

@@ -13,12 +13,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	msqlite "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -48,9 +50,22 @@ type Store struct {
 
 	mu      sync.Mutex
 	queries map[string]*sql.Stmt // query statements by SQL text; the set of shapes is small
+
+	// Under Full durability the write connection commits as SQLite's NORMAL does (the WAL
+	// written, not synced) and the store syncs the WAL itself (durable, Flush): so that
+	// concurrent writers share one sync (group commit) and a request's writes can leave
+	// theirs to its last one (store.Deferral). syncWAL is false under Normal.
+	syncWAL bool
+	walPath string
+	commits atomic.Uint64 // commits made through this Store: the marks of Flush
+	syncMu  sync.Mutex    // one sync at a time; the writers waiting behind it are covered by it
+	synced  uint64        // every commit up to this mark is durable; guarded by syncMu
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store   = (*Store)(nil)
+	_ store.Flusher = (*Store)(nil)
+)
 
 // Option configures Open.
 type Option func(*options)
@@ -66,8 +81,10 @@ type options struct {
 type Durability int
 
 const (
-	// Full syncs the write-ahead log at every commit: a write the API acknowledged, and the
-	// audit event committed with it, survive a power loss or an OS crash. It is the default.
+	// Full syncs the write-ahead log before a commit is reported done: a write the API
+	// acknowledged, and the audit event committed with it, survive a power loss or an OS
+	// crash. It is the default. Concurrent commits share a sync (group commit), and the
+	// writes of one request made under a store.Deferral share its audit event's.
 	Full Durability = iota
 	// Normal syncs only at checkpoints: a commit survives the process being killed (kill -9)
 	// but the last commits before a power loss or an OS crash can be lost, and the file stays
@@ -136,7 +153,8 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 
-	write, err := sql.Open("sqlite", dsn(path, o.busyTimeout, o.durability, false))
+	// The writes are synced by the store, not by SQLite (see Store.syncWAL).
+	write, err := sql.Open("sqlite", dsn(path, o.busyTimeout, Normal, false))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
@@ -161,10 +179,16 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, mapErr(err))
 	}
 
-	s := &Store{read: read, write: write, now: o.now, queries: make(map[string]*sql.Stmt)}
+	s := &Store{read: read, write: write, now: o.now, queries: make(map[string]*sql.Stmt),
+		syncWAL: o.durability == Full, walPath: path + "-wal"}
 	if err := s.prepare(context.Background()); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: prepare %s: %w", path, mapErr(err))
+	}
+	// The migration committed through the write connection, unsynced.
+	if err := s.durable(context.Background(), "migrate"); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	return s, nil
 }
@@ -445,7 +469,7 @@ func (s *Store) Delete(ctx context.Context, key store.Key, cond store.Condition)
 		if err != nil {
 			return fmt.Errorf("sqlite: delete: %w", mapErr(err))
 		}
-		return nil
+		return s.durable(ctx, "delete")
 	case store.CondMustExist:
 		return s.execConditional(ctx, "delete", s.delIfLive, key.PK, key.SK, now)
 	case store.CondRevisionIs:
@@ -473,7 +497,7 @@ func (s *Store) execConditional(ctx context.Context, op string, st *sql.Stmt, ar
 	if n == 0 {
 		return &store.ConditionError{Index: 0}
 	}
-	return nil
+	return s.durable(ctx, op)
 }
 
 // Add implements store.Store.
@@ -485,7 +509,7 @@ func (s *Store) Add(ctx context.Context, key store.Key, delta int64, expiresAt t
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: add: %w", mapErr(err))
 	}
-	return n, nil
+	return n, s.durable(ctx, "add")
 }
 
 func (s *Store) addOn(ctx context.Context, st *sql.Stmt, key store.Key, delta int64, expiresAt time.Time, now int64) (int64, error) {
@@ -539,7 +563,7 @@ func (s *Store) Transact(ctx context.Context, writes []store.Write) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite: transact: commit: %w", mapErr(err))
 	}
-	return nil
+	return s.durable(ctx, "transact")
 }
 
 // apply performs one write of a transaction, checking its condition in Go against the row
@@ -595,7 +619,60 @@ func (s *Store) DeleteExpired(ctx context.Context, limit int) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: delete expired: %w", mapErr(err))
 	}
-	return n, nil
+	if n == 0 {
+		return 0, nil
+	}
+	return n, s.durable(ctx, "delete expired")
+}
+
+// durable makes a write that has just committed as durable as the store's setting promises
+// before the write is reported done: under Full, synced, or left to the context's open
+// store.Deferral to sync with a later write of the same request.
+func (s *Store) durable(ctx context.Context, op string) error {
+	if !s.syncWAL {
+		return nil
+	}
+	mark := s.commits.Add(1)
+	if store.DeferralOf(ctx).Defer(s, mark) {
+		return nil
+	}
+	if err := s.Flush(ctx, mark); err != nil {
+		return fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	return nil
+}
+
+// Flush implements store.Flusher: it returns once every commit up to mark is durable. The
+// writers that queue behind one sync find their commits covered by it, so concurrent
+// writers share syncs (group commit). A commit counts once its write to the WAL returned,
+// so the sync that starts after it covers it; fsync is per file, not per descriptor.
+func (s *Store) Flush(_ context.Context, mark uint64) error {
+	if !s.syncWAL {
+		return nil
+	}
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if s.synced >= mark {
+		return nil
+	}
+	target := s.commits.Load()
+	f, err := os.Open(s.walPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		// No WAL: the last connection checkpointed it into the database file, which
+		// SQLite syncs before it removes the WAL.
+		s.synced = target
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sync the WAL: %w", err)
+	}
+	err = f.Sync()
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("sync the WAL: %w", err)
+	}
+	s.synced = target
+	return nil
 }
 
 // mapErr marks lock contention that outlasted the busy timeout as store.ErrUnavailable, so

@@ -69,9 +69,14 @@ func TestPragmas(t *testing.T) {
 		require.NoError(t, db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version))
 		assert.Equal(t, "wal", mode)
 		assert.Equal(t, 5000, busy)
-		assert.Equal(t, 2, sync, "FULL, the default: an acknowledged write survives a power loss")
+		if db == s.write {
+			assert.Equal(t, 1, sync, "NORMAL: under full durability the store syncs the WAL itself")
+		} else {
+			assert.Equal(t, 2, sync)
+		}
 		assert.Equal(t, len(migrations()), version)
 	}
+	assert.True(t, s.syncWAL, "full, the default: an acknowledged write survives a power loss")
 	_, err := s.read.ExecContext(ctx, `DELETE FROM items`)
 	assert.Error(t, err, "the read pool is query_only")
 	require.NoError(t, s.Close())
@@ -86,9 +91,55 @@ func TestPragmas(t *testing.T) {
 	assert.ErrorContains(t, err, "newer")
 }
 
+// Under full durability every write is synced before it returns, unless it was made under
+// an open store.Deferral, which then holds its sync until Settle.
+func TestFullDurabilitySyncsEachWriteOrDefersIt(t *testing.T) {
+	s, _ := openTemp(t)
+	defer s.Close()
+	ctx := t.Context()
+	synced := func() uint64 {
+		s.syncMu.Lock()
+		defer s.syncMu.Unlock()
+		return s.synced
+	}
+	item := store.Item{Key: store.Key{PK: "P", SK: "1"}, Data: []byte(`{}`)}
+	writes := []func(context.Context) error{
+		func(ctx context.Context) error { return s.Put(ctx, item, store.Condition{}) },
+		func(ctx context.Context) error {
+			_, err := s.Add(ctx, store.Key{PK: "P", SK: "n"}, 1, time.Time{})
+			return err
+		},
+		func(ctx context.Context) error {
+			return s.Transact(ctx, []store.Write{store.PutOp(item, store.Condition{})})
+		},
+		func(ctx context.Context) error { return s.Delete(ctx, item.Key, store.Condition{}) },
+	}
+	for i, write := range writes {
+		require.NoError(t, write(ctx))
+		assert.Equal(t, s.commits.Load(), synced(), "write %d synced before it returned", i)
+	}
+
+	dctx, d := store.DeferSync(ctx)
+	before := synced()
+	for _, write := range writes {
+		require.NoError(t, write(dctx))
+	}
+	assert.Equal(t, before, synced(), "deferred: no sync yet")
+	assert.Equal(t, before+uint64(len(writes)), s.commits.Load())
+	require.NoError(t, d.Settle(ctx))
+	assert.Equal(t, s.commits.Load(), synced(), "one flush covers them all")
+
+	// A failed condition commits nothing and so has nothing to sync.
+	n := s.commits.Load()
+	var ce *store.ConditionError
+	require.ErrorAs(t, s.Put(ctx, item, store.Condition{Kind: store.CondMustExist}), &ce)
+	assert.Equal(t, n, s.commits.Load())
+}
+
 func TestDurabilityNormal(t *testing.T) {
 	s, _ := openTemp(t, WithDurability(Normal))
 	defer s.Close()
+	assert.False(t, s.syncWAL)
 	for _, db := range []*sql.DB{s.read, s.write} {
 		var sync int
 		require.NoError(t, db.QueryRowContext(t.Context(), `PRAGMA synchronous`).Scan(&sync))
