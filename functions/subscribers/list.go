@@ -31,11 +31,6 @@ type Filter struct {
 // every request's cost bounded whatever the data.
 const maxScan = 500
 
-// loadParallel is how many subscriber reads a list runs at once when an index leads to
-// them (a label's members, search entries): DynamoDB answers each read in milliseconds, so
-// one page would otherwise wait for fifty round trips in a row.
-const loadParallel = 16
-
 // List returns one page of the bot's subscribers that pass the filter, and the store cursor
 // of the next page ("" on the last). The order is oldest first, except with Query: then by
 // the matching name word, then oldest first.

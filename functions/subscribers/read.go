@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/store"
@@ -63,7 +61,7 @@ func (s *Service) Reader(ctx context.Context, bot string) (*Reader, error) {
 
 // GetMany returns the bot's subscribers among ids, by id, as Get would (with the reader's
 // catalog); an id that names no subscriber (erased, or malformed) is absent from the map.
-// It reads only the subscribers, loadParallel at a time.
+// It reads only the subscribers, store.MaxGetMany to a read.
 func (r *Reader) GetMany(ctx context.Context, ids []string) (map[string]Subscriber, error) {
 	recs, err := r.s.loadMany(ctx, r.bot, ids)
 	if err != nil {
@@ -76,7 +74,7 @@ func (r *Reader) GetMany(ctx context.Context, ids []string) (map[string]Subscrib
 	return byID(subs), nil
 }
 
-// loadMany reads the records among ids that exist, loadParallel at a time.
+// loadMany reads the records among ids that exist.
 func (s *Service) loadMany(ctx context.Context, bot string, ids []string) ([]record, error) {
 	found, err := s.loadAt(ctx, bot, ids)
 	if err != nil {
@@ -91,27 +89,34 @@ func (s *Service) loadMany(ctx context.Context, bot string, ids []string) ([]rec
 	return recs, nil
 }
 
-// loadAt reads the records of ids, loadParallel at a time: found[i] is ids[i]'s record, nil
-// when it names no subscriber (erased after an index was read, or malformed).
-func (s *Service) loadAt(ctx context.Context, bot string, ids []string) ([]*record, error) {
-	found := make([]*record, len(ids))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(loadParallel)
-	for i, id := range ids {
-		g.Go(func() error {
-			r, err := s.load(gctx, bot, id)
-			if isNotFound(err) {
-				return nil
+// loadAt reads the records of ids, store.MaxGetMany to a read: found[i] is ids[i]'s
+// record, nil when it names no subscriber (erased after an index was read, or malformed).
+func (s *Service) loadAt(ctx context.Context, bot string, subIDs []string) ([]*record, error) {
+	found := make([]*record, len(subIDs))
+	for from := 0; from < len(subIDs); from += store.MaxGetMany {
+		chunk := subIDs[from:min(from+store.MaxGetMany, len(subIDs))]
+		keys := make([]store.Key, 0, len(chunk))
+		at := make([]int, 0, len(chunk)) // at[j]: the index in subIDs of keys[j]
+		for i, id := range chunk {
+			if ids.Valid("sub", id) {
+				keys = append(keys, subscriberKey(bot, id))
+				at = append(at, from+i)
 			}
+		}
+		items, err := s.store.GetMany(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		for j, it := range items {
+			if it.PK == "" {
+				continue
+			}
+			r, err := decodeRecord(it)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			found[i] = &r
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
+			found[at[j]] = &r
+		}
 	}
 	return found, nil
 }

@@ -145,9 +145,11 @@ func ServiceRoles() []string {
 // (AccessFor), and so is the ParameterKey grant of a Lambda left with none.
 func Access() map[string][]Grant {
 	logs := Grant{On: OwnLogGroup, Actions: []string{"logs:CreateLogStream", "logs:PutLogEvents"}}
+	// BatchGetItem is GetItem for up to 100 keys at once (store.GetMany): it reads nothing
+	// GetItem could not, so every Lambda that reads and writes the table may batch its reads.
 	tableReadWrite := []string{
-		"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem",
-		"dynamodb:Query", "dynamodb:ConditionCheckItem",
+		"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:DeleteItem",
+		"dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:ConditionCheckItem",
 	}
 	// managedAI is what generating through the managed AI family needs, in its own Lambda or
 	// in process (copilot): an account's own provider key opened (Decrypt; the Lambdas never

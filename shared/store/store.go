@@ -423,6 +423,10 @@ type Store interface {
 	Delete(ctx context.Context, key Key, cond Condition) error
 	// Add atomically adds delta to the item's Count (creating it) and returns the new Count.
 	Add(ctx context.Context, key Key, delta int64, expiresAt time.Time) (int64, error)
+	// GetMany returns the live items at keys in one round trip where the backend allows:
+	// items[i] is keys[i]'s item, or the zero Item (its PK empty) when there is none. At most
+	// MaxGetMany keys, each valid; a key may repeat.
+	GetMany(ctx context.Context, keys []Key) ([]Item, error)
 	// Query returns one page of live items.
 	Query(ctx context.Context, q Query) (Page, error)
 	// Transact applies every write or none: if any condition fails it returns a
@@ -430,6 +434,22 @@ type Store interface {
 	Transact(ctx context.Context, writes []Write) error
 	// Close releases the store's resources.
 	Close() error
+}
+
+// MaxGetMany is the most keys one GetMany reads: DynamoDB's BatchGetItem limit.
+const MaxGetMany = 100
+
+// ValidateKeys checks a GetMany's keys: at most MaxGetMany, each valid.
+func ValidateKeys(keys []Key) error {
+	if len(keys) > MaxGetMany {
+		return fmt.Errorf("store: %d keys in one read, more than %d", len(keys), MaxGetMany)
+	}
+	for i, k := range keys {
+		if err := k.Validate(); err != nil {
+			return fmt.Errorf("store: key %d: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // Decode unmarshals an item's document into a T.

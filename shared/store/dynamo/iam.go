@@ -14,10 +14,11 @@ const (
 	ActionUpdateItem         = "dynamodb:UpdateItem"
 	ActionConditionCheckItem = "dynamodb:ConditionCheckItem"
 	ActionQuery              = "dynamodb:Query"
+	ActionBatchGetItem       = "dynamodb:BatchGetItem"
 )
 
 // Actions returns the IAM actions on the table that the Store may need to serve one call of
-// the store.Store method named method ("Get", "Put", "Delete", "Add", "Query", "Transact";
+// the store.Store method named method ("Get", "GetMany", "Put", "Delete", "Add", "Query", "Transact";
 // writes are a Transact's). It is the Store's own account of what it sends, which the IAM
 // table (infra/access) must grant to every Lambda whose code makes the call; the Store's
 // tests hold it to what the Store really sends (iam_test.go).
@@ -46,6 +47,8 @@ func Actions(method string, writes []store.Write) []string {
 		add(ActionUpdateItem, ActionPutItem, ActionGetItem)
 	case "Query":
 		add(ActionQuery)
+	case "GetMany":
+		add(ActionBatchGetItem)
 	case "Transact":
 		for _, w := range writes {
 			switch {

@@ -49,6 +49,8 @@ func (s *sent) record(stack *middleware.Stack) error {
 				got = append(got, ActionUpdateItem)
 			case *dynamodb.QueryInput:
 				got = append(got, ActionQuery)
+			case *dynamodb.BatchGetItemInput:
+				got = append(got, ActionBatchGetItem)
 			case *dynamodb.TransactWriteItemsInput:
 				for _, it := range p.TransactItems {
 					switch {
@@ -101,6 +103,7 @@ func TestActionsAreWhatTheStoreSends(t *testing.T) {
 	}
 	check("put", "Put", nil, func() error { return st.Put(ctx, store.Item{Key: key("a"), Revision: 1}, store.MustNotExist) })
 	check("get", "Get", nil, func() error { _, err := st.Get(ctx, key("a")); return err })
+	check("get many", "GetMany", nil, func() error { _, err := st.GetMany(ctx, []store.Key{key("a"), key("z")}); return err })
 	check("query", "Query", nil, func() error { _, err := st.Query(ctx, store.Query{PK: ns + "p"}); return err })
 	check("add", "Add", nil, func() error { _, err := st.Add(ctx, key("n"), 1, time.Time{}); return err })
 	// An Add on an expired item replaces it (PutItem after the failed UpdateItem).
@@ -117,7 +120,7 @@ func TestActionsAreWhatTheStoreSends(t *testing.T) {
 	check("delete", "Delete", nil, func() error { return st.Delete(ctx, key("a"), store.MustExist) })
 
 	// And the account is not padded: the plain operations need exactly what they send.
-	for method, want := range map[string][]string{"Get": {ActionGetItem}, "Put": {ActionPutItem}, "Delete": {ActionDeleteItem}, "Query": {ActionQuery}} {
+	for method, want := range map[string][]string{"Get": {ActionGetItem}, "GetMany": {ActionBatchGetItem}, "Put": {ActionPutItem}, "Delete": {ActionDeleteItem}, "Query": {ActionQuery}} {
 		assert.Equal(t, want, Actions(method, nil), method)
 	}
 	assert.Equal(t, []string{ActionConditionCheckItem, ActionDeleteItem, ActionPutItem, ActionUpdateItem}, Actions("Transact", writes))

@@ -294,3 +294,37 @@ func TestBackoffDelays(t *testing.T) {
 	d := DefaultRetryPolicy()
 	assert.Equal(t, RetryPolicy{MaxAttempts: 8, BaseDelay: 25 * time.Millisecond, MaxDelay: time.Second}, d)
 }
+
+// BatchGetItem may answer part of the keys and hand the rest back as UnprocessedKeys: they
+// are asked again (only they), and a call that still has some after the policy's last
+// attempt is unavailable, not a partial answer.
+func TestGetManyAsksUnprocessedKeysAgain(t *testing.T) {
+	t.Parallel()
+	const first = `{"Responses":{"table":[{"PK":{"S":"p"},"SK":{"S":"a"},"rev":{"N":"1"},"count":{"N":"0"}}]},
+		"UnprocessedKeys":{"table":{"Keys":[{"PK":{"S":"p"},"SK":{"S":"b"}}],"ConsistentRead":true}}}`
+	const second = `{"Responses":{"table":[{"PK":{"S":"p"},"SK":{"S":"b"},"rev":{"N":"2"},"count":{"N":"0"}}]},"UnprocessedKeys":{}}`
+	f, url := newFake(t, func(op string, n int) (int, string) {
+		if n == 1 {
+			return 200, first
+		}
+		return 200, second
+	})
+	keys := []store.Key{{PK: "p", SK: "b"}, {PK: "p", SK: "a"}, {PK: "p", SK: "a"}, {PK: "p", SK: "c"}}
+	got, err := fakeStore(t, url, fastRetries).GetMany(t.Context(), keys)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{2, 1, 1, 0}, []int64{got[0].Revision, got[1].Revision, got[2].Revision, got[3].Revision})
+	assert.Equal(t, store.Item{}, got[3])
+	require.Equal(t, 2, f.count())
+	asked := func(i int) int {
+		items := f.request(i)["RequestItems"].(map[string]any)["table"].(map[string]any)
+		assert.Equal(t, true, items["ConsistentRead"])
+		return len(items["Keys"].([]any))
+	}
+	assert.Equal(t, 3, asked(0), "a repeated key is asked once")
+	assert.Equal(t, 1, asked(1), "then only the unprocessed one")
+
+	f, url = newFake(t, func(string, int) (int, string) { return 200, first })
+	_, err = fakeStore(t, url, fastRetries).GetMany(t.Context(), keys)
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	assert.Equal(t, fastRetries.MaxAttempts, f.count())
+}

@@ -201,6 +201,16 @@ func TestQueryPlans(t *testing.T) {
 		_, err = s.Query(ctx, q)
 		require.NoError(t, err)
 	}
+	for _, n := range []int{1, 3, store.MaxGetMany} { // GetMany's statements too
+		_, err := s.GetMany(ctx, make([]store.Key, n))
+		require.Error(t, err, "invalid keys")
+		keys := make([]store.Key, n)
+		for i := range keys {
+			keys[i] = store.Key{PK: "p", SK: fmt.Sprint(i)}
+		}
+		_, err = s.GetMany(ctx, keys)
+		require.NoError(t, err)
+	}
 	// Ask SQLite directly for the plan of every cached statement.
 	s.mu.Lock()
 	texts := make([]string, 0, len(s.queries))

@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T, now func() time.Time) store.Store
 		fn   func(t *testing.T, h *harness)
 	}{
 		{"GetMissing", testGetMissing},
+		{"GetMany", testGetMany},
 		{"RoundTrip", testRoundTrip},
 		{"InvalidKeys", testInvalidKeys},
 		{"PutConditions", testPutConditions},
@@ -268,6 +269,60 @@ func testGetMissing(t *testing.T, h *harness) {
 	h.requireMissing(t, h.key("p", "present2"))
 	h.requireMissing(t, h.key("p2", "present"))
 	h.get(t, h.key("p", "present"))
+}
+
+func testGetMany(t *testing.T, h *harness) {
+	got, err := h.s.GetMany(h.ctx, nil)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+
+	sec := store.SecondsPrecision(start())
+	a := store.Item{Key: h.key("p", "a"), Revision: 3, Data: []byte(`{"n":1}`), GSI1: store.IndexKey{PK: h.pk("g"), SK: "a"}}
+	b := store.Item{Key: h.key("q", "b"), Count: 7}
+	expiring := store.Item{Key: h.key("p", "x"), ExpiresAt: sec.Add(10 * time.Second)}
+	h.putAll(t, []store.Item{a, b, expiring})
+
+	// In key order, absent ones as the zero Item, a repeated key answered at each place.
+	keys := []store.Key{b.Key, h.key("p", "missing"), a.Key, expiring.Key, a.Key, h.key("q", "a")}
+	got, err = h.s.GetMany(h.ctx, keys)
+	require.NoError(t, err)
+	require.Len(t, got, len(keys))
+	assertItem(t, b, got[0])
+	assert.Equal(t, store.Item{}, got[1])
+	assertItem(t, a, got[2])
+	assertItem(t, expiring, got[3])
+	assertItem(t, a, got[4])
+	assert.Equal(t, store.Item{}, got[5])
+
+	h.clock.Set(expiring.ExpiresAt) // expired items are absent, as for Get
+	got, err = h.s.GetMany(h.ctx, keys[3:4])
+	require.NoError(t, err)
+	assert.Equal(t, store.Item{}, got[0])
+
+	// Every length up to the limit (the SQLite store pads to a few statement shapes).
+	many := make([]store.Item, store.MaxGetMany)
+	for i := range many {
+		many[i] = store.Item{Key: h.key("m", fmt.Sprintf("%03d", i)), Revision: int64(i + 1)}
+	}
+	h.putAll(t, many)
+	for _, n := range []int{1, 2, 3, 31, 64, 65, store.MaxGetMany} {
+		keys := make([]store.Key, n)
+		for i := range keys {
+			keys[i] = many[(i*7)%store.MaxGetMany].Key
+		}
+		got, err := h.s.GetMany(h.ctx, keys)
+		require.NoError(t, err, n)
+		require.Len(t, got, n)
+		for i, it := range got {
+			assert.Equal(t, keys[i], it.Key, "n=%d i=%d", n, i)
+		}
+	}
+
+	// Refused before anything is read: too many keys, an invalid key.
+	_, err = h.s.GetMany(h.ctx, make([]store.Key, store.MaxGetMany+1))
+	requireRefused(t, err)
+	_, err = h.s.GetMany(h.ctx, []store.Key{a.Key, {PK: "", SK: "x"}})
+	requireRefused(t, err)
 }
 
 func testRoundTrip(t *testing.T, h *harness) {

@@ -100,6 +100,16 @@ func (s *Store) Get(ctx context.Context, key store.Key) (store.Item, error) {
 	return s.Store.Get(ctx, key)
 }
 
+// GetMany implements store.Store.
+func (s *Store) GetMany(ctx context.Context, keys []store.Key) ([]store.Item, error) {
+	what := "GetMany"
+	if len(keys) > 0 {
+		what += " " + keys[0].PK + "/" + keys[0].SK + ", ..."
+	}
+	note(ctx, "GetMany", nil, what)
+	return s.Store.GetMany(ctx, keys)
+}
+
 // Put implements store.Store.
 func (s *Store) Put(ctx context.Context, item store.Item, cond store.Condition) error {
 	note(ctx, "Put", nil, "Put "+item.PK+"/"+item.SK)
