@@ -151,6 +151,59 @@ func (s *Service) Connect(ctx context.Context, account, bot string, k channel.Ki
 	return rec.Channel, nil
 }
 
+// ReplaceCredentials gives the bot's channel id new credentials for the same provider
+// account: a refreshed access token (functions/meta keeps attached WhatsApp numbers on the
+// token it refreshes). The adapter checks them with the provider as Connect does (with the
+// channel's webhook URL and secret, so a re-registration is the same one); they are sealed
+// in place of the old ones, which stop being used at once. Credentials of another account
+// of the provider (another lookup key) are refused with 409 channel_account_changed: that
+// is a new channel, not new credentials.
+func (s *Service) ReplaceCredentials(ctx context.Context, bot, id string, creds any) (Channel, error) {
+	rec, rev, err := s.load(ctx, id)
+	if err != nil {
+		return Channel{}, err
+	}
+	if rec.BotID != bot {
+		return Channel{}, errNotFound()
+	}
+	a, ok := s.adapters[rec.Type]
+	if !ok {
+		return Channel{}, ErrUnknownType
+	}
+	cur, err := s.open(ctx, rec)
+	if err != nil {
+		return Channel{}, err
+	}
+	res, err := a.Connect(ctx, channel.ConnectRequest{ChannelID: id, Credentials: creds,
+		WebhookSecret: cur.WebhookSecret, WebhookURL: rec.WebhookURL})
+	if err != nil {
+		return Channel{}, providerProblem(err)
+	}
+	if res.LookupKey != rec.LookupKey {
+		return Channel{}, httpapi.Errorf(httpapi.KindConflict, "channel_account_changed",
+			"these credentials are of another %s account than the channel's; connect a new channel instead", rec.Type)
+	}
+	if rec.Credentials, err = s.secrets.Seal(ctx, res.Credentials, aad(id, "credentials")); err != nil {
+		return Channel{}, err
+	}
+	rec.Settings = res.Settings
+	data, err := store.Encode(rec)
+	if err != nil {
+		return Channel{}, err
+	}
+	err = s.store.Put(ctx, store.Item{Key: recordKey(id), GSI1: store.IndexKey{PK: botPartition(bot), SK: id},
+		Data: data, Revision: rev + 1}, store.RevisionIs(rev))
+	if errors.Is(err, store.ErrConditionFailed) {
+		// Disconnected, or changed by another writer meanwhile: the caller reads again.
+		return Channel{}, httpapi.E(httpapi.KindConflict, "channel_changed",
+			"the channel changed while its credentials were replaced; retry")
+	}
+	if err != nil {
+		return Channel{}, fmt.Errorf("replace channel credentials: %w", err)
+	}
+	return rec.Channel, nil
+}
+
 // release undoes, best effort, what an adapter registered with its provider for a channel
 // that is gone or was never stored (channel.Disconnector). The channel is gone either way,
 // so a failure is not the caller's.

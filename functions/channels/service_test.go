@@ -27,6 +27,8 @@ type fakeAdapter struct {
 
 type fakeCreds struct {
 	Key string `json:"key"`
+	// Account, when set, is the provider account the key is of (the lookup key).
+	Account string `json:"account,omitempty"`
 }
 
 func (f *fakeAdapter) Kind() channel.Kind { return f.kind }
@@ -42,11 +44,15 @@ func (f *fakeAdapter) Connect(_ context.Context, req channel.ConnectRequest) (ch
 		return channel.ConnectResult{}, &channel.Error{Kind: channel.ErrUnavailable, Provider: f.kind}
 	case c.Key == "":
 		return channel.ConnectResult{}, &channel.CredentialsError{Field: "key", Message: "is required"}
-	case c.Key != "good":
+	case c.Key != "good" && c.Key != "good2":
 		return channel.ConnectResult{}, &channel.Error{Kind: channel.ErrInvalidCredentials, Provider: f.kind, Code: "401"}
 	}
-	return channel.ConnectResult{Settings: json.RawMessage(`{"handle":"@demo"}`), Credentials: json.RawMessage(`{"key":"good"}`),
-		DisplayName: "@demo", LookupKey: f.lookup}, nil
+	lookup := f.lookup
+	if c.Account != "" {
+		lookup = c.Account
+	}
+	return channel.ConnectResult{Settings: json.RawMessage(`{"handle":"@demo"}`), Credentials: json.RawMessage(`{"key":"` + c.Key + `"}`),
+		DisplayName: "@demo", LookupKey: lookup}, nil
 }
 func (f *fakeAdapter) Send(context.Context, channel.Connection, string, channel.Message) (string, error) {
 	return "", nil
@@ -124,6 +130,40 @@ func TestConnectStoresSealedAndResolves(t *testing.T) {
 	// Once disconnected, the number can be connected again (to any bot).
 	_, err = s.Connect(ctx, "acct_b", "bot_b", channel.WhatsApp, "", &fakeCreds{Key: "good"})
 	require.NoError(t, err)
+}
+
+// New credentials for the same provider account replace the sealed ones, checked with the
+// provider under the channel's own webhook secret; another account's are refused.
+func TestReplaceCredentials(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	wa := &fakeAdapter{kind: channel.WhatsApp, lookup: "phone-1"}
+	s := newService(t, "https://api.example.com/", wa)
+	c, err := s.Connect(ctx, "acct_a", "bot_a", channel.WhatsApp, "", &fakeCreds{Key: "good"})
+	require.NoError(t, err)
+
+	got, err := s.ReplaceCredentials(ctx, "bot_a", c.ID, &fakeCreds{Key: "good2"})
+	require.NoError(t, err)
+	assert.Equal(t, c.ID, got.ID)
+	require.Len(t, wa.requests, 2)
+	assert.Equal(t, wa.requests[0].WebhookSecret, wa.requests[1].WebhookSecret, "the same webhook secret")
+	assert.Equal(t, c.WebhookURL, wa.requests[1].WebhookURL)
+	r, err := s.ResolveKey(ctx, channel.WhatsApp, "phone-1")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"key":"good2"}`, string(r.Conn.Credentials), "the new credentials are used at once")
+	it, err := s.store.Get(ctx, recordKey(c.ID))
+	require.NoError(t, err)
+	assert.NotContains(t, string(it.Data), "good2", "sealed")
+
+	_, err = s.ReplaceCredentials(ctx, "bot_a", c.ID, &fakeCreds{Key: "good", Account: "phone-2"})
+	assert.Equal(t, "channel_account_changed", problemCode(err))
+	_, err = s.ReplaceCredentials(ctx, "bot_a", c.ID, &fakeCreds{Key: "bad"})
+	assert.Equal(t, "credentials_rejected", problemCode(err))
+	_, err = s.ReplaceCredentials(ctx, "bot_b", c.ID, &fakeCreds{Key: "good"})
+	assert.Equal(t, "not_found", problemCode(err), "another bot's channel")
+	r, err = s.Resolve(ctx, c.ID)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"key":"good2"}`, string(r.Conn.Credentials), "refusals change nothing")
 }
 
 func TestConnectRefusals(t *testing.T) {

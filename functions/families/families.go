@@ -26,7 +26,10 @@ import (
 	flowintelwiring "github.com/botplatform/api/functions/flowintel/wiring"
 	funnelswiring "github.com/botplatform/api/functions/funnels/wiring"
 	"github.com/botplatform/api/functions/mcp"
+	metawiring "github.com/botplatform/api/functions/meta/wiring"
+	onboardingwiring "github.com/botplatform/api/functions/onboarding/wiring"
 	"github.com/botplatform/api/functions/pats"
+	playbookswiring "github.com/botplatform/api/functions/playbooks/wiring"
 	popupswiring "github.com/botplatform/api/functions/popups/wiring"
 	"github.com/botplatform/api/functions/public"
 	reactionswiring "github.com/botplatform/api/functions/reactions/wiring"
@@ -74,9 +77,12 @@ func All() []family.Family {
 		sdkwiring.Family(),
 		webpushwiring.Family(),
 		crmwiring.Family(),
+		metawiring.Family(),
 		aiwiring.Family(),
 		copilotwiring.Family(),
 		replaywiring.Family(),
+		playbookswiring.Family(),
+		onboardingwiring.Family(),
 		mcp.Family(),
 	}
 }

@@ -56,6 +56,9 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 		// CRM mappings and previews read the bot's subscriber fields, labels and subscribers
 		// (subscribers); the provider clients are in shared/crm.
 		"crm": {"crm", "crm/wiring", "subscribers", "runtime"},
+		// Attaching a WhatsApp number connects a channel through the channels family in
+		// process.
+		"meta": {"meta", "meta/wiring", "channels"},
 		// The customer SDK's management routes link nothing else.
 		"customersdk": {"customersdk", "customersdk/wiring"},
 		// The device surface serves the customer SDK's data (customersdk) and browser push's
@@ -98,6 +101,17 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 			"bots", "ai", "ai/wiring"},
 		// A funnel's cohort is saved as a segment (segments: its Save).
 		"funnels": {"funnels", "funnels/wiring", "segments"},
+		// Playbook installs create through the families that own each resource, in process:
+		// labels and fields (subscribers), content documents (content and the wiring that
+		// builds its service), popups (popups and its wiring's custom fields), collections,
+		// reactions (and the wiring that builds its service: channels for its readers) and
+		// the bot's channels (channels).
+		"playbooks": {"playbooks", "playbooks/catalog", "playbooks/wiring", "subscribers", "content", "content/wiring", "popups", "popups/wiring",
+			"collections", "reactions", "reactions/wiring", "channels"},
+		// Onboarding recommends from the playbook catalog (data, not the playbooks service)
+		// and checks an install id by its pointer (playbooks.InstallBot; the playbooks package
+		// links no other family).
+		"onboarding": {"onboarding", "onboarding/wiring", "playbooks", "playbooks/catalog"},
 		// A segment is stale once the funnel or experiment it was computed from changed
 		// (funnels: the definition's revision; experiments: the version).
 		"segments": {"segments", "segments/wiring", "funnels", "experiments"},
@@ -122,7 +136,8 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 			"subscribers", "subscribers/wiring", "runtime",
 			"broadcasts", "broadcasts/wiring", "content", "segments", "segments/wiring", "funnels", "experiments",
 			"crm", "crm/wiring", "replay", "replay/wiring", "flowintel", "flowintel/wiring",
-			"copilot", "copilot/wiring", "bots", "ai", "ai/wiring"},
+			"copilot", "copilot/wiring", "bots", "ai", "ai/wiring",
+			"playbooks", "playbooks/catalog", "playbooks/wiring", "collections", "content/wiring", "popups", "popups/wiring"},
 		// Browser push reads and expires the customer SDK's web push subscriptions
 		// (customersdk and the wiring that builds its service) and sends published push
 		// documents (content: Published only).

@@ -21,12 +21,17 @@ import (
 const (
 	EnvCRMHubSpotClientSecretParameter    = "CRM_HUBSPOT_CLIENT_SECRET_PARAMETER"
 	EnvCRMSalesforceClientSecretParameter = "CRM_SALESFORCE_CLIENT_SECRET_PARAMETER"
+	// EnvMetaAppSecretParameter names the parameter of the meta family's Facebook app secret,
+	// handed over beside the CRM client secrets under the key "meta"
+	// (functions/meta/wiring.AppSecretKey): an OAuth client secret too.
+	EnvMetaAppSecretParameter = "META_APP_SECRET_PARAMETER"
 )
 
 // crmClientSecrets are the CRM family's OAuth applications (functions/crm/wiring.ConfigFromEnv).
 var crmClientSecrets = []parameterSecret{
 	{crmapi.HubSpot, EnvCRMHubSpotClientSecretParameter, "CRM_HUBSPOT_CLIENT_SECRET"},
 	{crmapi.Salesforce, EnvCRMSalesforceClientSecretParameter, "CRM_SALESFORCE_CLIENT_SECRET"},
+	{"meta", EnvMetaAppSecretParameter, "META_APP_SECRET"},
 }
 
 // crmClientSecretParametersFromEnv reads the parameters' names, by provider: nil when none is

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	crmwiring "github.com/botplatform/api/functions/crm/wiring"
+	metawiring "github.com/botplatform/api/functions/meta/wiring"
 	"github.com/botplatform/api/shared/awsfake"
 	crmapi "github.com/botplatform/api/shared/crm"
 	"github.com/botplatform/api/shared/family"
@@ -29,6 +30,8 @@ func TestCRMClientSecretVariablesAreTheFamilys(t *testing.T) {
 	assert.Equal(t, []parameterSecret{
 		{crmapi.HubSpot, crmwiring.EnvHubSpotClientSecret + "_PARAMETER", crmwiring.EnvHubSpotClientSecret},
 		{crmapi.Salesforce, crmwiring.EnvSalesforceClientSecret + "_PARAMETER", crmwiring.EnvSalesforceClientSecret},
+		// The meta family's Facebook app secret travels with them (metawiring.AppSecretKey).
+		{metawiring.AppSecretKey, metawiring.EnvAppSecret + "_PARAMETER", metawiring.EnvAppSecret},
 	}, crmClientSecrets)
 }
 

@@ -63,6 +63,12 @@ const (
 	AIOpenAIKeyParameter
 	AIAnthropicKeyParameter
 	AIGeminiKeyParameter
+	// MetaAppSecretParameter is the SSM Parameter Store SecureString parameter that holds
+	// the Facebook app's secret of the meta family (family.Env.CRMClientSecrets["meta"]),
+	// which the meta Lambda authenticates its code exchanges with and the jobs Lambda its
+	// token refreshes. Like the others, the operator creates it, the stack knows only its
+	// name (context metaAppSecretParameter), and a grant on it applies only when it is named.
+	MetaAppSecretParameter
 	// Schedules are the EventBridge Scheduler one-time schedules the jobs Lambda creates for
 	// messages due later than SQS can delay one (sqs.Schedules): names starting with q- in
 	// the default schedule group.
@@ -332,6 +338,29 @@ func Access() map[string][]Grant {
 			{On: Bus, Actions: []string{"events:PutEvents"}},
 			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 		}, managedAI...),
+		// Playbooks: installs and their account pointers (TransactWriteItems: PutItem,
+		// DeleteItem), the journal written before and after each create (conditional
+		// PutItem), the lists (Query); the labels, fields, content documents (and their
+		// versions), popups (and their origin items), collections and reactions an install
+		// creates, publishes and, on a rollback, deletes (a document: archives) through their
+		// families in process (their counters: UpdateItem; ConditionCheckItem: the reactions
+		// registry; a published document's content_published event: PutEvents); the bot's
+		// channels (Query); KPIs read from the event log (Query). SendMessage: the
+		// job that rolls back an abandoned install, and the purge jobs a rolled-back label,
+		// field or collection starts.
+		"playbooks": {logs,
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: JobsQueue, Actions: []string{"sqs:SendMessage"}},
+		},
+		// Onboarding: the account's one session (GetItem, conditional PutItem); the bot a
+		// session names is checked through the kernel's tenancy check (GetItem).
+		"onboarding": {logs,
+			{On: Table, Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+		},
 		// Segments: reads, member pages, deletions (TransactWriteItems); staleness reads the
 		// funnels (and experiments) their members were computed from.
 		"segments": {logs,
@@ -459,6 +488,27 @@ func Access() map[string][]Grant {
 			// provider's limit for as long as its subscribers take.
 			{On: JobsStateMachine, Actions: []string{"states:StartExecution"}},
 		},
+		// Meta connections and the Facebook Login callback: the connection, its sealed
+		// long-lived token and its assets (TransactWriteItems: PutItem, DeleteItem; PutItem
+		// conditioned on revisions: selection, attachments, the start rate limit), the
+		// pending starts (PutItem, DeleteItem). The token is sealed (GenerateDataKey) and
+		// opened (Decrypt: assets, check, attach, revocation) under CRMCredentials, the
+		// integrations' context the jobs Lambda's token refreshes already seal under;
+		// attaching a phone number connects a WhatsApp channel in process, whose credentials
+		// the channels family seals under the default context (the channels row's grant).
+		// SendMessage: the token refresh job's first step. Graph is reached over the internet.
+		"meta": {logs,
+			{On: Table, Actions: tableReadWrite},
+			{On: Bus, Actions: []string{"events:PutEvents"}},
+			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: SecretsKey, Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}},
+			{On: SecretsKey, Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, If: CRMCredentials},
+			{On: JobsQueue, Actions: []string{"sqs:SendMessage"}},
+			// The Facebook app's secret authenticates the code exchange and the long-lived
+			// token exchange: read once per cold start from its SSM parameter.
+			{On: MetaAppSecretParameter, Actions: []string{"ssm:GetParameter"}},
+			{On: ParameterKey, Actions: []string{"kms:Decrypt"}},
+		},
 		// The device surface /sdk/v1/*: installations registered and authenticated (the
 		// token lookup, GetItem), identity secrets opened (Decrypt), push credentials sealed
 		// (GenerateDataKey), receipts and rate limits (TransactWriteItems, UpdateItem),
@@ -509,6 +559,9 @@ func Access() map[string][]Grant {
 			{On: SecretsKey, Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, If: CRMCredentials},
 			{On: CRMHubSpotClientSecretParameter, Actions: []string{"ssm:GetParameter"}},
 			{On: CRMSalesforceClientSecretParameter, Actions: []string{"ssm:GetParameter"}},
+			// The meta family's token refresh job exchanges long-lived tokens with the Facebook
+			// app's secret and seals them under CRMCredentials (the grant above).
+			{On: MetaAppSecretParameter, Actions: []string{"ssm:GetParameter"}},
 			{On: ParameterKey, Actions: []string{"kms:Decrypt"}},
 			// A wait step longer than SQS can delay a message (15 minutes) becomes one
 			// Scheduler schedule that sends it when due, run with ScheduleRole.

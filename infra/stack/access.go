@@ -5,6 +5,7 @@ import (
 
 	aiwiring "github.com/botplatform/api/functions/ai/wiring"
 	crmwiring "github.com/botplatform/api/functions/crm/wiring"
+	metawiring "github.com/botplatform/api/functions/meta/wiring"
 	"github.com/botplatform/api/functions/platform"
 	"github.com/botplatform/api/infra/access"
 )
@@ -43,6 +44,7 @@ const (
 	AIOpenAIKeyParameter               = access.AIOpenAIKeyParameter
 	AIAnthropicKeyParameter            = access.AIAnthropicKeyParameter
 	AIGeminiKeyParameter               = access.AIGeminiKeyParameter
+	MetaAppSecretParameter             = access.MetaAppSecretParameter
 	ParameterKey                       = access.ParameterKey
 	Schedules                          = access.Schedules
 	ScheduleRole                       = access.ScheduleRole
@@ -61,7 +63,7 @@ func ServiceRoles() []string { return access.ServiceRoles() }
 // parameters are the Resources that are SSM parameters named in the configuration.
 var parameters = []Resource{WhatsAppAppSecretParameter, WhatsAppVerifyTokenParameter, SDKKeyParameter,
 	CRMHubSpotClientSecretParameter, CRMSalesforceClientSecretParameter,
-	AIOpenAIKeyParameter, AIAnthropicKeyParameter, AIGeminiKeyParameter}
+	AIOpenAIKeyParameter, AIAnthropicKeyParameter, AIGeminiKeyParameter, MetaAppSecretParameter}
 
 // parameterName is the name the configuration gives parameter r ("" when unset or when r
 // is no parameter).
@@ -83,6 +85,8 @@ func (c Config) parameterName(r Resource) string {
 		return c.AIAnthropicKeyParameter
 	case AIGeminiKeyParameter:
 		return c.AIGeminiKeyParameter
+	case MetaAppSecretParameter:
+		return c.MetaAppSecretParameter
 	}
 	return ""
 }
@@ -143,6 +147,11 @@ const (
 	AIGeminiBaseURL
 	AIRoutes
 	AIPrices
+	// The meta family's Facebook app id (its secret is an SSM parameter) and its Graph API
+	// and Login dialog endpoints: set only when configured (unset, no app, and Facebook's).
+	MetaAppID
+	MetaGraphBaseURL
+	MetaDialogBaseURL
 )
 
 // crmSettings are the CRM family's configuration: its Lambda's, the MCP Lambda's, which
@@ -163,7 +172,8 @@ func Settings() map[string][]Setting {
 		// deleted bot removes its channels' webhooks there. Its channels service is the
 		// channels family's, built with PUBLIC_URL.
 		// The CRM family's steps call the CRMs with its configuration (crmSettings).
-		Jobs: append([]Setting{TelegramBaseURL, VKBaseURL, WhatsAppBaseURL}, crmSettings...),
+		// The meta family's token refreshes exchange tokens with the Facebook app at Graph.
+		Jobs: append([]Setting{TelegramBaseURL, VKBaseURL, WhatsAppBaseURL, MetaAppID, MetaGraphBaseURL}, crmSettings...),
 		// A test send of a message goes out through the providers' APIs.
 		"content": {TelegramBaseURL, VKBaseURL, WhatsAppBaseURL},
 		// Campaign messages carry tracking and unsubscribe links at PUBLIC_URL, which the
@@ -186,6 +196,10 @@ func Settings() map[string][]Setting {
 		// Copilot proposals are generated through the managed AI family in process, with
 		// its configuration.
 		"copilot": {AIOpenAIBaseURL, AIAnthropicBaseURL, AIGeminiBaseURL, AIRoutes, AIPrices},
+		// The Facebook app and its endpoints; the redirect URL defaults to the callback at
+		// PUBLIC_URL. Attaching a WhatsApp number connects a channel in process: the
+		// WhatsApp adapter's configuration, as the channels Lambda's.
+		"meta": {PublicURL, WhatsAppBaseURL, WhatsAppAppID, MetaAppID, MetaGraphBaseURL, MetaDialogBaseURL},
 	}
 }
 
@@ -233,6 +247,12 @@ const (
 	EnvAIOpenAIKeyParameter    = platform.EnvAIOpenAIKeyParameter
 	EnvAIAnthropicKeyParameter = platform.EnvAIAnthropicKeyParameter
 	EnvAIGeminiKeyParameter    = platform.EnvAIGeminiKeyParameter
+	// The meta family's configuration, named where its wiring reads it, and the name of the
+	// parameter of its app secret, where the platform reads it.
+	EnvMetaAppID              = metawiring.EnvAppID
+	EnvMetaGraphBaseURL       = metawiring.EnvGraphURL
+	EnvMetaDialogBaseURL      = metawiring.EnvDialogURL
+	EnvMetaAppSecretParameter = platform.EnvMetaAppSecretParameter
 )
 
 // settingVar is the variable of s, and its value in cfg ("" for PublicURL means the stack's
@@ -275,6 +295,12 @@ func settingVar(s Setting, cfg Config) (name, value string, set bool) {
 		return EnvAIRoutes, cfg.AIRoutes, cfg.AIRoutes != ""
 	case AIPrices:
 		return EnvAIPrices, cfg.AIPrices, cfg.AIPrices != ""
+	case MetaAppID:
+		return EnvMetaAppID, cfg.MetaAppID, cfg.MetaAppID != ""
+	case MetaGraphBaseURL:
+		return EnvMetaGraphBaseURL, cfg.MetaGraphBaseURL, cfg.MetaGraphBaseURL != ""
+	case MetaDialogBaseURL:
+		return EnvMetaDialogBaseURL, cfg.MetaDialogBaseURL, cfg.MetaDialogBaseURL != ""
 	}
 	return "", "", false
 }
@@ -321,6 +347,8 @@ func envVar(g Grant) (string, bool) {
 		return EnvAIAnthropicKeyParameter, true
 	case AIGeminiKeyParameter:
 		return EnvAIGeminiKeyParameter, true
+	case MetaAppSecretParameter:
+		return EnvMetaAppSecretParameter, true
 	}
 	return "", false
 }

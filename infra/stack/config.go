@@ -98,6 +98,15 @@ type Config struct {
 	AIGeminiBaseURL         string
 	AIRoutes                string
 	AIPrices                string
+	// The meta family's Facebook app (docs/meta.md): its id (META_APP_ID) and the name of
+	// the SSM SecureString parameter holding its secret, which the meta and jobs Lambdas
+	// alone read at cold start (both or neither; unset, starts answer 503
+	// meta_not_configured), and the Graph API and Login dialog roots (https; "" is
+	// Facebook's). The redirect URL is the callback at PublicURL.
+	MetaAppID              string
+	MetaAppSecretParameter string
+	MetaGraphBaseURL       string
+	MetaDialogBaseURL      string
 	// SNSTopicARNs are the SNS topics (comma-separated in context snsTopicArns) whose
 	// deliveries the email provider routes accept: SES events and SES inbound mail. Unset,
 	// every SNS delivery is refused.
@@ -158,6 +167,11 @@ const (
 	CtxAIGeminiBaseURL         = "aiGeminiBaseUrl"
 	CtxAIRoutes                = "aiRoutes"
 	CtxAIPrices                = "aiPrices"
+
+	CtxMetaAppID              = "metaAppId"
+	CtxMetaAppSecretParameter = "metaAppSecretParameter"
+	CtxMetaGraphBaseURL       = "metaGraphBaseUrl"
+	CtxMetaDialogBaseURL      = "metaDialogBaseUrl"
 )
 
 // secretContext are context keys someone might try for the secrets themselves. Context ends
@@ -171,6 +185,7 @@ var secretContext = map[string]string{
 	"aiOpenAIKey":               CtxAIOpenAIKeyParameter,
 	"aiAnthropicKey":            CtxAIAnthropicKeyParameter,
 	"aiGeminiKey":               CtxAIGeminiKeyParameter,
+	"metaAppSecret":             CtxMetaAppSecretParameter,
 }
 
 // Prod reports whether the stage is production: its data is retained and protected.
@@ -249,6 +264,11 @@ func ConfigFrom(get func(key string) any) (Config, error) {
 		AIGeminiBaseURL:         strings.TrimRight(str(CtxAIGeminiBaseURL, ""), "/"),
 		AIRoutes:                str(CtxAIRoutes, ""),
 		AIPrices:                str(CtxAIPrices, ""),
+
+		MetaAppID:              str(CtxMetaAppID, ""),
+		MetaAppSecretParameter: str(CtxMetaAppSecretParameter, ""),
+		MetaGraphBaseURL:       strings.TrimRight(str(CtxMetaGraphBaseURL, ""), "/"),
+		MetaDialogBaseURL:      strings.TrimRight(str(CtxMetaDialogBaseURL, ""), "/"),
 	}
 	for _, key := range slices.Sorted(maps.Keys(secretContext)) {
 		if get(key) != nil {
@@ -346,6 +366,8 @@ func (c Config) Validate() error {
 		{CtxAIOpenAIBaseURL, c.AIOpenAIBaseURL, checkAIBaseURL},
 		{CtxAIAnthropicBaseURL, c.AIAnthropicBaseURL, checkAIBaseURL},
 		{CtxAIGeminiBaseURL, c.AIGeminiBaseURL, checkAIBaseURL},
+		{CtxMetaGraphBaseURL, c.MetaGraphBaseURL, checkCRMBaseURL},
+		{CtxMetaDialogBaseURL, c.MetaDialogBaseURL, checkCRMBaseURL},
 	} {
 		if u.value != "" {
 			if err := u.check(u.value); err != nil {
@@ -374,6 +396,7 @@ func (c Config) Validate() error {
 	for _, app := range []struct{ idKey, id, secretKey, secret string }{
 		{CtxCRMHubSpotClientID, c.CRMHubSpotClientID, CtxCRMHubSpotClientSecretParameter, c.CRMHubSpotClientSecretParameter},
 		{CtxCRMSalesforceClientID, c.CRMSalesforceClientID, CtxCRMSalesforceClientSecretParameter, c.CRMSalesforceClientSecretParameter},
+		{CtxMetaAppID, c.MetaAppID, CtxMetaAppSecretParameter, c.MetaAppSecretParameter},
 	} {
 		switch {
 		case app.id != "" && app.secret == "":
@@ -397,6 +420,7 @@ func (c Config) Validate() error {
 		{CtxAIOpenAIKeyParameter, c.AIOpenAIKeyParameter},
 		{CtxAIAnthropicKeyParameter, c.AIAnthropicKeyParameter},
 		{CtxAIGeminiKeyParameter, c.AIGeminiKeyParameter},
+		{CtxMetaAppSecretParameter, c.MetaAppSecretParameter},
 	} {
 		if p.name == "" {
 			continue

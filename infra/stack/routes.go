@@ -53,6 +53,10 @@ func PublicRoutes() []string {
 		// only the single-use, 5-minute state a start issued authenticates it
 		// (functions/crm, docs/crm.md).
 		"GET /api/integrations/crm/{provider}/callback",
+		// The Facebook Login dialog's redirect after a Meta connection's consent: the same,
+		// authenticated by the start's single-use, 5-minute state (functions/meta,
+		// docs/meta.md).
+		"GET /api/meta/callback",
 	}
 }
 

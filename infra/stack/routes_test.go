@@ -103,6 +103,11 @@ const healthz = `  /healthz:
       security: []
       x-family: public
       responses: {'200': {description: ok}}
+  /api/meta/callback:
+    get:
+      security: []
+      x-family: public
+      responses: {'200': {description: ok}}
 `
 
 func TestRoutesOfTheDocument(t *testing.T) {

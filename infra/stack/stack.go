@@ -755,7 +755,7 @@ func (b *builder) resolve(r Resource, f *lambdaFn) ([]string, *string, error) {
 		return []string{*b.auditDLQ.QueueArn()}, nil, nil
 	case WhatsAppAppSecretParameter, WhatsAppVerifyTokenParameter, SDKKeyParameter,
 		CRMHubSpotClientSecretParameter, CRMSalesforceClientSecretParameter,
-		AIOpenAIKeyParameter, AIAnthropicKeyParameter, AIGeminiKeyParameter:
+		AIOpenAIKeyParameter, AIAnthropicKeyParameter, AIGeminiKeyParameter, MetaAppSecretParameter:
 		name := b.cfg.parameterName(r)
 		return []string{*b.parameterARN(name)}, jsii.String(name), nil
 	case OwnLogGroup:

@@ -76,6 +76,7 @@ const (
 	geminiKeyParam        = "botplatform-staging-ai-gemini-api-key"
 	aiRoutes              = "fast=openai:gpt-4o-mini,gemini:gemini-2.0-flash"
 	aiPrices              = "openai:gpt-4o-mini=150/600"
+	metaSecretParam       = "/botplatform/staging/meta/app-secret"
 )
 
 var providerContext = map[string]any{
@@ -100,6 +101,9 @@ var providerContext = map[string]any{
 	stack.CtxAIOpenAIBaseURL:                    "https://openai-proxy.example.com/",
 	stack.CtxAIRoutes:                           aiRoutes,
 	stack.CtxAIPrices:                           aiPrices,
+	stack.CtxMetaAppID:                          "874512093651234",
+	stack.CtxMetaAppSecretParameter:             metaSecretParam,
+	stack.CtxMetaGraphBaseURL:                   "https://graph-proxy.example.com",
 }
 
 type synthesized struct {
@@ -537,10 +541,14 @@ func TestEnvironmentContract(t *testing.T) {
 		"segments":       append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		"ai":             append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		"copilot":        append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
+		"playbooks":      append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "TABLE_NAME"}, base...),
+		"onboarding":     append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		"broadcasts":     append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		"experiments":    append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		"webpush":        append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		"customersdk":    append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
+		// Both sealers: the Meta tokens (CRM encryption context) and the channels it attaches.
+		"meta": append([]string{"AUDIT_BUS_NAME", "CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
 		// The CRM credentials' sealer only (the key under the CRM encryption context).
 		"crm": append([]string{"AUDIT_BUS_NAME", "CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_STATE_MACHINE_ARN", "PUBLIC_URL", "TABLE_NAME"}, base...),
 		"sdk": append([]string{"CURSOR_KEY_ID", "SECRETS_KEY_ID", "TABLE_NAME"}, base...),
@@ -576,7 +584,12 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 			"WHATSAPP_APP_SECRET_PARAMETER", "WHATSAPP_VERIFY_TOKEN_PARAMETER"},
 		stack.Jobs: append([]string{"CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "JOBS_STATE_MACHINE_ARN", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME",
 			"CRM_HUBSPOT_CLIENT_ID", "CRM_HUBSPOT_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_CLIENT_ID",
-			"CRM_SALESFORCE_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_LOGIN_BASE_URL", "CRM_DYNAMICS_LOGIN_BASE_URL"}, urls...),
+			"CRM_SALESFORCE_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_LOGIN_BASE_URL", "CRM_DYNAMICS_LOGIN_BASE_URL",
+			"META_APP_ID", "META_APP_SECRET_PARAMETER", "META_GRAPH_BASE_URL"}, urls...),
+		// The Facebook app (its secret's parameter's name) and endpoints, and the WhatsApp
+		// adapter's configuration for the numbers it attaches.
+		"meta": {"AUDIT_BUS_NAME", "CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "SECRETS_KEY_ID", "TABLE_NAME",
+			"WHATSAPP_BASE_URL", "WHATSAPP_APP_ID", "META_APP_ID", "META_APP_SECRET_PARAMETER", "META_GRAPH_BASE_URL"},
 		// A test send of a message goes out through the providers' APIs.
 		"content":     append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, urls[1:]...),
 		"customersdk": {"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SDK_KEY_PARAMETER", "SECRETS_KEY_ID", "TABLE_NAME"},
@@ -617,6 +630,9 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 		"CRM_SALESFORCE_LOGIN_BASE_URL":          "https://test.salesforce.com", "CRM_DYNAMICS_LOGIN_BASE_URL": "https://login.microsoftonline.us"}
 	jobsVars := maps.Clone(crmVars)
 	jobsVars["TELEGRAM_BASE_URL"] = "https://telegram-proxy.example.com"
+	metaVars := map[string]string{"META_APP_ID": "874512093651234", "META_APP_SECRET_PARAMETER": metaSecretParam,
+		"META_GRAPH_BASE_URL": "https://graph-proxy.example.com"}
+	maps.Copy(jobsVars, metaVars)
 	for name, vars := range map[string]map[string]string{
 		"channels": {"PUBLIC_URL": "https://hooks.example.com/bots", "TELEGRAM_BASE_URL": "https://telegram-proxy.example.com",
 			"VK_BASE_URL": "https://vk-proxy.example.com/method", "WHATSAPP_BASE_URL": "https://graph.example.com/v21.0",
@@ -627,6 +643,7 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 		"sdk":         {"SDK_KEY_PARAMETER": sdkKeyParameter},
 		"crm":         crmVars,
 		"mcp":         crmVars,
+		"meta":        metaVars,
 		"ai": {"AI_OPENAI_API_KEY_PARAMETER": openAIKeyParam, "AI_ANTHROPIC_API_KEY_PARAMETER": anthropicKeyParam,
 			"AI_GEMINI_API_KEY_PARAMETER": geminiKeyParam, "AI_OPENAI_BASE_URL": "https://openai-proxy.example.com",
 			"AI_ROUTES": aiRoutes, "AI_PRICES": aiPrices},
@@ -1113,6 +1130,8 @@ func checkRoles(t *testing.T, s *synthesized) {
 			return parameterARN(cfg.AIAnthropicKeyParameter)
 		case stack.AIGeminiKeyParameter:
 			return parameterARN(cfg.AIGeminiKeyParameter)
+		case stack.MetaAppSecretParameter:
+			return parameterARN(cfg.MetaAppSecretParameter)
 		case stack.ParameterKey:
 			return parameterKeys
 		case stack.Schedules:
@@ -1231,7 +1250,8 @@ func TestProviderSecretsLeastPrivilege(t *testing.T) {
 		"sdk":         {parameterARN(sdkKeyParameter)},
 		"crm":         {parameterARN(hubSpotSecretParam), parameterARN(salesforceSecretParam)},
 		"mcp":         {parameterARN(hubSpotSecretParam), parameterARN(salesforceSecretParam)},
-		stack.Jobs:    {parameterARN(hubSpotSecretParam), parameterARN(salesforceSecretParam)},
+		stack.Jobs:    {parameterARN(hubSpotSecretParam), parameterARN(salesforceSecretParam), parameterARN(metaSecretParam)},
+		"meta":        {parameterARN(metaSecretParam)},
 		"ai":          {parameterARN(openAIKeyParam), parameterARN(anthropicKeyParam), parameterARN(geminiKeyParam)},
 		"copilot":     {parameterARN(openAIKeyParam), parameterARN(anthropicKeyParam), parameterARN(geminiKeyParam)},
 	}
@@ -1334,6 +1354,8 @@ func TestCRMCredentialsScopedByEncryptionContext(t *testing.T) {
 		"crm":      {{"kms:Decrypt,kms:GenerateDataKey", crmOnly}},
 		"mcp":      {{"kms:Decrypt,kms:GenerateDataKey", crmOnly}},
 		stack.Jobs: {{"kms:Decrypt", ""}, {"kms:Decrypt,kms:GenerateDataKey", crmOnly}},
+		// Meta tokens under the CRM purpose; the channels it attaches under the default one.
+		"meta": {{"kms:Decrypt,kms:GenerateDataKey", ""}, {"kms:Decrypt,kms:GenerateDataKey", crmOnly}},
 	}
 	for _, s := range []*synthesized{dev, withProviders} {
 		keyID := ""

@@ -10,6 +10,7 @@ import (
 	copilotwiring "github.com/botplatform/api/functions/copilot/wiring"
 	crmwiring "github.com/botplatform/api/functions/crm/wiring"
 	flowintelwiring "github.com/botplatform/api/functions/flowintel/wiring"
+	playbookswiring "github.com/botplatform/api/functions/playbooks/wiring"
 	reactionswiring "github.com/botplatform/api/functions/reactions/wiring"
 	replaywiring "github.com/botplatform/api/functions/replay/wiring"
 	subscriberswiring "github.com/botplatform/api/functions/subscribers/wiring"
@@ -24,6 +25,7 @@ func Served() []family.Family {
 		copilotwiring.Family(),
 		crmwiring.Family(),
 		flowintelwiring.Family(),
+		playbookswiring.Family(),
 		reactionswiring.Family(),
 		replaywiring.Family(),
 		subscriberswiring.Family(),

@@ -1,0 +1,204 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/store"
+)
+
+// updateAttempts bounds how often a write that lost a race to a concurrent one is redone.
+const updateAttempts = 4
+
+func notFound() error { return httpapi.NotFound("Meta connection") }
+
+// load reads a connection of account; 404 for an unknown one.
+func (s *Service) load(ctx context.Context, account, id string) (record, error) {
+	if !ids.Valid(idPrefix, id) {
+		return record{}, notFound()
+	}
+	it, err := s.store.Get(ctx, connKey(account, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return record{}, notFound()
+	}
+	if err != nil {
+		return record{}, err
+	}
+	rec, err := store.Decode[record](it)
+	rec.Revision = it.Revision
+	return rec, err
+}
+
+// Get returns a connection of account.
+func (s *Service) Get(ctx context.Context, account, id string) (Connection, error) {
+	rec, err := s.load(ctx, account, id)
+	if err != nil {
+		return Connection{}, err
+	}
+	return s.view(rec), nil
+}
+
+// List returns a page of account's connections, newest first.
+func (s *Service) List(ctx context.Context, account string, limit int, cursor string) ([]Connection, string, error) {
+	page, err := s.store.Query(ctx, store.Query{PK: metaPK(account), Prefix: connPrefix, Reverse: true, Limit: limit, Cursor: cursor})
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]Connection, 0, len(page.Items))
+	for _, it := range page.Items {
+		rec, err := store.Decode[record](it)
+		if err != nil {
+			return nil, "", err
+		}
+		rec.Revision = it.Revision
+		out = append(out, s.view(rec))
+	}
+	return out, page.Next, nil
+}
+
+// update applies change to connection id under its revision, redoing it when another write
+// came first; change returns false to leave the connection as it is.
+func (s *Service) update(ctx context.Context, account, id string, change func(*record) bool) (record, error) {
+	for range updateAttempts {
+		rec, err := s.load(ctx, account, id)
+		if err != nil {
+			return record{}, err
+		}
+		if !change(&rec) {
+			return rec, nil
+		}
+		prev := rec.Revision
+		rec.Revision, rec.UpdatedAt = prev+1, stamp(s.now())
+		it, err := item(connKey(account, id), rec.Revision, rec)
+		if err != nil {
+			return record{}, err
+		}
+		err = s.store.Put(ctx, it, store.RevisionIs(prev))
+		if errors.Is(err, store.ErrConditionFailed) {
+			continue
+		}
+		return rec, err
+	}
+	return record{}, httpapi.E(httpapi.KindConflict, "concurrent_update", "the connection changed concurrently too often; retry")
+}
+
+// fail marks a connection failed or expired with reason (best effort: the caller's error is
+// the answer either way).
+func (s *Service) fail(ctx context.Context, account, id, status, reason string) {
+	_, err := s.update(context.WithoutCancel(ctx), account, id, func(r *record) bool {
+		if r.Status == status && r.FailureReason == reason {
+			return false
+		}
+		r.Status, r.FailureReason = status, reason
+		return true
+	})
+	if err != nil && httpapi.KindOf(err) != httpapi.KindNotFound {
+		s.log.WarnContext(ctx, "meta: mark connection", "connection", id, "status", status, "error", err)
+	}
+}
+
+// activate stores the sealed token and the fetched assets, and makes the connection active.
+func (s *Service) activate(ctx context.Context, account, id, token string, expiry time.Time, f fetched) (Connection, error) {
+	sealed, err := s.sealer.Seal(ctx, []byte(token), credAAD(account, id))
+	if err != nil {
+		return Connection{}, fmt.Errorf("meta: seal token: %w", err)
+	}
+	for range updateAttempts {
+		rec, err := s.load(ctx, account, id)
+		if err != nil {
+			return Connection{}, err
+		}
+		now := stamp(s.now())
+		prev := rec.Revision
+		rec.Status, rec.FailureReason, rec.User = StatusActive, "", &f.User
+		rec.GrantedPermissions, rec.DeclinedPermissions = f.Granted, f.Declined
+		rec.ExpiresAt, rec.RefreshedAt = expiryPtr(expiry), &now
+		rec.AssetCounts = counts(f.Assets)
+		rec.Revision, rec.UpdatedAt = prev+1, now
+		conn, err := item(connKey(account, id), rec.Revision, rec)
+		if err != nil {
+			return Connection{}, err
+		}
+		cred, err := item(credKey(account, id), 1, credRecord{Sealed: sealed, Expiry: expiry.UTC(), UpdatedAt: now})
+		if err != nil {
+			return Connection{}, err
+		}
+		assets, err := item(assetsKey(account, id), 1, assetsRecord{Assets: f.Assets, Truncated: f.Truncated, RefreshedAt: now})
+		if err != nil {
+			return Connection{}, err
+		}
+		err = s.store.Transact(ctx, []store.Write{store.PutOp(conn, store.RevisionIs(prev)),
+			store.PutOp(cred, store.Always), store.PutOp(assets, store.Always)})
+		if errors.Is(err, store.ErrConditionFailed) {
+			continue
+		}
+		if err != nil {
+			return Connection{}, err
+		}
+		return s.view(rec), nil
+	}
+	return Connection{}, httpapi.E(httpapi.KindConflict, "concurrent_update", "the connection changed concurrently too often; retry")
+}
+
+func expiryPtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = stamp(t)
+	return &t
+}
+
+// token opens the long-lived token of connection id.
+func (s *Service) token(ctx context.Context, account, id string) (string, credRecord, int64, error) {
+	it, err := s.store.Get(ctx, credKey(account, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return "", credRecord{}, 0, httpapi.E(httpapi.KindConflict, "connection_not_active", "the connection holds no token: connect again")
+	}
+	if err != nil {
+		return "", credRecord{}, 0, err
+	}
+	cr, err := store.Decode[credRecord](it)
+	if err != nil {
+		return "", credRecord{}, 0, err
+	}
+	b, err := s.sealer.Open(ctx, cr.Sealed, credAAD(account, id))
+	if err != nil {
+		return "", credRecord{}, 0, fmt.Errorf("meta: open token of %s: %w", id, err)
+	}
+	return string(b), cr, it.Revision, nil
+}
+
+// revokeTimeout bounds the revocation a delete asks Graph for.
+const revokeTimeout = 10 * time.Second
+
+// Delete removes a connection: it asks Graph to revoke the app's permissions for the user
+// (DELETE /me/permissions, best effort: Graph being down, or the token already refused, do
+// not keep a connection), then deletes the connection, its sealed token and its assets.
+// Channels attached from its assets stay: they are the bot's, disconnected through the
+// channels routes.
+func (s *Service) Delete(ctx context.Context, account, id string) error {
+	rec, err := s.load(ctx, account, id)
+	if err != nil {
+		return err
+	}
+	if tok, _, _, err := s.token(ctx, account, id); err == nil {
+		rctx, cancel := context.WithTimeout(ctx, revokeTimeout)
+		if err := s.graph.delete(rctx, tok, "me/permissions"); err != nil {
+			s.log.WarnContext(ctx, "meta: Graph did not revoke the permissions; deleting anyway", "connection", id, "error", err)
+		}
+		cancel()
+	}
+	err = s.store.Transact(ctx, []store.Write{
+		store.DeleteOp(connKey(account, id), store.RevisionIs(rec.Revision)),
+		store.DeleteOp(credKey(account, id), store.Always),
+		store.DeleteOp(assetsKey(account, id), store.Always),
+	})
+	if errors.Is(err, store.ErrConditionFailed) {
+		return httpapi.E(httpapi.KindConflict, "concurrent_update", "the connection changed while it was being deleted; retry")
+	}
+	return err
+}

@@ -1,0 +1,50 @@
+package meta
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	"github.com/botplatform/api/shared/store"
+)
+
+// An account's Meta connections live in one partition of the account; the pending starts
+// live under the hash of their state, which is all the callback has:
+//
+//	ACCT#<account>#META          CONN#<connection>     the connection (revisioned)
+//	                             CRED#<connection>     its sealed long-lived token and expiry
+//	                             ASSETS#<connection>   its assets, selection and attachments
+//	                                                   (revisioned on their own)
+//	METASTATE#<sha256 of state>  STATE                 a pending start: expires after 5
+//	                                                   minutes, deleted by its callback
+//
+// The state itself is never stored, only its hash: a reader of the table cannot finish
+// someone else's authorization.
+
+func metaPK(account string) string { return "ACCT#" + account + "#META" }
+
+const connPrefix = "CONN#"
+
+func connKey(account, id string) store.Key {
+	return store.Key{PK: metaPK(account), SK: connPrefix + id}
+}
+
+func credKey(account, id string) store.Key { return store.Key{PK: metaPK(account), SK: "CRED#" + id} }
+
+func assetsKey(account, id string) store.Key {
+	return store.Key{PK: metaPK(account), SK: "ASSETS#" + id}
+}
+
+func stateKey(state string) store.Key {
+	return store.Key{PK: "METASTATE#" + hashHex(state), SK: "STATE"}
+}
+
+func hashHex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// credAAD binds a sealed token to its connection: copied to another one, it does not open.
+func credAAD(account, id string) []byte { return []byte(account + "/meta/" + id + "/user-token") }
+
+// idPrefix prefixes connection ids.
+const idPrefix = "mtc"

@@ -1,0 +1,214 @@
+package meta
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/botplatform/api/shared/channel/whatsapp"
+	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/store"
+)
+
+// JobRefresh is the job kind that keeps one connection's long-lived token fresh: it runs
+// when the token is within RefreshWindow of its expiry, exchanges it for a new one
+// (fb_exchange_token with the current token), seals it and schedules itself again for the
+// new token. The callback starts it; it reschedules itself through the queue's delayed
+// messages (EventBridge Scheduler beyond 15 minutes on AWS, the local queue's due time
+// locally).
+const JobRefresh = "meta.refresh"
+
+// retryLater is when a refresh Graph refused for a reason other than the token (a bad app
+// configuration, a policy block) is tried again.
+const retryLater = 6 * time.Hour
+
+// refreshPayload names the connection a refresh job keeps.
+type refreshPayload struct {
+	Account    string `json:"account"`
+	Connection string `json:"connection"`
+}
+
+// Steps are the family's job kinds.
+func (s *Service) Steps() map[string]jobs.Step {
+	return map[string]jobs.Step{JobRefresh: s.RefreshStep}
+}
+
+// scheduleRefresh starts the refresh job of a connection after delay (best effort: without a
+// queue, or when sending fails, the token is not refreshed and the connection expires with
+// it; the failure is logged).
+func (s *Service) scheduleRefresh(ctx context.Context, account, id string, delay time.Duration) {
+	if s.queue == nil {
+		return
+	}
+	delay = min(max(delay, 0), queue.MaxScheduledDelay)
+	m, err := jobs.StartMessage(delay, JobRefresh, refreshPayload{Account: account, Connection: id})
+	if err == nil {
+		err = s.queue.Send(context.WithoutCancel(ctx), m)
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "meta: schedule token refresh", "connection", id, "error", err)
+	}
+}
+
+// RefreshStep runs one refresh of a connection (one step; the job is done after it). A
+// connection gone or no longer active ends it; a token not yet due reschedules it for when
+// it is; a token Graph refuses (code 190) marks the connection expired; a temporary failure
+// is retried by the queue.
+func (s *Service) RefreshStep(ctx context.Context, payload json.RawMessage, _ string) (string, bool, error) {
+	var p refreshPayload
+	if err := json.Unmarshal(payload, &p); err != nil {
+		return "", true, fmt.Errorf("meta: refresh payload: %w", err)
+	}
+	rec, err := s.load(ctx, p.Account, p.Connection)
+	if err != nil || rec.Status != StatusActive {
+		return "", true, nil // deleted, or failed/expired: nothing to keep fresh
+	}
+	// First the channels still on an older token (a run that refreshed the token and then
+	// failed to pass it on is retried by the queue and resumes here).
+	if err := s.passOn(ctx, p.Account, p.Connection); err != nil {
+		return "", false, err
+	}
+	tok, cr, rev, err := s.token(ctx, p.Account, p.Connection)
+	if err != nil {
+		return "", true, nil
+	}
+	if cr.Expiry.IsZero() {
+		return "", true, nil // a token that does not expire
+	}
+	now := s.now()
+	if due := cr.Expiry.Add(-RefreshWindow); now.Before(due) {
+		s.scheduleRefresh(ctx, p.Account, p.Connection, due.Sub(now))
+		return "", true, nil
+	}
+	next, expiry, err := s.graph.exchange(ctx, tok, now)
+	switch {
+	case err == nil:
+	case tokenRejected(err):
+		s.fail(ctx, p.Account, p.Connection, StatusExpired, "token_rejected")
+		return "", true, nil
+	case temporary(err):
+		return "", false, err // the queue retries the step
+	default:
+		s.log.WarnContext(ctx, "meta: Graph refused the token refresh; retrying later", "connection", p.Connection, "error", err)
+		s.scheduleRefresh(ctx, p.Account, p.Connection, retryLater)
+		return "", true, nil
+	}
+	if err := s.storeRefreshed(ctx, p.Account, p.Connection, next, expiry, rev); err != nil {
+		if errors.Is(err, store.ErrConditionFailed) {
+			return "", true, nil // deleted, or another refresh stored a token meanwhile
+		}
+		return "", false, err
+	}
+	if err := s.passOn(ctx, p.Account, p.Connection); err != nil {
+		return "", false, err
+	}
+	if !expiry.IsZero() {
+		s.scheduleRefresh(ctx, p.Account, p.Connection, nextRefresh(now, expiry))
+	}
+	return "", true, nil
+}
+
+// passOn gives the connection's current token to the channels attached from its assets that
+// hold an older one (channels.Service.ReplaceCredentials, which checks it with WhatsApp).
+// A channel gone since is forgotten; one that refuses the token for good (its number moved
+// to another account) is logged and tried again on the next refresh; a temporary failure
+// is returned, for the queue to retry the step.
+func (s *Service) passOn(ctx context.Context, account, id string) error {
+	if s.channels == nil {
+		return nil
+	}
+	ar, _, err := s.loadAssets(ctx, account, id)
+	if err != nil {
+		return nil // no assets: nothing attached
+	}
+	tok, _, rev, err := s.token(ctx, account, id)
+	if err != nil {
+		return nil
+	}
+	done := map[string]int64{} // asset id -> the revision its channel now holds (0: gone)
+	var errs []error
+	for _, a := range ar.Assets {
+		if a.ChannelID == "" || a.Kind != KindPhone || ar.ChannelTokens[a.ID] >= rev {
+			continue
+		}
+		waba := strings.TrimPrefix(a.ParentID, idPrefixes[KindWABA]+":")
+		_, err := s.channels.ReplaceCredentials(ctx, a.BotID, a.ChannelID,
+			&whatsapp.Credentials{AccessToken: tok, PhoneNumberID: a.GraphID, BusinessAccountID: waba})
+		switch kind := httpapi.KindOf(err); {
+		case err == nil:
+			done[a.ID] = rev
+		case kind == httpapi.KindNotFound:
+			done[a.ID] = 0
+		case kind == httpapi.KindUnavailable || kind == httpapi.KindInternal:
+			errs = append(errs, fmt.Errorf("meta: pass the refreshed token to channel %s: %w", a.ChannelID, err))
+		default:
+			s.log.WarnContext(ctx, "meta: a channel refused the refreshed token", "connection", id, "channel", a.ChannelID, "error", err)
+		}
+	}
+	if len(done) > 0 {
+		_, _, err := s.saveAssets(ctx, account, id, func(ar *assetsRecord) {
+			for j := range ar.Assets {
+				rev, ok := done[ar.Assets[j].ID]
+				if !ok {
+					continue
+				}
+				if ar.ChannelTokens == nil {
+					ar.ChannelTokens = map[string]int64{}
+				}
+				if rev == 0 {
+					delete(ar.ChannelTokens, ar.Assets[j].ID)
+					ar.Assets[j].ChannelID, ar.Assets[j].BotID = "", ""
+				} else {
+					ar.ChannelTokens[ar.Assets[j].ID] = rev
+				}
+			}
+		})
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// minInterval is the shortest wait between two refreshes of a token that Graph gives less
+// than RefreshWindow to live: without it such a token would be exchanged again at once,
+// forever.
+const minInterval = 24 * time.Hour
+
+// nextRefresh is how long after now a token expiring at expiry is refreshed: RefreshWindow
+// before its expiry, but not sooner than minInterval (or half its remaining life, for one
+// that lives less).
+func nextRefresh(now, expiry time.Time) time.Duration {
+	d := expiry.Add(-RefreshWindow).Sub(now)
+	if d < minInterval {
+		d = min(minInterval, expiry.Sub(now)/2)
+	}
+	return max(d, 0)
+}
+
+// storeRefreshed seals and stores a refreshed token over the credentials' revision rev, and
+// records the new expiry on the connection. Channels attached with the old token keep it
+// (docs/meta.md, "Refresh": the channels family has no credential update).
+func (s *Service) storeRefreshed(ctx context.Context, account, id, token string, expiry time.Time, rev int64) error {
+	sealed, err := s.sealer.Seal(ctx, []byte(token), credAAD(account, id))
+	if err != nil {
+		return fmt.Errorf("meta: seal token: %w", err)
+	}
+	now := stamp(s.now())
+	it, err := item(credKey(account, id), rev+1, credRecord{Sealed: sealed, Expiry: expiry.UTC(), UpdatedAt: now})
+	if err != nil {
+		return err
+	}
+	// Stored even if the caller has gone: the new token is the one that works from now on.
+	if err := s.store.Put(context.WithoutCancel(ctx), it, store.RevisionIs(rev)); err != nil {
+		return err
+	}
+	_, err = s.update(context.WithoutCancel(ctx), account, id, func(r *record) bool {
+		r.ExpiresAt, r.RefreshedAt = expiryPtr(expiry), &now
+		return true
+	})
+	return err
+}
