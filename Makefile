@@ -55,7 +55,7 @@ build:
 			-o $(BUILD_DIR)/$$f/bootstrap ./functions/$$f/lambda || exit 1; \
 	done
 
-## bench: throughput and latency of the local API against a bare net/http handler, Lambda cold starts against a minimal function, inbound messages processed end to end against the local queue's no-op throughput, label-filtered subscriber listing over 100,000 subscribers against the unfiltered list, an email campaign to 10,000 recipients against a bare SMTP client sending the same messages, a funnel report over 1,000,000 events against a hand-written SQL query over the same table, and a broadcast's plan of 100,000 recipients against a bare insert loop and its send to a fake provider limited to 1,000 messages a second against that limit, and a CRM initial sync against the Pipedrive fake limited to 80 requests per 2 s against that limit, and the managed AI route's latency against a direct call to the OpenAI fake, each in the same run
+## bench: throughput and latency of the local API against a bare net/http handler, Lambda cold starts against a minimal function, inbound messages processed end to end against the local queue's no-op throughput, label-filtered subscriber listing over 100,000 subscribers against the unfiltered list, an email campaign to 10,000 recipients against a bare SMTP client sending the same messages, a funnel report over 1,000,000 events against a hand-written SQL query over the same table, and a broadcast's plan of 100,000 recipients against a bare insert loop and its send to a fake provider limited to 1,000 messages a second against that limit, and a CRM initial sync against the Pipedrive fake limited to 80 requests per 2 s against that limit, and the managed AI route's latency against a direct call to the OpenAI fake, each in the same run; and list pages, label pages and a conversation at 1k, 10k and 100k subscribers as ratios to 1k (the 1M run that draws docs/scale.png: go run ./tests/bench -scale)
 bench:
 	$(GO) run ./tests/bench
 	$(GO) run ./tests/bench -lambda
@@ -68,6 +68,7 @@ bench:
 	$(GO) run ./tests/bench -webpush
 	$(GO) run ./tests/bench -crm
 	$(GO) run ./tests/bench -ai
+	$(GO) run ./tests/bench -scale -scale-sizes 1k,10k,100k -scale-out ''
 
 ## synth: build the Lambdas, then write the CloudFormation template of $(STAGE) to cdk.out/ (offline, no AWS credentials)
 synth: build

@@ -11,6 +11,7 @@
 //	go run ./tests/bench -webpush [-messages 2000] [-durability full]   (browser push encryption and signing per message against webpush-go alone)
 //	go run ./tests/bench -crm [-crm-records 2000] [-crm-rate 80]   (a CRM initial sync's requests/s against the Pipedrive fake's rate limit)
 //	go run ./tests/bench -ai [-ai-requests 1000] [-durability full]   (the managed AI route's added latency over a direct call to the OpenAI fake)
+//	go run ./tests/bench -scale [-scale-sizes 1k,10k,100k,1M] [-scale-out docs/scale.png]   (list pages, label pages and a conversation as the subscribers grow)
 package main
 
 import (
@@ -51,7 +52,7 @@ func main() {
 	updates := flag.Int("updates", 1000, "with -conversation: updates to deliver")
 	emails := flag.Bool("email", false, "measure an email campaign against a bare SMTP client instead")
 	recipients := flag.Int("recipients", 10000, "with -email: recipients of the campaign")
-	durability := flag.String("durability", "full", "with -email, -webpush and -ai: the local process's --durability (full or normal)")
+	durability := flag.String("durability", "full", "with -email, -webpush, -ai and -scale: the local process's --durability (full or normal)")
 	funnels := flag.Bool("funnel", false, "measure a funnel report against a hand-written SQL query instead")
 	events := flag.Int("events", 1_000_000, "with -funnel: events in the bot's event log")
 	subscribers := flag.Int("subscribers", 100_000, "with -funnel: subscribers the events are of")
@@ -67,7 +68,23 @@ func main() {
 	crmRate := flag.Int("crm-rate", 80, "with -crm: the fake's limit and CRM_RATE_LIMITS, requests per 2 s (Pipedrive's Essential plan: 80)")
 	ais := flag.Bool("ai", false, "measure the managed AI route's latency against a direct call to the OpenAI fake instead")
 	aiRequests := flag.Int("ai-requests", 1000, "with -ai: requests through the route and directly, each")
+	scales := flag.Bool("scale", false, "measure list pages, label pages and a conversation as one bot's subscribers grow instead")
+	scaleSizes := flag.String("scale-sizes", "1k,10k,100k,1M", "with -scale: the sizes, ascending, seeded one after the other into one store")
+	scalePages := flag.Int("scale-pages", 200, "with -scale: pages timed per list and size, at random cursors")
+	scaleConvs := flag.Int("scale-conversations", 100, "with -scale: conversations timed per size, one at a time")
+	scaleOut := flag.String("scale-out", "docs/scale.png", "with -scale: the chart to write (\"\": none)")
 	flag.Parse()
+	if *scales {
+		sizes, err := parseSizes(*scaleSizes)
+		if err == nil {
+			err = scaleBench(sizes, *scalePages, *scaleConvs, *durability, *scaleOut)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *ais {
 		if err := aiBench(*aiRequests, *durability); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
