@@ -666,7 +666,7 @@ func (s *Store) Flush(_ context.Context, mark uint64) error {
 	if err != nil {
 		return fmt.Errorf("sync the WAL: %w", err)
 	}
-	err = f.Sync()
+	err = datasync(f)
 	f.Close()
 	if err != nil {
 		return fmt.Errorf("sync the WAL: %w", err)
