@@ -40,7 +40,7 @@ func TestMCPToolsFailClosedWithoutTheirRollout(t *testing.T) {
 		tools = append(tools, gated{name: tool.Name, feature: m[1], args: sampleArgs(t, tool, bot)})
 		features[m[1]] = true
 	}
-	for _, f := range []string{"copilot", "flow_intelligence", "replay"} {
+	for _, f := range []string{"copilot", "flow_intelligence", "playbooks", "replay"} {
 		assert.True(t, features[f], "some MCP tool is gated by the %s rollout", f)
 	}
 

@@ -11,6 +11,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/botplatform/api/shared/auth"
 )
 
 // Revisions start at 1: an expected_revision of 0 or -1 is a malformed request on every
@@ -21,7 +23,11 @@ func TestExpectedRevisionBelowOne(t *testing.T) {
 	t.Parallel()
 	s := start(t)
 	// The rollout-gated routes too: their entitlement is checked before the body is read.
-	s.adminJSON("account", "rollout", "--account", s.demo.AccountID, "--enable", "copilot,flow_intelligence,replay")
+	rollout := make([]string, len(auth.RolloutFeatures))
+	for i, f := range auth.RolloutFeatures {
+		rollout[i] = string(f)
+	}
+	s.adminJSON("account", "rollout", "--account", s.demo.AccountID, "--enable", strings.Join(rollout, ","))
 	r := s.get("", "/openapi.yaml")
 	require.Equal(t, http.StatusOK, r.Status)
 	doc, err := openapi3.NewLoader().LoadFromData(r.Body)
