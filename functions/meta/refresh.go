@@ -126,16 +126,28 @@ func (s *Service) passOn(ctx context.Context, account, id string) error {
 	if err != nil {
 		return nil // no assets: nothing attached
 	}
+	// The token's revision first: opening the token (a KMS call on AWS) only when some
+	// channel holds an older one, which is rare.
+	it, err := s.store.Get(ctx, credKey(account, id))
+	if err != nil {
+		return nil // no token: nothing to pass on
+	}
+	var stale []Asset
+	for _, a := range ar.Assets {
+		if a.ChannelID != "" && a.Kind == KindPhone && ar.ChannelTokens[a.ID] < it.Revision {
+			stale = append(stale, a)
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
 	tok, _, rev, err := s.token(ctx, account, id)
 	if err != nil {
 		return nil
 	}
 	done := map[string]int64{} // asset id -> the revision its channel now holds (0: gone)
 	var errs []error
-	for _, a := range ar.Assets {
-		if a.ChannelID == "" || a.Kind != KindPhone || ar.ChannelTokens[a.ID] >= rev {
-			continue
-		}
+	for _, a := range stale {
 		waba := strings.TrimPrefix(a.ParentID, idPrefixes[KindWABA]+":")
 		_, err := s.channels.ReplaceCredentials(ctx, a.BotID, a.ChannelID,
 			&whatsapp.Credentials{AccessToken: tok, PhoneNumberID: a.GraphID, BusinessAccountID: waba})
