@@ -392,7 +392,7 @@ func DecodeCursor(cursor, shape string, n int) ([]string, error) {
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		return nil, fmt.Errorf("%w: malformed", ErrInvalidCursor)
 	}
-	if len(parts) != n+1 || parts[0] != shape {
+	if n < 0 || len(parts) != n+1 || parts[0] != shape {
 		return nil, fmt.Errorf("%w: made for another query", ErrInvalidCursor)
 	}
 	return parts[1:], nil
