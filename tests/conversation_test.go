@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,7 +139,7 @@ type trace struct {
 // conforms checks a response against the operation's documented response.
 func conforms(t *testing.T, method, template, path string, r resp) {
 	t.Helper()
-	doc, err := openapi3.NewLoader().LoadFromData(docs.OpenAPI)
+	doc, err := openAPIDoc()
 	require.NoError(t, err)
 	item := doc.Paths.Value(template)
 	require.NotNil(t, item, template)
@@ -154,6 +155,11 @@ func conforms(t *testing.T, method, template, path string, r resp) {
 	}
 	assert.NoError(t, openapi3filter.ValidateResponse(context.Background(), in), "%s %s: %s", method, path, r.Body)
 }
+
+// openAPIDoc is the served OpenAPI document, loaded once for the package: loading it is
+// about a second under the race detector, and conforms runs hundreds of times. Validation
+// only reads it.
+var openAPIDoc = sync.OnceValues(func() (*openapi3.T, error) { return openapi3.NewLoader().LoadFromData(docs.OpenAPI) })
 
 // executions lists the subscriber's runs, newest first.
 func (c *conversation) executions(t *testing.T, sub string) []trace {

@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"fmt"
 	"maps"
 	"net/url"
 	"regexp"
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/botplatform/api/tests/fakes/fakehttp"
 )
@@ -391,6 +393,7 @@ type Record struct {
 	Props   map[string]any
 	Created time.Time
 	Updated time.Time
+	seq     int // creation order, for merging lookups
 }
 
 func (r *Record) clone() Record {
@@ -409,6 +412,11 @@ type Records struct {
 	objects map[string]map[string]*Record
 	order   map[string][]string
 	n       int
+	seq     int // records made, by Create or Put
+	// folded indexes the values of the properties FindFold was asked for: object ->
+	// property -> folded value (foldKey) -> records. A sync looks every record up by email, and a
+	// scan per lookup made a 10,000-record test quadratic.
+	folded map[string]map[string]map[string]map[*Record]struct{}
 }
 
 // NewRecords returns an empty store whose ids newID makes from the object and a sequence
@@ -424,6 +432,8 @@ func (s *Records) Create(object string, props map[string]any) Record {
 	s.n++
 	now := s.clock.Now()
 	r := &Record{ID: s.newID(object, s.n), Props: maps.Clone(props), Created: now, Updated: now}
+	s.seq++
+	r.seq = s.seq
 	if r.Props == nil {
 		r.Props = map[string]any{}
 	}
@@ -432,6 +442,9 @@ func (s *Records) Create(object string, props map[string]any) Record {
 	}
 	s.objects[object][r.ID] = r
 	s.order[object] = append(s.order[object], r.ID)
+	for k := range s.folded[object] {
+		s.index(object, k, r, true)
+	}
 	return r.clone()
 }
 
@@ -444,20 +457,15 @@ func (s *Records) Put(object, id string, props map[string]any) (Record, bool) {
 	now := s.clock.Now()
 	r, ok := s.objects[object][id]
 	if !ok {
-		r = &Record{ID: id, Props: map[string]any{}, Created: now}
+		s.seq++
+		r = &Record{ID: id, Props: map[string]any{}, Created: now, seq: s.seq}
 		if s.objects[object] == nil {
 			s.objects[object] = map[string]*Record{}
 		}
 		s.objects[object][id] = r
 		s.order[object] = append(s.order[object], id)
 	}
-	for k, v := range props {
-		if v == nil {
-			delete(r.Props, k)
-		} else {
-			r.Props[k] = v
-		}
-	}
+	s.merge(object, r, props)
 	r.Updated = now
 	return r.clone(), !ok
 }
@@ -471,15 +479,116 @@ func (s *Records) Update(object, id string, props map[string]any) (Record, bool)
 	if !ok {
 		return Record{}, false
 	}
+	s.merge(object, r, props)
+	r.Updated = s.clock.Now()
+	return r.clone(), true
+}
+
+// merge sets props on r (a nil value removes the property), keeping the indexes current.
+func (s *Records) merge(object string, r *Record, props map[string]any) {
 	for k, v := range props {
+		_, indexed := s.folded[object][k]
+		if indexed {
+			s.index(object, k, r, false)
+		}
 		if v == nil {
 			delete(r.Props, k)
 		} else {
 			r.Props[k] = v
 		}
+		if indexed {
+			s.index(object, k, r, true)
+		}
 	}
-	r.Updated = s.clock.Now()
-	return r.clone(), true
+}
+
+// index adds r under the values of its property key, or removes it.
+func (s *Records) index(object, key string, r *Record, add bool) {
+	byValue := s.folded[object][key]
+	for _, v := range Strings(r.Props[key]) {
+		v = foldKey(v)
+		if add {
+			if byValue[v] == nil {
+				byValue[v] = map[*Record]struct{}{}
+			}
+			byValue[v][r] = struct{}{}
+		} else if set := byValue[v]; set != nil {
+			delete(set, r)
+			if len(set) == 0 {
+				delete(byValue, v)
+			}
+		}
+	}
+}
+
+// FindFold returns the records of object with a value of one of keys (as Strings lists a
+// property's values) equal to value under case folding, in creation order: a provider's
+// exact-match search. The first lookup of a property indexes it; writes keep the index.
+func (s *Records) FindFold(object string, keys []string, value string) []Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[*Record]bool{}
+	var hits []*Record
+	for _, k := range keys {
+		if _, ok := s.folded[object][k]; !ok {
+			if s.folded == nil {
+				s.folded = map[string]map[string]map[string]map[*Record]struct{}{}
+			}
+			if s.folded[object] == nil {
+				s.folded[object] = map[string]map[string]map[*Record]struct{}{}
+			}
+			s.folded[object][k] = map[string]map[*Record]struct{}{}
+			for _, r := range s.objects[object] {
+				s.index(object, k, r, true)
+			}
+		}
+		for r := range s.folded[object][k][foldKey(value)] {
+			if !seen[r] {
+				seen[r] = true
+				hits = append(hits, r)
+			}
+		}
+	}
+	slices.SortFunc(hits, func(a, b *Record) int { return a.seq - b.seq })
+	out := make([]Record, len(hits))
+	for i, r := range hits {
+		out[i] = r.clone()
+	}
+	return out
+}
+
+// foldKey maps each letter of v to the least of its case-folding orbit, so that two strings
+// have one key exactly when strings.EqualFold holds (lowering is not enough: the long s folds
+// to s but lowers to itself).
+func foldKey(v string) string {
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return least
+	}, v)
+}
+
+// Strings lists a property's values as a search compares them: a string is itself; a list
+// of {"value": ...} objects (Pipedrive's emails and phones) is their values; nil is none;
+// anything else is its default formatting.
+func Strings(v any) []string {
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case string:
+		return []string{x}
+	case []any:
+		var out []string
+		for _, e := range x {
+			if m, isMap := e.(map[string]any); isMap {
+				out = append(out, fmt.Sprint(m["value"]))
+			}
+		}
+		return out
+	}
+	return []string{fmt.Sprint(v)}
 }
 
 // Get returns a record.
@@ -533,8 +642,12 @@ func (s *Records) ChangedSince(object string, since time.Time) []Record {
 func (s *Records) Delete(object, id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.objects[object][id]; !ok {
+	r, ok := s.objects[object][id]
+	if !ok {
 		return false
+	}
+	for k := range s.folded[object] {
+		s.index(object, k, r, false)
 	}
 	delete(s.objects[object], id)
 	s.order[object] = slices.DeleteFunc(s.order[object], func(x string) bool { return x == id })

@@ -2,6 +2,8 @@ package crmfake
 
 import (
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,4 +82,44 @@ func TestRecordsPut(t *testing.T) {
 	assert.Len(t, s.All("contacts"), 1, "one record, in the creation order once")
 	_, found := s.Update("contacts", "id-1", map[string]any{"d": "4"})
 	assert.True(t, found)
+}
+
+// FindFold answers what a scan would, in creation order, as records are created, changed,
+// upserted and deleted after the property was first indexed.
+func TestFindFoldFollowsWrites(t *testing.T) {
+	t.Parallel()
+	var clock Clock
+	s := NewRecords(&clock, func(_ string, n int) string { return strconv.Itoa(n) })
+	emails := func(v ...string) []any {
+		out := []any{}
+		for _, e := range v {
+			out = append(out, map[string]any{"value": e})
+		}
+		return out
+	}
+	ids := func(recs []Record) []string {
+		out := []string{}
+		for _, r := range recs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	a := s.Create("persons", map[string]any{"email": emails("Ann@example.com")})
+	assert.Equal(t, []string{a.ID}, ids(s.FindFold("persons", []string{"email"}, "ann@EXAMPLE.com")), "indexed on first use")
+	b := s.Create("persons", map[string]any{"email": emails("bob@example.com", "ann@example.com")})
+	assert.Equal(t, []string{a.ID, b.ID}, ids(s.FindFold("persons", []string{"email"}, "ann@example.com")), "a later create, in creation order")
+	s.Update("persons", a.ID, map[string]any{"email": emails("ann@work.example")})
+	assert.Equal(t, []string{b.ID}, ids(s.FindFold("persons", []string{"email"}, "ann@example.com")), "an update moves it")
+	assert.Equal(t, []string{a.ID}, ids(s.FindFold("persons", []string{"email", "name"}, "ANN@work.example")))
+	s.Put("persons", "x9", map[string]any{"name": "ann@work.example"})
+	assert.Equal(t, []string{a.ID, "x9"}, ids(s.FindFold("persons", []string{"name", "email"}, "ann@work.example")), "a put-created record, on another key")
+	s.Update("persons", b.ID, map[string]any{"email": nil})
+	assert.Empty(t, ids(s.FindFold("persons", []string{"email"}, "bob@example.com")), "a removed property")
+	s.Delete("persons", a.ID)
+	assert.Empty(t, ids(s.FindFold("persons", []string{"email"}, "ann@work.example")), "a deleted record")
+	assert.Empty(t, ids(s.FindFold("deals", []string{"title"}, "x")), "an object with no records")
+	// The match is EqualFold's, not lowering's: the long s folds to s but lowers to itself.
+	l := s.Create("persons", map[string]any{"name": "Ro\u017fa \u212aing"})
+	assert.Equal(t, []string{l.ID}, ids(s.FindFold("persons", []string{"name"}, "ROSA king")))
+	assert.True(t, strings.EqualFold("Ro\u017fa \u212aing", "ROSA king"), "the case above is one EqualFold accepts")
 }

@@ -242,6 +242,19 @@ func (s *Server) Limited() int { return s.traffic.Limited() }
 // with their properties as stored (strings).
 func (s *Server) Records(object string) []crmfake.Record { return s.records.All(object) }
 
+// withEmail returns the contacts whose email is e exactly, but the one with id except:
+// emails are unique among contacts. It looks them up in the store's index, since every
+// create checks.
+func (s *Server) withEmail(e, except string) []crmfake.Record {
+	var out []crmfake.Record
+	for _, rec := range s.records.FindFold("contacts", []string{"email"}, e) {
+		if rec.ID != except && rec.Props["email"] == e {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
 // Record returns one record.
 func (s *Server) Record(object, id string) (crmfake.Record, bool) { return s.records.Get(object, id) }
 
@@ -802,7 +815,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	if o == "contacts" {
 		if e, _ := props["email"].(string); e != "" {
-			if dup := s.records.Find(o, func(rec crmfake.Record) bool { return rec.Props["email"] == e }); len(dup) > 0 {
+			if dup := s.withEmail(e, ""); len(dup) > 0 {
 				writeError(w, http.StatusConflict, "CONFLICT", "Contact already exists. Existing ID: "+dup[0].ID)
 				return
 			}
@@ -867,7 +880,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 	if o == "contacts" {
 		// An update cannot give a contact another contact's email either.
 		if e, _ := props["email"].(string); e != "" {
-			if dup := s.records.Find(o, func(rec crmfake.Record) bool { return rec.ID != id && rec.Props["email"] == e }); len(dup) > 0 {
+			if dup := s.withEmail(e, id); len(dup) > 0 {
 				writeError(w, http.StatusConflict, "CONFLICT", "Contact already exists. Existing ID: "+dup[0].ID)
 				return
 			}
@@ -920,10 +933,10 @@ func (s *Server) batchUpsert(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "VALIDATION_ERROR", bad)
 			return
 		}
-		email := props["email"]
+		email, _ := props["email"].(string) // checked: a string
 		var rec crmfake.Record
 		isNew := false
-		if dup := s.records.Find(o, func(rec crmfake.Record) bool { return rec.Props["email"] == email }); len(dup) > 0 {
+		if dup := s.withEmail(email, ""); len(dup) > 0 {
 			rec, _ = s.records.Update(o, dup[0].ID, props)
 		} else {
 			rec, isNew = s.records.Create(o, props), true

@@ -679,22 +679,29 @@ var searchable = map[string][]string{
 	"deals":         {"title", "notes", "custom_fields"},
 }
 
-func values(v any) []string {
+// anyValue reports whether match accepts one of v's values (as crmfake.Strings lists them) without
+// building the list: the search calls it for every record.
+func anyValue(v any, match func(string) bool) bool {
 	switch x := v.(type) {
 	case nil:
-		return nil
+		return false
 	case string:
-		return []string{x}
+		return match(x)
 	case []any:
-		var out []string
 		for _, e := range x {
 			if m, isMap := e.(map[string]any); isMap {
-				out = append(out, fmt.Sprint(m["value"]))
+				if s, isString := m["value"].(string); isString {
+					if match(s) {
+						return true
+					}
+				} else if match(fmt.Sprint(m["value"])) {
+					return true
+				}
 			}
 		}
-		return out
+		return false
 	}
-	return []string{fmt.Sprint(v)}
+	return match(fmt.Sprint(v))
 }
 
 func (s *Server) search(w http.ResponseWriter, r *http.Request) {
@@ -723,31 +730,35 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	if !good {
 		return
 	}
-	matches := func(v string) bool {
-		if exact {
-			return strings.EqualFold(v, term)
+	var keys []string
+	for _, f := range fields {
+		if f != "custom_fields" {
+			keys = append(keys, f)
+			continue
 		}
-		return strings.Contains(strings.ToLower(v), strings.ToLower(term))
-	}
-	hits := s.records.Find(o, func(rec crmfake.Record) bool {
-		for _, f := range fields {
-			keys := []string{f}
-			if f == "custom_fields" {
-				keys = nil
-				for _, sf := range schema[o] {
-					if sf.Edit {
-						keys = append(keys, sf.Key)
-					}
-				}
+		for _, sf := range schema[o] {
+			if sf.Edit {
+				keys = append(keys, sf.Key)
 			}
+		}
+	}
+	// A sync searches once per record, so an exact search is an index lookup, and a term
+	// search scans without allocating.
+	var hits []crmfake.Record
+	if exact {
+		hits = s.records.FindFold(o, keys, term)
+	} else {
+		lowered := strings.ToLower(term)
+		contains := func(v string) bool { return strings.Contains(strings.ToLower(v), lowered) }
+		hits = s.records.Find(o, func(rec crmfake.Record) bool {
 			for _, k := range keys {
-				if slices.ContainsFunc(values(rec.Props[k]), matches) {
+				if anyValue(rec.Props[k], contains) {
 					return true
 				}
 			}
-		}
-		return false
-	})
+			return false
+		})
+	}
 	items := []map[string]any{}
 	for i := start; i < len(hits) && i < start+limit; i++ {
 		rec := hits[i]
@@ -757,8 +768,8 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		switch o {
 		case "persons":
 			item["name"] = rec.Props["name"]
-			item["emails"] = values(rec.Props["email"])
-			item["phones"] = values(rec.Props["phone"])
+			item["emails"] = crmfake.Strings(rec.Props["email"])
+			item["phones"] = crmfake.Strings(rec.Props["phone"])
 		case "deals":
 			item["title"] = rec.Props["title"]
 			item["status"] = rec.Props["status"]
