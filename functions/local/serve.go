@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -39,6 +40,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	smtpUser := fs.String("smtp-user", os.Getenv("SMTP_USER"), "SMTP AUTH user (env SMTP_USER); the password only from the environment (SMTP_PASSWORD)")
 	dnsServer := fs.String("dns-server", os.Getenv("DNS_SERVER"), "DNS server (host:port, UDP) sending-domain verification asks (env DNS_SERVER; default the system resolver)")
 	emailRate := fs.Float64("email-rate", 100, "campaign sending rate, messages a second")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it; for performance work, docs/performance.md)")
 	sdkKey := fs.String("sdk-key", "derived", "the customer SDK's project-key secret: derived (from the data directory's master key) or off (as a deployment without it: enabling the SDK answers 503 sdk_not_configured)")
 	smtpTLS := fs.String("smtp-tls", "starttls", "SMTP encryption: starttls (required), implicit-tls, or none (a relay on this machine only)")
 	// Media the local process uploads (VK) may come from this machine or its network.
@@ -110,6 +112,18 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(handler)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "--cpuprofile: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	if err := realServe(ctx, *addr, *dataDir, cfg, log, stdout); err != nil {
 		log.Error("serve failed", "error", err)
 		return 1

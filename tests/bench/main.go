@@ -68,6 +68,7 @@ func main() {
 	crmRate := flag.Int("crm-rate", 80, "with -crm: the fake's limit and CRM_RATE_LIMITS, requests per 2 s (Pipedrive's Essential plan: 80)")
 	ais := flag.Bool("ai", false, "measure the managed AI route's latency against a direct call to the OpenAI fake instead")
 	aiRequests := flag.Int("ai-requests", 1000, "with -ai: requests through the route and directly, each")
+	flag.StringVar(&serveCPUProfile, "cpuprofile", "", "write a CPU profile of each local API process the run starts to this file (the last one started wins; go tool pprof reads it)")
 	scales := flag.Bool("scale", false, "measure list pages, label pages and a conversation as one bot's subscribers grow instead")
 	scaleSizes := flag.String("scale-sizes", "1k,10k,100k,1M", "with -scale: the sizes, ascending, seeded one after the other into one store")
 	scalePages := flag.Int("scale-pages", 200, "with -scale: pages timed per list and size, at random cursors")
@@ -395,8 +396,14 @@ func createBot(client *http.Client, base, token, name string) (string, error) {
 }
 
 // startProc starts cmd and waits for its stdout to announce the base URL.
+// serveCPUProfile is the -cpuprofile flag: startProc passes it to every `local serve`.
+var serveCPUProfile string
+
 func startProc(cmd *exec.Cmd, announce string) (*exec.Cmd, string, error) {
 	re := regexp.MustCompile(announce)
+	if serveCPUProfile != "" && len(cmd.Args) > 1 && cmd.Args[1] == "serve" {
+		cmd.Args = append(cmd.Args, "--cpuprofile", serveCPUProfile)
+	}
 	pr, pw := io.Pipe()
 	cmd.Stdout = pw
 	cmd.Stderr = io.Discard // request logs are written, as in production, but not kept

@@ -106,8 +106,12 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 		}
 		b.WriteString(c + dir)
 	}
-	args = append(args, limit+1)
-	fmt.Fprintf(&b, ` LIMIT ?%d`, len(args))
+	// The LIMIT is a literal, never a parameter: SQLite reads a bound LIMIT's value while
+	// planning and marks the statement stale whenever it is bound again, so every run of
+	// the cached statement would be parsed and planned anew (a third of a small query's
+	// cost). Rounding it up to a power of two keeps the cached texts few; the loop below
+	// stops at limit+1 rows all the same.
+	fmt.Fprintf(&b, ` LIMIT %d`, limitBucket(limit+1))
 
 	st, err := s.queryStmt(ctx, b.String())
 	if err != nil {
@@ -119,7 +123,7 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	}
 	defer rows.Close()
 	items := make([]store.Item, 0, min(limit+1, 64))
-	for rows.Next() {
+	for len(items) <= limit && rows.Next() {
 		it, err := scanItem(rows)
 		if err != nil {
 			return store.Page{}, fmt.Errorf("sqlite: query: %w", mapErr(err))
@@ -135,6 +139,15 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 		page.Next = store.EncodeCursor(shape, store.Position(q.Index, items[limit-1]))
 	}
 	return page, nil
+}
+
+// limitBucket is the least power of two at least n, the LIMIT a query of n rows runs with.
+func limitBucket(n int) int {
+	b := 1
+	for b < n {
+		b <<= 1
+	}
+	return b
 }
 
 // queryStmt returns a prepared statement for a query's SQL text, preparing it once. Query
