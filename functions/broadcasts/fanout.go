@@ -494,9 +494,6 @@ func (st *step) sendChannel(ctx context.Context, k channel.Kind) (bool, error) {
 		st.r.Recent[string(k)] = l
 	}()
 	for s.d.Now().Before(st.deadline) {
-		if live, err := st.live(ctx); err != nil || !live {
-			return false, err
-		}
 		page, err := s.d.Store.Query(ctx, store.Query{Index: store.GSI1, PK: rowStatePK(st.p.Bot, st.p.Broadcast, RowPlanned, string(k)), Limit: window})
 		if err != nil {
 			return true, err
@@ -514,6 +511,12 @@ func (st *step) sendChannel(ctx context.Context, k channel.Kind) (bool, error) {
 		// sent again (interrupted), so rows wait unclaimed for their turn.
 		if err := cr.pace.Ready(ctx, s.d.Now, s.d.Sleep); err != nil {
 			return true, err
+		}
+		// Read the broadcast after the wait for the slot, not before it: a pause answered
+		// while the batch waited for its turn must stop it (the pace can wait a fifth of a
+		// second at 5 messages a second).
+		if live, err := st.live(ctx); err != nil || !live {
+			return false, err
 		}
 		rows, err = st.claim(ctx, rows)
 		if err != nil {
