@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -28,13 +30,25 @@ import (
 )
 
 // loadOpenAPI parses and validates docs/openapi.yaml as the process embeds and serves it.
+// The tests share one copy and only read it: loading and validating it takes seconds under
+// the race detector.
 func loadOpenAPI(t *testing.T) *openapi3.T {
 	t.Helper()
-	doc, err := openapi3.NewLoader().LoadFromData(docs.OpenAPI)
-	require.NoError(t, err, "docs/openapi.yaml does not load")
-	require.NoError(t, doc.Validate(context.Background()), "docs/openapi.yaml is not a valid OpenAPI document")
+	doc, err := sharedOpenAPI()
+	require.NoError(t, err)
 	return doc
 }
+
+var sharedOpenAPI = sync.OnceValues(func() (*openapi3.T, error) {
+	doc, err := openapi3.NewLoader().LoadFromData(docs.OpenAPI)
+	if err != nil {
+		return nil, fmt.Errorf("docs/openapi.yaml does not load: %w", err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		return nil, fmt.Errorf("docs/openapi.yaml is not a valid OpenAPI document: %w", err)
+	}
+	return doc, nil
+})
 
 // newTestApp opens the local process's environment on an empty data directory.
 func newTestApp(t *testing.T) (*app, *httpapi.Mux) {
