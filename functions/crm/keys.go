@@ -35,9 +35,8 @@ func accountKey(bot, provider, accountID string) store.Key {
 	return store.Key{PK: crmPK(bot), SK: "ACCT#" + provider + "#" + hashHex(accountID)}
 }
 
-func stateKey(state string) store.Key {
-	return store.Key{PK: "CRMSTATE#" + hashHex(state), SK: "STATE"}
-}
+// stateFamily is the partition prefix of the pending OAuth starts (shared/oauthstate).
+const stateFamily = "CRMSTATE"
 
 func hashHex(s string) string {
 	sum := sha256.Sum256([]byte(s))

@@ -2,8 +2,6 @@ package crm
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -18,6 +16,7 @@ import (
 	"github.com/botplatform/api/shared/crm/salesforce"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/oauthstate"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -132,12 +131,10 @@ func (s *Service) Start(ctx context.Context, p *auth.Principal, bot, provider st
 			return Started{}, err
 		}
 	}
-	var raw [32]byte
-	_, _ = rand.Read(raw[:]) // never fails (crypto/rand)
-	state := base64.RawURLEncoding.EncodeToString(raw[:])
+	state := oauthstate.New()
 	verifier := oauth2.GenerateVerifier()
-	key := stateKey(state)
-	sealed, err := s.sealer.Seal(ctx, []byte(verifier), verifierAAD(hashHex(state)))
+	key := oauthstate.Key(stateFamily, state)
+	sealed, err := s.sealer.Seal(ctx, []byte(verifier), verifierAAD(oauthstate.Hash(state)))
 	if err != nil {
 		return Started{}, fmt.Errorf("crm: seal PKCE verifier: %w", err)
 	}
@@ -165,38 +162,19 @@ type Actor struct {
 var errInvalidState = httpapi.E(httpapi.KindInvalid, "invalid_state",
 	"the state is unknown, already used, older than 5 minutes, or was issued for another provider: start the connection again")
 
-// maxStateLen bounds the state read from the query (the platform's are 43 characters).
-const maxStateLen = 128
-
 // Callback finishes an OAuth start: it consumes the state (once), exchanges the code with
 // the PKCE verifier, reads the account the tokens act as and stores the connection. The
 // Actor is nil when the state did not authenticate the call; otherwise the call is the
 // start's caller's, and audited as theirs.
 func (s *Service) Callback(ctx context.Context, provider string, q url.Values) (Connection, bool, *Actor, error) {
 	state := q.Get("state")
-	if state == "" || len(state) > maxStateLen {
-		return Connection{}, false, nil, errInvalidState
-	}
-	key := stateKey(state)
-	it, err := s.store.Get(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
+	pd, err := oauthstate.Consume(ctx, s.store, stateFamily, state, func(pd pending) bool {
+		return pd.Provider == provider && s.now().Before(pd.CreatedAt.Add(StateTTL))
+	})
+	if errors.Is(err, oauthstate.ErrInvalid) {
 		return Connection{}, false, nil, errInvalidState
 	}
 	if err != nil {
-		return Connection{}, false, nil, err
-	}
-	pd, err := store.Decode[pending](it)
-	if err != nil {
-		return Connection{}, false, nil, err
-	}
-	if pd.Provider != provider || !s.now().Before(pd.CreatedAt.Add(StateTTL)) {
-		return Connection{}, false, nil, errInvalidState
-	}
-	// Single use: of two callbacks with the state, one deletes it and the other fails here.
-	if err := s.store.Delete(ctx, key, store.RevisionIs(it.Revision)); err != nil {
-		if errors.Is(err, store.ErrConditionFailed) {
-			return Connection{}, false, nil, errInvalidState
-		}
 		return Connection{}, false, nil, err
 	}
 	actor := &Actor{BotID: pd.BotID, Principal: &auth.Principal{AccountID: pd.AccountID, UserID: pd.UserID, TokenID: pd.TokenID, Kind: pd.TokenKind}}
@@ -219,7 +197,7 @@ func (s *Service) Callback(ctx context.Context, provider string, q url.Values) (
 	if !ok {
 		return Connection{}, false, actor, errNotConfigured(provider)
 	}
-	verifier, err := s.sealer.Open(ctx, pd.SealedVerifier, verifierAAD(hashHex(state)))
+	verifier, err := s.sealer.Open(ctx, pd.SealedVerifier, verifierAAD(oauthstate.Hash(state)))
 	if err != nil {
 		return Connection{}, false, actor, fmt.Errorf("crm: open PKCE verifier: %w", err)
 	}

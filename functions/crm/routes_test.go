@@ -15,6 +15,7 @@ import (
 	"github.com/botplatform/api/shared/auth"
 	crmapi "github.com/botplatform/api/shared/crm"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/oauthstate"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
@@ -85,7 +86,7 @@ func TestOAuthFlow(t *testing.T) {
 
 	// Only the state's hash is stored, and the verifier only sealed.
 	state := u.Query().Get("state")
-	it, err := f.raw.Get(sqlitetest.Unrecorded(t.Context()), stateKey(state))
+	it, err := f.raw.Get(sqlitetest.Unrecorded(t.Context()), oauthstate.Key(stateFamily, state))
 	require.NoError(t, err)
 	assert.NotContains(t, it.PK+string(it.Data), state)
 	assert.Contains(t, string(it.Data), `"account_key":"acme.example"`)

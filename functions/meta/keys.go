@@ -1,9 +1,6 @@
 package meta
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -34,14 +31,8 @@ func assetsKey(account, id string) store.Key {
 	return store.Key{PK: metaPK(account), SK: "ASSETS#" + id}
 }
 
-func stateKey(state string) store.Key {
-	return store.Key{PK: "METASTATE#" + hashHex(state), SK: "STATE"}
-}
-
-func hashHex(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
+// stateFamily is the partition prefix of the pending starts (shared/oauthstate).
+const stateFamily = "METASTATE"
 
 // credAAD binds a sealed token to its connection: copied to another one, it does not open.
 func credAAD(account, id string) []byte { return []byte(account + "/meta/" + id + "/user-token") }

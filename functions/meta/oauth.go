@@ -2,8 +2,6 @@ package meta
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/url"
@@ -14,6 +12,7 @@ import (
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/oauthstate"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -65,9 +64,7 @@ func (s *Service) Start(ctx context.Context, p *auth.Principal) (Started, error)
 			return Started{}, err
 		}
 	}
-	var raw [32]byte
-	_, _ = rand.Read(raw[:]) // never fails (crypto/rand)
-	state := base64.RawURLEncoding.EncodeToString(raw[:])
+	state := oauthstate.New()
 	now := s.now()
 	expires := store.SecondsPrecision(now.Add(StateTTL))
 	rec := record{Connection: Connection{ID: ids.At(idPrefix, now), Status: StatusPending, Revision: 1,
@@ -76,7 +73,7 @@ func (s *Service) Start(ctx context.Context, p *auth.Principal) (Started, error)
 	if err != nil {
 		return Started{}, err
 	}
-	st, err := item(stateKey(state), 1, pending{ConnectionID: rec.ID, AccountID: p.AccountID, UserID: p.UserID,
+	st, err := item(oauthstate.Key(stateFamily, state), 1, pending{ConnectionID: rec.ID, AccountID: p.AccountID, UserID: p.UserID,
 		TokenID: p.TokenID, TokenKind: p.Kind, CreatedAt: now.UTC()})
 	if err != nil {
 		return Started{}, err
@@ -98,9 +95,6 @@ type Actor struct {
 var errInvalidState = httpapi.E(httpapi.KindInvalid, "invalid_state",
 	"the state is unknown, already used or older than 5 minutes: start the connection again")
 
-// maxStateLen bounds the state read from the query (the platform's are 43 characters).
-const maxStateLen = 128
-
 // Callback finishes a start: it consumes the state (once), then, acting for the start's
 // caller, exchanges the code for a token, that token for a long-lived one, reads who
 // granted it, what they granted and their assets, seals the token and makes the connection
@@ -108,30 +102,13 @@ const maxStateLen = 128
 // failed with the reason (the state cannot be used again). The Actor is nil when the state
 // did not authenticate the call.
 func (s *Service) Callback(ctx context.Context, q url.Values) (Connection, *Actor, error) {
-	state := q.Get("state")
-	if state == "" || len(state) > maxStateLen {
-		return Connection{}, nil, errInvalidState
-	}
-	key := stateKey(state)
-	it, err := s.store.Get(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
+	pd, err := oauthstate.Consume(ctx, s.store, stateFamily, q.Get("state"), func(pd pending) bool {
+		return s.now().Before(pd.CreatedAt.Add(StateTTL))
+	})
+	if errors.Is(err, oauthstate.ErrInvalid) {
 		return Connection{}, nil, errInvalidState
 	}
 	if err != nil {
-		return Connection{}, nil, err
-	}
-	pd, err := store.Decode[pending](it)
-	if err != nil {
-		return Connection{}, nil, err
-	}
-	if !s.now().Before(pd.CreatedAt.Add(StateTTL)) {
-		return Connection{}, nil, errInvalidState
-	}
-	// Single use: of two callbacks with the state, one deletes it and the other fails here.
-	if err := s.store.Delete(ctx, key, store.RevisionIs(it.Revision)); err != nil {
-		if errors.Is(err, store.ErrConditionFailed) {
-			return Connection{}, nil, errInvalidState
-		}
 		return Connection{}, nil, err
 	}
 	actor := &Actor{Principal: &auth.Principal{AccountID: pd.AccountID, UserID: pd.UserID, TokenID: pd.TokenID, Kind: pd.TokenKind}}
