@@ -122,9 +122,7 @@ type broadcastArgs struct {
 // Validate requires the broadcast.
 func (a *broadcastArgs) Validate() error {
 	var p httpapi.Problems
-	if a.BroadcastID == "" {
-		p.Add("broadcast_id", "is required")
-	}
+	p.Require("broadcast_id", a.BroadcastID)
 	return p.Err()
 }
 

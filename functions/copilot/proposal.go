@@ -238,9 +238,7 @@ func parseAnswer(text string, base reactions.Content, self string) (string, reac
 	}
 	var p httpapi.Problems
 	a.Summary = strings.TrimSpace(a.Summary)
-	if a.Summary == "" {
-		p.Add("summary", "is required")
-	}
+	p.Require("summary", a.Summary)
 	if a.Steps == nil {
 		p.Add("steps", "is required")
 	}

@@ -158,9 +158,7 @@ type listConnectionsArgs struct {
 
 // requireConnection adds the problem of a missing connection_id.
 func requireConnection(p *httpapi.Problems, id string) {
-	if id == "" {
-		p.Add("connection_id", "is required")
-	}
+	p.Require("connection_id", id)
 }
 
 // refresh is an optional refresh argument's value: absent asks nothing afresh, as the
@@ -178,9 +176,7 @@ type fieldsArgs struct {
 func (a *fieldsArgs) Validate() error {
 	var p httpapi.Problems
 	requireConnection(&p, a.ConnectionID)
-	if a.Object == "" {
-		p.Add("object", "is required")
-	}
+	p.Require("object", a.Object)
 	return p.Err()
 }
 

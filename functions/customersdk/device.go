@@ -117,9 +117,7 @@ func CheckApp(p Project, platform Platform, appID, origin string) (string, error
 	default:
 		p2.Add("platform", "must be web, ios or android")
 	}
-	if appID == "" {
-		p2.Add("app_id", "is required")
-	}
+	p2.Require("app_id", appID)
 	if err := p2.Err(); err != nil {
 		return "", err
 	}

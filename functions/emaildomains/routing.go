@@ -69,9 +69,7 @@ type NewRoute struct {
 // Validate checks what needs no store.
 func (n *NewRoute) Validate() error {
 	var p httpapi.Problems
-	if n.DomainID == "" {
-		p.Add("domain_id", "is required")
-	}
+	p.Require("domain_id", n.DomainID)
 	if m, ok := checkMatch(&p, "match", n.Match); ok {
 		n.Match = m
 	}

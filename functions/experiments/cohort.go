@@ -21,9 +21,7 @@ type CohortRequest struct {
 // Validate checks what decoding cannot; the range is checked with the report's rules.
 func (c *CohortRequest) Validate() error {
 	var p httpapi.Problems
-	if c.VariantID == "" {
-		p.Add("variant_id", "is required")
-	}
+	p.Require("variant_id", c.VariantID)
 	if c.Converted == nil {
 		p.Add("converted", "is required: true for the variant's converted subscribers, false for the others it exposed")
 	}

@@ -197,9 +197,7 @@ type assignRequest struct {
 // Validate checks what decoding cannot.
 func (v *assignRequest) Validate() error {
 	var p httpapi.Problems
-	if v.SubscriberID == "" {
-		p.Add("subscriber_id", "is required")
-	}
+	p.Require("subscriber_id", v.SubscriberID)
 	return p.Err()
 }
 

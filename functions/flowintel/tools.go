@@ -68,9 +68,7 @@ type overlayArgs struct {
 // Validate requires the reaction and a valid version.
 func (a *overlayArgs) Validate() error {
 	var p httpapi.Problems
-	if a.ReactionID == "" {
-		p.Add("reaction_id", "is required")
-	}
+	p.Require("reaction_id", a.ReactionID)
 	if a.Version < 0 {
 		p.Add("version", "must be a version number of at least 1")
 	}
@@ -88,12 +86,8 @@ type samplesArgs struct {
 // Validate requires the reaction and step and bounds the limit.
 func (a *samplesArgs) Validate() error {
 	var p httpapi.Problems
-	if a.ReactionID == "" {
-		p.Add("reaction_id", "is required")
-	}
-	if a.StepID == "" {
-		p.Add("step_id", "is required")
-	}
+	p.Require("reaction_id", a.ReactionID)
+	p.Require("step_id", a.StepID)
 	if a.Version < 0 {
 		p.Add("version", "must be a version number of at least 1")
 	}

@@ -31,12 +31,8 @@ type AttachRequest struct {
 // Validate checks the body's shape.
 func (r *AttachRequest) Validate() error {
 	var p httpapi.Problems
-	if r.AssetID == "" {
-		p.Add("asset_id", "is required")
-	}
-	if r.BotID == "" {
-		p.Add("bot_id", "is required")
-	}
+	p.Require("asset_id", r.AssetID)
+	p.Require("bot_id", r.BotID)
 	if name := strings.TrimSpace(r.Name); len([]rune(name)) > 100 {
 		p.Add("name", "must be at most 100 characters")
 	} else {

@@ -210,12 +210,8 @@ type CreateRequest struct {
 // Validate checks the request's form.
 func (r *CreateRequest) Validate() error {
 	var p httpapi.Problems
-	if r.BotID == "" {
-		p.Add("bot_id", "is required")
-	}
-	if r.PlaybookID == "" {
-		p.Add("playbook_id", "is required")
-	}
+	p.Require("bot_id", r.BotID)
+	p.Require("playbook_id", r.PlaybookID)
 	if r.Version < 0 {
 		p.Add("version", "must be a catalog version (1 or more), or left out for the newest")
 	}

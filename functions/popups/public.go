@@ -61,9 +61,7 @@ type Event struct {
 // Validate checks what needs no popup.
 func (e *Event) Validate() error {
 	var p httpapi.Problems
-	if e.PopupID == "" {
-		p.Add("popup_id", "is required")
-	}
+	p.Require("popup_id", e.PopupID)
 	switch e.Type {
 	case EventImpression, EventClose, EventConversion:
 	case "":

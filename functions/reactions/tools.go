@@ -68,8 +68,6 @@ type getArgs struct {
 // Validate requires the reaction.
 func (a *getArgs) Validate() error {
 	var p httpapi.Problems
-	if a.ReactionID == "" {
-		p.Add("reaction_id", "is required")
-	}
+	p.Require("reaction_id", a.ReactionID)
 	return p.Err()
 }

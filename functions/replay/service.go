@@ -321,9 +321,7 @@ type RunRequest struct {
 // Validate checks what decoding cannot.
 func (r *RunRequest) Validate() error {
 	var p httpapi.Problems
-	if r.ReactionID == "" {
-		p.Add("reaction_id", "is required")
-	}
+	p.Require("reaction_id", r.ReactionID)
 	if r.Target == nil || string(r.Target) == "null" {
 		p.Add("target", `is required: a published version number or "draft"`)
 	} else if t, ok := parseTarget(&p, "target", r.Target); ok {

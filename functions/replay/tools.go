@@ -99,9 +99,7 @@ type executionArgs struct {
 // Validate requires the run.
 func (a *executionArgs) Validate() error {
 	var p httpapi.Problems
-	if a.ExecutionID == "" {
-		p.Add("execution_id", "is required")
-	}
+	p.Require("execution_id", a.ExecutionID)
 	return p.Err()
 }
 
@@ -146,9 +144,7 @@ type fixtureArgs struct {
 // Validate requires the fixture.
 func (a *fixtureArgs) Validate() error {
 	var p httpapi.Problems
-	if a.FixtureID == "" {
-		p.Add("fixture_id", "is required")
-	}
+	p.Require("fixture_id", a.FixtureID)
 	return p.Err()
 }
 
@@ -160,8 +156,6 @@ type runArgs struct {
 // Validate requires the run.
 func (a *runArgs) Validate() error {
 	var p httpapi.Problems
-	if a.RunID == "" {
-		p.Add("run_id", "is required")
-	}
+	p.Require("run_id", a.RunID)
 	return p.Err()
 }

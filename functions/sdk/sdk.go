@@ -199,9 +199,7 @@ type registerRequest struct {
 // Validate checks what needs no project.
 func (v *registerRequest) Validate() error {
 	var p httpapi.Problems
-	if v.ProjectKey == "" {
-		p.Add("project_key", "is required")
-	}
+	p.Require("project_key", v.ProjectKey)
 	return p.Err()
 }
 

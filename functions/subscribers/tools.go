@@ -69,8 +69,6 @@ type getArgs struct {
 // Validate requires the subscriber.
 func (a *getArgs) Validate() error {
 	var p httpapi.Problems
-	if a.SubscriberID == "" {
-		p.Add("subscriber_id", "is required")
-	}
+	p.Require("subscriber_id", a.SubscriberID)
 	return p.Err()
 }

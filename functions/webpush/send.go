@@ -28,12 +28,8 @@ type TestSendRequest struct {
 // Validate checks what decoding cannot.
 func (r *TestSendRequest) Validate() error {
 	var p httpapi.Problems
-	if r.SubscriptionID == "" {
-		p.Add("subscription_id", "is required")
-	}
-	if r.DocumentID == "" {
-		p.Add("document_id", "is required")
-	}
+	p.Require("subscription_id", r.SubscriptionID)
+	p.Require("document_id", r.DocumentID)
 	return p.Err()
 }
 

@@ -155,6 +155,13 @@ func (p *Problems) Add(field, format string, args ...any) {
 	*p = append(*p, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
+// Require records that field is required when its value is empty.
+func (p *Problems) Require(field, value string) {
+	if value == "" {
+		p.Add(field, "is required")
+	}
+}
+
 // Text records a problem with field when s breaks rule (shared/text) and reports whether s
 // passed: every family checks the text it keeps with this one rule book.
 func (p *Problems) Text(field, s string, rule text.Rule) bool {

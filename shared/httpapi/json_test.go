@@ -203,7 +203,9 @@ func TestProblems(t *testing.T) {
 	t.Parallel()
 	var p httpapi.Problems
 	require.NoError(t, p.Err())
-	p.Add("name", "is required")
+	p.Require("id", "bot_1")
+	require.NoError(t, p.Err(), "a value given is no problem")
+	p.Require("name", "")
 	p.Add("settings.timezone", "unknown time zone %q", "Mars/Base")
 	he := asHTTPError(t, p.Err())
 	assert.Equal(t, http.StatusBadRequest, he.Status())
