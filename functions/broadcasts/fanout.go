@@ -118,12 +118,9 @@ func (s *Service) SendStep(ctx context.Context, payload json.RawMessage, cursor 
 	if p.Bot == "" || p.Broadcast == "" || p.Epoch < 1 {
 		return "", false, errors.New("broadcasts: send payload needs bot_id, broadcast_id and epoch")
 	}
-	var n int64
-	if cursor != "" {
-		var err error
-		if n, err = strconv.ParseInt(cursor, 10, 64); err != nil || n < 0 {
-			return "", false, fmt.Errorf("broadcasts: bad send cursor %q", cursor)
-		}
+	n, err := jobs.StepNumber(cursor, 0)
+	if err != nil {
+		return "", false, fmt.Errorf("broadcasts: send: %w", err)
 	}
 	now := s.d.Now()
 	st := &step{s: s, p: p, n: n, start: now, deadline: now.Add(s.cfg.StepDuration)}

@@ -471,12 +471,9 @@ func (s *Service) SyncStep(ctx context.Context, payload json.RawMessage, cursor 
 	if err := json.Unmarshal(payload, &p); err != nil {
 		return "", true, fmt.Errorf("crm: sync job payload: %w", err)
 	}
-	n := p.From
-	if cursor != "" {
-		var err error
-		if n, err = strconv.ParseInt(cursor, 10, 64); err != nil {
-			return "", true, fmt.Errorf("crm: sync job cursor %q", cursor)
-		}
+	n, err := jobs.StepNumber(cursor, p.From)
+	if err != nil {
+		return "", true, fmt.Errorf("crm: sync job: %w", err)
 	}
 	rec, err := s.loadJob(ctx, p.Bot, p.Conn, p.Job)
 	if isNotFound(err) {

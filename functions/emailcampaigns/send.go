@@ -161,12 +161,9 @@ func (s *Service) SendStep(ctx context.Context, payload json.RawMessage, cursor 
 	if p.Bot == "" || p.Campaign == "" || p.Epoch < 1 {
 		return "", false, errors.New("emailcampaigns: send payload needs bot_id, campaign_id and epoch")
 	}
-	var n int64
-	if cursor != "" {
-		var err error
-		if n, err = strconv.ParseInt(cursor, 10, 64); err != nil || n < 0 {
-			return "", false, fmt.Errorf("emailcampaigns: bad send cursor %q", cursor)
-		}
+	n, err := jobs.StepNumber(cursor, 0)
+	if err != nil {
+		return "", false, fmt.Errorf("emailcampaigns: send: %w", err)
 	}
 	now := s.d.Now()
 	st := &step{s: s, p: p, n: n, start: now, deadline: now.Add(s.cfg.StepDuration)}

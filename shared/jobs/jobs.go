@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/botplatform/api/shared/queue"
@@ -21,6 +22,19 @@ import (
 // previous step's next cursor afterwards. Steps must be idempotent for a given cursor: a
 // runner may repeat a step after a crash.
 type Step func(ctx context.Context, payload json.RawMessage, cursor string) (next string, done bool, err error)
+
+// StepNumber reads the cursor of a job whose cursor is its step's number: first on the
+// first step (cursor ""), else the number the previous step returned (strconv.FormatInt).
+func StepNumber(cursor string, first int64) (int64, error) {
+	if cursor == "" {
+		return first, nil
+	}
+	n, err := strconv.ParseInt(cursor, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("jobs: %q is not a step number", cursor)
+	}
+	return n, nil
+}
 
 // State is a job between two steps. It is the Step Functions state and the body of a
 // queue continuation, so its JSON shape is a contract with infra/ (the state machine reads

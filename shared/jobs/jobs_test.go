@@ -154,3 +154,19 @@ func TestStartMessageIsWhatStartAfterSends(t *testing.T) {
 	_, err = StartMessage(0, "count", func() {})
 	assert.Error(t, err, "a payload that is no JSON")
 }
+
+// A numbered step's cursor reads back as the number it was written as; the first step has
+// none, and anything else is refused rather than read as a step.
+func TestStepNumber(t *testing.T) {
+	t.Parallel()
+	n, err := StepNumber("", 3)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), n, "the first step")
+	n, err = StepNumber(strconv.FormatInt(41, 10), 3)
+	require.NoError(t, err)
+	assert.Equal(t, int64(41), n)
+	for _, bad := range []string{"-1", "x", "1.5", "99999999999999999999"} {
+		_, err := StepNumber(bad, 0)
+		assert.Error(t, err, bad)
+	}
+}
