@@ -154,22 +154,34 @@ func expiryPtr(t time.Time) *time.Time {
 
 // token opens the long-lived token of connection id.
 func (s *Service) token(ctx context.Context, account, id string) (string, credRecord, int64, error) {
+	cr, rev, err := s.credential(ctx, account, id)
+	if err != nil {
+		return "", credRecord{}, 0, err
+	}
+	tok, err := s.openToken(ctx, account, id, cr)
+	return tok, cr, rev, err
+}
+
+// credential reads the connection's sealed token and its revision without opening it.
+func (s *Service) credential(ctx context.Context, account, id string) (credRecord, int64, error) {
 	it, err := s.store.Get(ctx, credKey(account, id))
 	if errors.Is(err, store.ErrNotFound) {
-		return "", credRecord{}, 0, httpapi.E(httpapi.KindConflict, "connection_not_active", "the connection holds no token: connect again")
+		return credRecord{}, 0, httpapi.E(httpapi.KindConflict, "connection_not_active", "the connection holds no token: connect again")
 	}
 	if err != nil {
-		return "", credRecord{}, 0, err
+		return credRecord{}, 0, err
 	}
 	cr, err := store.Decode[credRecord](it)
-	if err != nil {
-		return "", credRecord{}, 0, err
-	}
+	return cr, it.Revision, err
+}
+
+// openToken opens a sealed token (a KMS call on AWS).
+func (s *Service) openToken(ctx context.Context, account, id string, cr credRecord) (string, error) {
 	b, err := s.sealer.Open(ctx, cr.Sealed, credAAD(account, id))
 	if err != nil {
-		return "", credRecord{}, 0, fmt.Errorf("meta: open token of %s: %w", id, err)
+		return "", fmt.Errorf("meta: open token of %s: %w", id, err)
 	}
-	return string(b), cr, it.Revision, nil
+	return string(b), nil
 }
 
 // revokeTimeout bounds the revocation a delete asks Graph for.

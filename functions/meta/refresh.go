@@ -123,27 +123,33 @@ func (s *Service) passOn(ctx context.Context, account, id string) error {
 		return nil
 	}
 	ar, _, err := s.loadAssets(ctx, account, id)
-	if err != nil {
+	if httpapi.KindOf(err) == httpapi.KindConflict {
 		return nil // no assets: nothing attached
 	}
-	// The token's revision first: opening the token (a KMS call on AWS) only when some
-	// channel holds an older one, which is rare.
-	it, err := s.store.Get(ctx, credKey(account, id))
 	if err != nil {
+		return err
+	}
+	// The token's revision first: the token is opened (a KMS call on AWS) only when some
+	// channel holds an older one, which is rare.
+	cr, rev, err := s.credential(ctx, account, id)
+	if httpapi.KindOf(err) == httpapi.KindConflict {
 		return nil // no token: nothing to pass on
+	}
+	if err != nil {
+		return err
 	}
 	var stale []Asset
 	for _, a := range ar.Assets {
-		if a.ChannelID != "" && a.Kind == KindPhone && ar.ChannelTokens[a.ID] < it.Revision {
+		if a.ChannelID != "" && a.Kind == KindPhone && ar.ChannelTokens[a.ID] < rev {
 			stale = append(stale, a)
 		}
 	}
 	if len(stale) == 0 {
 		return nil
 	}
-	tok, _, rev, err := s.token(ctx, account, id)
+	tok, err := s.openToken(ctx, account, id, cr)
 	if err != nil {
-		return nil
+		return err
 	}
 	done := map[string]int64{} // asset id -> the revision its channel now holds (0: gone)
 	var errs []error

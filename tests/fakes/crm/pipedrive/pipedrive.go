@@ -679,31 +679,6 @@ var searchable = map[string][]string{
 	"deals":         {"title", "notes", "custom_fields"},
 }
 
-// anyValue reports whether match accepts one of v's values (as crmfake.Strings lists them) without
-// building the list: the search calls it for every record.
-func anyValue(v any, match func(string) bool) bool {
-	switch x := v.(type) {
-	case nil:
-		return false
-	case string:
-		return match(x)
-	case []any:
-		for _, e := range x {
-			if m, isMap := e.(map[string]any); isMap {
-				if s, isString := m["value"].(string); isString {
-					if match(s) {
-						return true
-					}
-				} else if match(fmt.Sprint(m["value"])) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	return match(fmt.Sprint(v))
-}
-
 func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	o, known := objectOf(w, r)
 	if !known {
@@ -742,8 +717,8 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	// A sync searches once per record, so an exact search is an index lookup, and a term
-	// search scans without allocating.
+	// A sync searches once per record, so an exact search is an index lookup; a term
+	// search scans.
 	var hits []crmfake.Record
 	if exact {
 		hits = s.records.FindFold(o, keys, term)
@@ -752,7 +727,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		contains := func(v string) bool { return strings.Contains(strings.ToLower(v), lowered) }
 		hits = s.records.Find(o, func(rec crmfake.Record) bool {
 			for _, k := range keys {
-				if anyValue(rec.Props[k], contains) {
+				if slices.ContainsFunc(crmfake.Strings(rec.Props[k]), contains) {
 					return true
 				}
 			}
