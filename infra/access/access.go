@@ -549,12 +549,14 @@ func Access() map[string][]Grant {
 				"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
 			}},
 			// The conversation runtime runs here: it opens channel credentials to send
-			// (Decrypt; it seals nothing).
-			{On: SecretsKey, Actions: []string{"kms:Decrypt"}},
+			// (Decrypt). The meta family's token refresh job hands a refreshed token on to
+			// the WhatsApp channels attached from its connection (channels.Service.
+			// ReplaceCredentials), which seals their new credentials under the default
+			// context (GenerateDataKey), as the channels row does.
+			{On: SecretsKey, Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}},
 			// The CRM family's steps (sync) call the CRMs as the crm Lambda does: they open
 			// the connections' credentials (Decrypt), refresh expiring OAuth tokens under the
-			// refresh lease and seal the new ones (GenerateDataKey: under CRMCredentials only,
-			// so the jobs Lambda seals no channel credential), with the OAuth applications'
+			// refresh lease and seal the new ones (GenerateDataKey), with the OAuth applications'
 			// client secrets, read once per cold start from their SSM parameters.
 			{On: SecretsKey, Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}, If: CRMCredentials},
 			{On: CRMHubSpotClientSecretParameter, Actions: []string{"ssm:GetParameter"}},

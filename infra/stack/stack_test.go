@@ -1340,7 +1340,8 @@ func isParameterKeyGrant(st map[string]any) bool {
 // CRM family's sealer (shared/secrets/kms, family.Env.CRMSecrets) asks with, so neither can
 // open a channel's token (sealed under the default purpose); the jobs Lambda holds the
 // same conditioned grant for the CRM steps beside its unconditioned Decrypt (the runtime's
-// sends), and no other role has a conditioned grant on the key. Each Lambda learns the key
+// sends) and GenerateDataKey (a Meta token refresh passes the new token on to the attached
+// channels, whose credentials it seals again), and no other role has a conditioned grant on the key. Each Lambda learns the key
 // from the variable of its grant: CRM_SECRETS_KEY_ID for the conditioned one, SECRETS_KEY_ID
 // for the other. With default context and with every provider context value set.
 func TestCRMCredentialsScopedByEncryptionContext(t *testing.T) {
@@ -1353,7 +1354,7 @@ func TestCRMCredentialsScopedByEncryptionContext(t *testing.T) {
 	want := map[string][]keyGrant{
 		"crm":      {{"kms:Decrypt,kms:GenerateDataKey", crmOnly}},
 		"mcp":      {{"kms:Decrypt,kms:GenerateDataKey", crmOnly}},
-		stack.Jobs: {{"kms:Decrypt", ""}, {"kms:Decrypt,kms:GenerateDataKey", crmOnly}},
+		stack.Jobs: {{"kms:Decrypt,kms:GenerateDataKey", ""}, {"kms:Decrypt,kms:GenerateDataKey", crmOnly}},
 		// Meta tokens under the CRM purpose; the channels it attaches under the default one.
 		"meta": {{"kms:Decrypt,kms:GenerateDataKey", ""}, {"kms:Decrypt,kms:GenerateDataKey", crmOnly}},
 	}
