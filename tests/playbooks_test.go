@@ -37,7 +37,8 @@ type installView struct {
 		State string `json:"state"`
 	} `json:"journal"`
 	Error *struct {
-		Code string `json:"code"`
+		Code string    `json:"code"`
+		At   time.Time `json:"at"`
 	} `json:"error"`
 }
 

@@ -95,6 +95,8 @@ type Failure struct {
 	At       time.Time     `json:"at"`
 }
 
-// StuckAfter is how long an install may stay installing without writing its journal before
-// it counts as abandoned (its process died) and is rolled back.
-const StuckAfter = 2 * time.Minute
+// DefaultStuckAfter is how long an install may stay installing without writing its journal
+// before it counts as abandoned (its process died) and is rolled back, unless
+// Config.StuckAfter says otherwise. An install writes its journal around every create, a
+// few milliseconds apart, so two minutes of silence is a dead process, not a slow one.
+const DefaultStuckAfter = 2 * time.Minute

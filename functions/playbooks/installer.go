@@ -14,7 +14,7 @@ import (
 )
 
 // JobRecover is the job kind that rolls back an install its process abandoned: started
-// when an install begins, it runs StuckAfter later and finds the install installed (nothing
+// when an install begins, it runs the stuck time (Config.StuckAfter) later and finds the install installed (nothing
 // to do), failed (nothing to do) or still installing with an old heartbeat (rolled back).
 const JobRecover = "playbooks.recover"
 
@@ -46,7 +46,7 @@ func (r *InstallRequest) Validate() error {
 // records the intent (kind and name), after it the id: a failure deletes what was created,
 // newest first, and leaves the install failed with the error (installing again is allowed);
 // a process that dies mid-way leaves a journal that the next read, or JobRecover, rolls back
-// the same way once the install has been silent for StuckAfter.
+// the same way once the install has been silent for Config.StuckAfter.
 func (s *Service) Install(ctx context.Context, p *auth.Principal, id string, req InstallRequest) (Install, error) {
 	rec, err := s.locate(ctx, p, botWrite, id)
 	if err != nil {
@@ -133,12 +133,12 @@ func (s *Service) beat(rec *record) {
 	rec.HeartbeatAt = &t
 }
 
-// stuck reports whether rec is installing without a heartbeat for StuckAfter.
+// stuck reports whether rec is installing without a heartbeat for the stuck time.
 func (s *Service) stuck(rec record) bool {
-	return rec.Status == StatusInstalling && (rec.HeartbeatAt == nil || s.now().Sub(*rec.HeartbeatAt) > StuckAfter)
+	return rec.Status == StatusInstalling && (rec.HeartbeatAt == nil || s.now().Sub(*rec.HeartbeatAt) > s.stuckAfter)
 }
 
-// scheduleRecovery starts JobRecover for rec StuckAfter from now. Without a job runner (or
+// scheduleRecovery starts JobRecover for rec the stuck time from now. Without a job runner (or
 // when it refuses) reads still recover the install: the failure is logged, not returned.
 func (s *Service) scheduleRecovery(ctx context.Context, rec record) {
 	if s.jobs == nil {
@@ -147,7 +147,7 @@ func (s *Service) scheduleRecovery(ctx context.Context, rec record) {
 	payload := recoverPayload{BotID: rec.BotID, InstallID: rec.ID}
 	var err error
 	if d, ok := s.jobs.(delayedStarter); ok {
-		err = d.StartAfter(ctx, StuckAfter+5*time.Second, JobRecover, payload)
+		err = d.StartAfter(ctx, s.stuckAfter+5*time.Second, JobRecover, payload)
 	} else {
 		err = s.jobs.Start(ctx, JobRecover, payload)
 	}

@@ -116,8 +116,11 @@ type Config struct {
 	Events eventlog.Log
 	// Jobs starts the rollback of abandoned installs (JobRecover); nil: only reads recover.
 	Jobs jobs.Starter
-	Now  func() time.Time
-	Log  *slog.Logger
+	// StuckAfter is how long an installing install may go without a heartbeat before it
+	// counts as abandoned; 0 means DefaultStuckAfter.
+	StuckAfter time.Duration
+	Now        func() time.Time
+	Log        *slog.Logger
 }
 
 // Service serves the catalog and installs.
@@ -129,14 +132,19 @@ type Service struct {
 	bots     httpapi.BotLoader
 	events   eventlog.Log
 	jobs     jobs.Starter
-	now      func() time.Time
-	log      *slog.Logger
+	// stuckAfter: Config.StuckAfter.
+	stuckAfter time.Duration
+	now        func() time.Time
+	log        *slog.Logger
 }
 
 // New builds the service.
 func New(c Config) *Service {
 	s := &Service{store: c.Store, catalog: c.Catalog, kinds: c.Kinds, channels: c.Channels, bots: c.Bots,
-		events: c.Events, jobs: c.Jobs, now: c.Now, log: c.Log}
+		events: c.Events, jobs: c.Jobs, stuckAfter: c.StuckAfter, now: c.Now, log: c.Log}
+	if s.stuckAfter <= 0 {
+		s.stuckAfter = DefaultStuckAfter
+	}
 	if s.catalog == nil {
 		s.catalog = catalog.Default()
 	}

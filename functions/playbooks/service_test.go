@@ -323,7 +323,7 @@ func TestInstallRollsBackAFailedCreate(t *testing.T) {
 }
 
 // A process that died mid-install leaves its journal: intents with or without the
-// resource. A read after StuckAfter rolls it back, deleting only what the install made.
+// resource. A read after DefaultStuckAfter rolls it back, deleting only what the install made.
 func TestAbandonedInstallIsRecovered(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -347,7 +347,7 @@ func TestAbandonedInstallIsRecovered(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, StatusInstalling, got.Status, "not stuck yet")
 
-	f.clock.Advance(StuckAfter + time.Second)
+	f.clock.Advance(DefaultStuckAfter + time.Second)
 	_, done, err := f.svc.RecoverStep(ctx, json.RawMessage(fmt.Sprintf(`{"bot_id": %q, "install_id": %q}`, f.bot, in.ID)), "")
 	require.NoError(t, err)
 	assert.True(t, done)

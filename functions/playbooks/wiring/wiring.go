@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/botplatform/api/functions/channels"
@@ -36,7 +37,7 @@ import (
 // back abandoned installs, and the MCP reads.
 func Family() family.Family {
 	return family.Family{Name: "playbooks", Build: func(env *family.Env) family.Parts {
-		svc := Service(env)
+		svc := Service(env, StuckAfterFromEnv(env, os.Getenv))
 		return family.Parts{
 			Routes: func(mux *httpapi.Mux) { playbooks.Routes(mux, svc, env.Cursors) },
 			Jobs:   map[string]jobs.Step{playbooks.JobRecover: svc.RecoverStep},
@@ -46,8 +47,27 @@ func Family() family.Family {
 	}}
 }
 
-// Service builds the playbooks service on env.
-func Service(env *family.Env) *playbooks.Service {
+// EnvStuckAfter names the variable that sets playbooks.Config.StuckAfter (a Go duration,
+// such as 90s): how long an installing install may be silent before it is rolled back.
+const EnvStuckAfter = "PLAYBOOK_INSTALL_STUCK_AFTER"
+
+// StuckAfterFromEnv reads EnvStuckAfter with getenv: 0 (the default) when unset, and when
+// it is not a positive duration, which env's log reports.
+func StuckAfterFromEnv(env *family.Env, getenv func(string) string) time.Duration {
+	v := getenv(EnvStuckAfter)
+	if v == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		env.Log.Warn("playbooks: "+EnvStuckAfter+" is not a positive duration; using the default", "value", v, "default", playbooks.DefaultStuckAfter)
+		return 0
+	}
+	return d
+}
+
+// Service builds the playbooks service on env; stuckAfter is playbooks.Config.StuckAfter.
+func Service(env *family.Env, stuckAfter time.Duration) *playbooks.Service {
 	// Deleting a label, a field or a collection (a rollback) starts its family's purge job:
 	// those kinds are registered in the processes that run jobs (the local process, the jobs
 	// Lambda), not necessarily in this one, so they are sent unchecked (queueStarter).
@@ -69,12 +89,13 @@ func Service(env *family.Env) *playbooks.Service {
 			catalog.KindCollection: collectionKind{collections.NewService(env.Store, starter, env.Now, env.Log)},
 			catalog.KindReaction:   reactionKind{reactionswiring.Service(env)},
 		},
-		Channels: botChannels{env.Store},
-		Bots:     env.Tenancy,
-		Events:   env.Events,
-		Jobs:     starter,
-		Now:      env.Now,
-		Log:      env.Log,
+		Channels:   botChannels{env.Store},
+		Bots:       env.Tenancy,
+		Events:     env.Events,
+		Jobs:       starter,
+		StuckAfter: stuckAfter,
+		Now:        env.Now,
+		Log:        env.Log,
 	})
 }
 
