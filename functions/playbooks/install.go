@@ -1,6 +1,7 @@
 package playbooks
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/botplatform/api/functions/playbooks/catalog"
@@ -50,12 +51,39 @@ type Install struct {
 }
 
 // record is an install as stored. AccountID names the pointer to delete with it;
-// HeartbeatAt is when an installing process last wrote the journal: an install installing
-// with a heartbeat older than StuckAfter was abandoned by its process.
+// HeartbeatAt is when an installing or upgrading process last wrote its journal: an install
+// installing, or upgrading, with a heartbeat older than the stuck time was abandoned by its
+// process. Upgrading is the upgrade under way, if any.
 type record struct {
 	Install
-	AccountID   string     `json:"account_id"`
-	HeartbeatAt *time.Time `json:"heartbeat_at,omitempty"`
+	AccountID   string      `json:"account_id"`
+	HeartbeatAt *time.Time  `json:"heartbeat_at,omitempty"`
+	Upgrading   *upgradeRun `json:"upgrading,omitempty"`
+	// Deleted are the resources (catalog.Ref) an upgrade found the customer had deleted:
+	// no longer the install's, and never made again by a later upgrade.
+	Deleted []string `json:"deleted,omitempty"`
+}
+
+// upgradeRun is an upgrade under way, kept on the install's record from the upgrade's first
+// write to its last: the claim that keeps a second upgrade out (409 upgrade_in_progress),
+// and the journal an undo follows after a failure or a dead process.
+type upgradeRun struct {
+	ToVersion int           `json:"to_version"`
+	Steps     []upgradeStep `json:"steps"`
+}
+
+// upgradeStep is one create or update of an upgrade: written before it (JournalIntent) and
+// after it (JournalCreated, with the id), and JournalRolledBack once undone. Before is an
+// update's resource as the old version rendered it, which an undo sets back.
+type upgradeStep struct {
+	Action string          `json:"action"` // ActionCreate or ActionUpdate
+	Kind   string          `json:"kind"`
+	Key    string          `json:"key"`
+	Name   string          `json:"name"`
+	State  string          `json:"state"`
+	ID     string          `json:"id,omitempty"`
+	Before json.RawMessage `json:"before,omitempty"`
+	At     time.Time       `json:"at"`
 }
 
 // QuestionState is a question of the install's playbook version with its answer state.

@@ -13,9 +13,10 @@ import (
 	"github.com/botplatform/api/shared/store"
 )
 
-// JobRecover is the job kind that rolls back an install its process abandoned: started
-// when an install begins, it runs the stuck time (Config.StuckAfter) later and finds the install installed (nothing
-// to do), failed (nothing to do) or still installing with an old heartbeat (rolled back).
+// JobRecover is the job kind that rolls back an install or an upgrade its process
+// abandoned: started when either begins, it runs the stuck time (Config.StuckAfter) later
+// and finds it finished (nothing to do), still running with a recent heartbeat (it looks
+// again later) or with an old one (rolled back, or undone).
 const JobRecover = "playbooks.recover"
 
 // recoverPayload names the install a JobRecover job looks at.
@@ -133,9 +134,13 @@ func (s *Service) beat(rec *record) {
 	rec.HeartbeatAt = &t
 }
 
-// stuck reports whether rec is installing without a heartbeat for the stuck time.
+// busy reports whether a process is (or was, until it died) installing or upgrading rec.
+func busy(rec record) bool { return rec.Status == StatusInstalling || rec.Upgrading != nil }
+
+// stuck reports whether rec is installing or upgrading without a heartbeat for the stuck
+// time.
 func (s *Service) stuck(rec record) bool {
-	return rec.Status == StatusInstalling && (rec.HeartbeatAt == nil || s.now().Sub(*rec.HeartbeatAt) > s.stuckAfter)
+	return busy(rec) && (rec.HeartbeatAt == nil || s.now().Sub(*rec.HeartbeatAt) > s.stuckAfter)
 }
 
 // scheduleRecovery starts JobRecover for rec the stuck time from now. Without a job runner (or
@@ -210,14 +215,8 @@ func (s *Service) rollback(ctx context.Context, rec *record) error {
 		}
 		id := e.ID
 		if e.State == JournalIntent {
-			list, err := kind.List(ctx, rec.BotID)
-			if err != nil {
+			if id, err = s.createdSince(ctx, kind, rec.BotID, e.Name, e.At); err != nil {
 				return err
-			}
-			for _, ex := range list {
-				if sameName(ex.Name, e.Name) && !ex.CreatedAt.Before(e.At) {
-					id = ex.ID
-				}
 			}
 		}
 		if id != "" {
@@ -233,11 +232,33 @@ func (s *Service) rollback(ctx context.Context, rec *record) error {
 	return nil
 }
 
-// recover rolls back an install its process abandoned and leaves it failed.
+// createdSince finds the resource of kind named name that a create begun at at may have
+// made before its process died: only one created at or after at, so that a customer's
+// older resource of the same name is never taken for it ("" for none).
+func (s *Service) createdSince(ctx context.Context, kind Kind, bot, name string, at time.Time) (string, error) {
+	list, err := kind.List(ctx, bot)
+	if err != nil {
+		return "", err
+	}
+	id := ""
+	for _, ex := range list {
+		if sameName(ex.Name, name) && !ex.CreatedAt.Before(at) {
+			id = ex.ID
+		}
+	}
+	return id, nil
+}
+
+// recover rolls back an install its process abandoned and leaves it failed, or undoes an
+// abandoned upgrade and leaves the install at its version.
 func (s *Service) recover(ctx context.Context, rec record) (record, error) {
-	s.log.WarnContext(ctx, "playbooks: rolling back an abandoned install", "install_id", rec.ID)
-	f := Failure{Code: "install_interrupted", Message: "the install was interrupted and rolled back; install again", At: stamp(s.now())}
-	if err := s.rollback(ctx, &rec); err != nil {
+	undo, f := s.rollback, Failure{Code: "install_interrupted", Message: "the install was interrupted and rolled back; install again", At: stamp(s.now())}
+	if rec.Upgrading != nil {
+		undo = s.undoUpgrade
+		f = Failure{Code: "upgrade_interrupted", Message: fmt.Sprintf("the upgrade to version %d was interrupted and undone; upgrade again", rec.Upgrading.ToVersion), At: f.At}
+	}
+	s.log.WarnContext(ctx, "playbooks: undoing an abandoned install or upgrade", "install_id", rec.ID, "code", f.Code)
+	if err := undo(ctx, &rec); err != nil {
 		if httpapi.KindOf(err) == httpapi.KindConflict {
 			// Another reader recovered it meanwhile.
 			it, gerr := s.store.Get(ctx, installKey(rec.BotID, rec.ID))
@@ -248,7 +269,10 @@ func (s *Service) recover(ctx context.Context, rec record) (record, error) {
 		}
 		return record{}, err
 	}
-	rec.Status, rec.Error, rec.HeartbeatAt = StatusFailed, &f, nil
+	if rec.Status == StatusInstalling {
+		rec.Status = StatusFailed
+	}
+	rec.Error, rec.HeartbeatAt = &f, nil
 	if err := s.save(ctx, &rec); err != nil {
 		return record{}, err
 	}
@@ -276,7 +300,7 @@ func (s *Service) RecoverStep(ctx context.Context, payload json.RawMessage, _ st
 	case s.stuck(rec):
 		_, err := s.recover(ctx, rec)
 		return "", err == nil, err
-	case rec.Status == StatusInstalling:
+	case busy(rec):
 		// Still alive: look again later.
 		s.scheduleRecovery(ctx, rec)
 	}

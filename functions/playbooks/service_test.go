@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +37,9 @@ type fakeKind struct {
 	noUpdate bool
 	// deletes, when set, records every delete of every kind, in order.
 	deletes *deleteLog
+	// before, when set, runs at the start of every Create and Update with the operation
+	// ("create", or "update" and the id): a test's way to act, or to wait, mid-operation.
+	before func(op, id string)
 }
 
 // deleteLog is the order of deletes across kinds.
@@ -95,6 +99,9 @@ func (k *fakeKind) put(bot, id string, spec json.RawMessage) Existing {
 }
 
 func (k *fakeKind) Create(_ context.Context, bot string, spec json.RawMessage) (Existing, error) {
+	if k.before != nil {
+		k.before("create", "")
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var named struct{ Name string }
@@ -106,6 +113,9 @@ func (k *fakeKind) Create(_ context.Context, bot string, spec json.RawMessage) (
 }
 
 func (k *fakeKind) Update(_ context.Context, bot, id string, spec json.RawMessage) (Existing, error) {
+	if k.before != nil {
+		k.before("update", id)
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.noUpdate {
@@ -622,4 +632,116 @@ func TestPopupKPI(t *testing.T) {
 	}
 	require.NotNil(t, got)
 	assert.Equal(t, int64(1), got.Value)
+}
+
+// installedV1 installs abandoned_cart version 1 and returns it with the ids of its checkout
+// reaction, which version 2 changes (version 2 also adds the cart_help reaction).
+func (f *fixture) installedV1(t *testing.T) (Install, string) {
+	t.Helper()
+	in := f.ready(t, 1)
+	in, err := f.svc.Install(context.Background(), f.p, in.ID, InstallRequest{ExpectedRevision: &in.Revision})
+	require.NoError(t, err)
+	for _, r := range in.Resources {
+		if r.Key == "cart_checkout" {
+			return in, r.ID
+		}
+	}
+	t.Fatal("version 1 has no cart_checkout")
+	return in, ""
+}
+
+// A second upgrade while one is under way is refused before it changes anything, whether
+// it names the revision both read (stale_revision: the first one's claim moved it) or the
+// current one (upgrade_in_progress); the first one's changes stand.
+func TestConcurrentUpgradeIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	in, checkoutID := f.installedV1(t)
+	reactions := f.kinds[catalog.KindReaction]
+	var second, third error
+	reactions.before = func(op, _ string) {
+		if op != "create" || second != nil {
+			return
+		}
+		// Mid-way through the first upgrade (after its claim, at its first create).
+		_, second = f.svc.Upgrade(ctx, f.p, in.ID, UpgradeRequest{ToVersion: 2, ExpectedRevision: &in.Revision})
+		cur, err := f.svc.Get(ctx, f.p, in.ID)
+		require.NoError(t, err)
+		_, third = f.svc.Upgrade(ctx, f.p, in.ID, UpgradeRequest{ToVersion: 2, ExpectedRevision: &cur.Revision})
+	}
+	up, err := f.svc.Upgrade(ctx, f.p, in.ID, UpgradeRequest{ToVersion: 2, ExpectedRevision: &in.Revision})
+	require.NoError(t, err)
+	assert.Equal(t, "upgrade_in_progress", httpapi.AsError(second).Code, "%v", second)
+	assert.Equal(t, "upgrade_in_progress", httpapi.AsError(third).Code, "%v", third)
+	assert.Equal(t, 2, up.Install.Version)
+	assert.Equal(t, 3, reactions.count(f.bot), "cart_help made once")
+	assert.Contains(t, string(reactions.items[f.bot][checkoutID].spec), "Shipping is free today.")
+
+	// The same upgrade request again, with the revision it read before: stale.
+	reactions.before = nil
+	_, err = f.svc.Upgrade(ctx, f.p, in.ID, UpgradeRequest{ToVersion: 3, Answers: answers(t, map[string]any{"website": "https://acme.example"}), ExpectedRevision: &in.Revision})
+	assert.Equal(t, "stale_revision", httpapi.AsError(err).Code, "%v", err)
+}
+
+// A process that dies mid-upgrade (here: stalls in an update past the stuck time) leaves a
+// journal that the recovery job undoes: what it created is deleted, what it updated is set
+// back, the install stays at its version with error upgrade_interrupted, and it can be
+// upgraded again.
+func TestAbandonedUpgradeIsUndone(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	in, checkoutID := f.installedV1(t)
+	reactions := f.kinds[catalog.KindReaction]
+	before := string(reactions.items[f.bot][checkoutID].spec)
+	stalled, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	reactions.before = func(op, id string) {
+		// The upgrade's update stalls; the undo's goes through.
+		if op == "update" && id == checkoutID && first.CompareAndSwap(false, true) {
+			close(stalled)
+			<-release
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.svc.Upgrade(ctx, f.p, in.ID, UpgradeRequest{ToVersion: 2, ExpectedRevision: &in.Revision})
+		done <- err
+	}()
+	<-stalled
+	assert.Equal(t, 3, reactions.count(f.bot), "cart_help was created before the stall")
+
+	got, err := f.svc.Get(ctx, f.p, in.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 1, got.Version, "not stuck yet: a read leaves it alone")
+	f.clock.Advance(DefaultStuckAfter + time.Second)
+	_, finished, err := f.svc.RecoverStep(ctx, json.RawMessage(fmt.Sprintf(`{"bot_id": %q, "install_id": %q}`, f.bot, in.ID)), "")
+	require.NoError(t, err)
+	assert.True(t, finished)
+	got, err = f.svc.Get(ctx, f.p, in.ID)
+	require.NoError(t, err)
+	assert.Equal(t, StatusInstalled, got.Status)
+	assert.Equal(t, 1, got.Version)
+	require.NotNil(t, got.Error)
+	assert.Equal(t, "upgrade_interrupted", got.Error.Code)
+	assert.Equal(t, 2, reactions.count(f.bot), "cart_help deleted")
+	assert.JSONEq(t, before, string(reactions.items[f.bot][checkoutID].spec), "the checkout set back")
+
+	// The stalled process wakes: its writes are refused (the recovery moved the revision),
+	// and its own undo sets the checkout back again.
+	reactions.before = nil
+	close(release)
+	err = <-done
+	require.Error(t, err)
+	assert.Equal(t, 2, reactions.count(f.bot))
+	assert.JSONEq(t, before, string(reactions.items[f.bot][checkoutID].spec))
+
+	got, err = f.svc.Get(ctx, f.p, in.ID)
+	require.NoError(t, err)
+	up, err := f.svc.Upgrade(ctx, f.p, in.ID, UpgradeRequest{ToVersion: 2, ExpectedRevision: &got.Revision})
+	require.NoError(t, err)
+	assert.Equal(t, 2, up.Install.Version)
+	assert.Nil(t, up.Install.Error, "a finished upgrade clears the interruption")
+	assert.Equal(t, 3, reactions.count(f.bot))
 }

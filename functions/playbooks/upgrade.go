@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/botplatform/api/functions/playbooks/catalog"
 	"github.com/botplatform/api/shared/auth"
@@ -95,6 +96,10 @@ func (s *Service) Upgrade(ctx context.Context, p *auth.Principal, id string, req
 	if err != nil {
 		return Upgrade{}, err
 	}
+	if rec.Upgrading != nil {
+		return Upgrade{}, httpapi.Errorf(httpapi.KindConflict, "upgrade_in_progress",
+			"an upgrade to version %d is under way; try again once it is done", rec.Upgrading.ToVersion).With("to_version", rec.Upgrading.ToVersion)
+	}
 	if !req.DryRun {
 		if err := checkRevision(rec, req.ExpectedRevision); err != nil {
 			return Upgrade{}, err
@@ -152,6 +157,9 @@ func (s *Service) Upgrade(ctx context.Context, p *auth.Principal, id string, req
 		inst, had := installed[ref]
 		if !had {
 			d.Action = ActionCreate
+			if slices.Contains(rec.Deleted, ref) {
+				d.Action = ActionKeptCustomerDelete
+			}
 			out.Diff = append(out.Diff, d)
 			continue
 		}
@@ -220,38 +228,34 @@ func (s *Service) Upgrade(ctx context.Context, p *auth.Principal, id string, req
 }
 
 // apply carries out an upgrade's diff: creates first (the new resources updated ones may
-// refer to), then updates. A failure undoes what it did, newest first (created resources
-// deleted, updated ones set back to what the old version rendered), and answers 409
-// upgrade_failed; the install stays at its version.
+// refer to), then updates, each written to the install's upgrade journal before and after
+// it. Its first write claims the install: a second upgrade, or one that read an older
+// revision, is refused before it changes anything. A failure undoes what the journal holds,
+// newest first (created resources deleted, updated ones set back to what the old version
+// rendered), and answers 409 upgrade_failed; the install stays at its version. A process
+// that dies mid-way leaves the journal to the next read or JobRecover, as an install does.
 func (s *Service) apply(ctx context.Context, rec *record, target catalog.Playbook, answers map[string]any, refs map[string]string, diff []DiffEntry) error {
-	type done struct {
-		d       DiffEntry
-		created bool
-	}
-	var undo []done
 	resources := map[string]Resource{}
 	for _, r := range rec.Resources {
 		resources[catalog.Ref(r.Kind, r.Key)] = r
 	}
-	rollback := func(cause error, d DiffEntry) error {
-		uctx := context.WithoutCancel(ctx)
-		for i := len(undo) - 1; i >= 0; i-- {
-			u := undo[i]
-			kind, _ := s.kind(u.d.Kind)
-			var err error
-			if u.created {
-				err = kind.Delete(uctx, rec.BotID, refs[catalog.Ref(u.d.Kind, u.d.Key)])
-			} else {
-				_, err = kind.Update(uctx, rec.BotID, u.d.ID, u.d.Before)
-			}
-			if err != nil {
-				s.log.ErrorContext(uctx, "playbooks: undoing an upgrade step failed", "install_id", rec.ID, "key", u.d.Key, "error", err)
-			}
+	rec.Upgrading, rec.Error = &upgradeRun{ToVersion: target.Version, Steps: []upgradeStep{}}, nil
+	s.beat(rec)
+	if err := s.save(ctx, rec); err != nil {
+		return err
+	}
+	s.scheduleRecovery(ctx, *rec)
+	run := rec.Upgrading
+	fail := func(cause error, d DiffEntry) error {
+		if err := s.undoUpgrade(context.WithoutCancel(ctx), rec); err != nil {
+			s.log.ErrorContext(ctx, "playbooks: undoing an upgrade is incomplete; the next read or the recovery job finishes it", "install_id", rec.ID, "error", err)
 		}
 		code, msg := "internal_error", "an internal error stopped the upgrade"
 		var he *httpapi.Error
 		if errors.As(cause, &he) && he.Kind != httpapi.KindInternal {
 			code, msg = he.Code, he.Detail
+		} else {
+			s.log.ErrorContext(ctx, "playbooks: upgrade failed", "install_id", rec.ID, "error", cause)
 		}
 		return httpapi.Errorf(httpapi.KindConflict, "upgrade_failed", "the upgrade failed at %s %s and was undone: %s", d.Kind, d.Key, msg).
 			With("cause", code).With("resource", PlanItem{Kind: d.Kind, Key: d.Key, Name: d.Name}).Wrap(cause)
@@ -263,11 +267,21 @@ func (s *Service) apply(ctx context.Context, rec *record, target catalog.Playboo
 			}
 			kind, err := s.kind(d.Kind)
 			if err != nil {
-				return rollback(err, d)
+				return fail(err, d)
 			}
 			spec, err := catalog.RenderBody(d.After, answers, refs)
 			if err != nil {
-				return rollback(err, d)
+				return fail(err, d)
+			}
+			step := upgradeStep{Action: pass, Kind: d.Kind, Key: d.Key, Name: d.Name, State: JournalIntent, At: stamp(s.now())}
+			if pass == ActionUpdate {
+				step.ID, step.Before = d.ID, d.Before
+			}
+			run.Steps = append(run.Steps, step)
+			s.beat(rec)
+			if err := s.save(ctx, rec); err != nil {
+				run.Steps = run.Steps[:len(run.Steps)-1]
+				return fail(err, d)
 			}
 			var ex Existing
 			if pass == ActionCreate {
@@ -276,9 +290,16 @@ func (s *Service) apply(ctx context.Context, rec *record, target catalog.Playboo
 				ex, err = kind.Update(ctx, rec.BotID, d.ID, spec)
 			}
 			if err != nil {
-				return rollback(err, d)
+				// The family refused it: this step changed nothing.
+				run.Steps = run.Steps[:len(run.Steps)-1]
+				return fail(err, d)
 			}
-			undo = append(undo, done{d: d, created: pass == ActionCreate})
+			last := &run.Steps[len(run.Steps)-1]
+			last.State, last.ID = JournalCreated, ex.ID
+			s.beat(rec)
+			if err := s.save(ctx, rec); err != nil {
+				return fail(err, d)
+			}
 			ref := catalog.Ref(d.Kind, d.Key)
 			refs[ref] = ex.ID
 			resources[ref] = Resource{Kind: d.Kind, Key: d.Key, ID: ex.ID, Name: ex.Name, Fingerprint: ex.Fingerprint}
@@ -288,15 +309,71 @@ func (s *Service) apply(ctx context.Context, rec *record, target catalog.Playboo
 	// installed fingerprint, so a later upgrade still sees the edit); dropped ones are no
 	// longer the install's.
 	var next []Resource
+	deleted := slices.Clone(rec.Deleted)
 	for _, d := range diff {
-		if d.Action == ActionRemovedKept || d.Action == ActionKeptCustomerDelete {
-			continue
+		ref := catalog.Ref(d.Kind, d.Key)
+		switch d.Action {
+		case ActionRemovedKept:
+		case ActionKeptCustomerDelete:
+			if !slices.Contains(deleted, ref) {
+				deleted = append(deleted, ref)
+			}
+		default:
+			next = append(next, resources[ref])
 		}
-		next = append(next, resources[catalog.Ref(d.Kind, d.Key)])
 	}
-	rec.Resources, rec.Version = next, target.Version
+	prevResources, prevVersion, prevDeleted := rec.Resources, rec.Version, rec.Deleted
+	rec.Resources, rec.Version, rec.Deleted, rec.Upgrading, rec.HeartbeatAt = next, target.Version, deleted, nil, nil
 	if err := s.save(ctx, rec); err != nil {
-		return rollback(err, DiffEntry{Kind: "install", Key: rec.ID})
+		rec.Resources, rec.Version, rec.Deleted, rec.Upgrading = prevResources, prevVersion, prevDeleted, run
+		return fail(err, DiffEntry{Kind: "install", Key: rec.ID})
 	}
 	return nil
+}
+
+// undoUpgrade undoes what rec's upgrade journal says was (or may have been) done, newest
+// first, saving after each step so that an undo interrupted in turn goes on where it
+// stopped, and then ends the upgrade. A create's intent without an id is looked up by its
+// name, as an install's rollback does; an update is set back to its old rendering whether
+// or not it happened (setting it back is the same either way).
+func (s *Service) undoUpgrade(ctx context.Context, rec *record) error {
+	run := rec.Upgrading
+	if run == nil {
+		return nil
+	}
+	for i := len(run.Steps) - 1; i >= 0; i-- {
+		st := &run.Steps[i]
+		if st.State == JournalRolledBack {
+			continue
+		}
+		kind, err := s.kind(st.Kind)
+		if err != nil {
+			return err
+		}
+		switch st.Action {
+		case ActionCreate:
+			id := st.ID
+			if st.State == JournalIntent {
+				if id, err = s.createdSince(ctx, kind, rec.BotID, st.Name, st.At); err != nil {
+					return err
+				}
+			}
+			if id != "" {
+				if err := kind.Delete(ctx, rec.BotID, id); err != nil && !errors.Is(err, ErrGone) {
+					return fmt.Errorf("playbooks: undo the create of %s %s: %w", st.Kind, id, err)
+				}
+			}
+			st.ID = id
+		case ActionUpdate:
+			if _, err := kind.Update(ctx, rec.BotID, st.ID, st.Before); err != nil && !errors.Is(err, ErrGone) {
+				return fmt.Errorf("playbooks: undo the update of %s %s: %w", st.Kind, st.ID, err)
+			}
+		}
+		st.State = JournalRolledBack
+		if err := s.save(ctx, rec); err != nil {
+			return err
+		}
+	}
+	rec.Upgrading, rec.HeartbeatAt = nil, nil
+	return s.save(ctx, rec)
 }
