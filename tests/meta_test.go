@@ -113,7 +113,9 @@ func (e *metaEnv) callback(t *testing.T, q url.Values) resp {
 
 // The whole flow through the real process: start, the dialog, the callback, the assets,
 // check, selection, a WhatsApp number attached to the demo bot as a channel, a denied
-// dialog, the refresh job, access by status class and deletion; no token anywhere.
+// dialog, the refresh job, access by status class (another account's token is 404 on every
+// route of the connection) and deletion, refused while the channel holds the connection's
+// token; no token anywhere.
 func TestMetaConnections(t *testing.T) {
 	t.Parallel()
 	e := startMeta(t)
@@ -258,6 +260,28 @@ func TestMetaConnections(t *testing.T) {
 		res = e.get(tok, "/api/meta/connections/mtc_1h1kjx5t2b0qg7m1r9c8f3e4dz")
 		assert.Equal(t, http.StatusNotFound, res.Status)
 
+		// Another account's token: 404 on every route of the connection, which stays as it was.
+		revocations := e.fb.Revocations()
+		for _, r := range []req{
+			{Method: http.MethodDelete, Path: "/api/meta/connections/" + id},
+			{Method: http.MethodGet, Path: "/api/meta/connections/" + id + "/assets"},
+			{Method: http.MethodPost, Path: "/api/meta/connections/" + id + "/check"},
+			{Method: http.MethodPut, Path: "/api/meta/connections/" + id + "/selection", Body: map[string]any{"asset_ids": []string{}, "expected_revision": 1}},
+			{Method: http.MethodPost, Path: "/api/meta/connections/" + id + "/attachments", Body: map[string]any{"asset_id": "phone:" + metafake.PhoneNumberID, "bot_id": other.Bot}},
+		} {
+			r.Token = other.Token
+			res := e.do(r)
+			assert.Equal(t, http.StatusNotFound, res.Status, "%s %s: %s", r.Method, r.Path, res.Body)
+			assert.Equal(t, "not_found", res.Code(t), "%s %s", r.Method, r.Path)
+		}
+		assert.Equal(t, revocations, e.fb.Revocations(), "another account's delete revoked nothing")
+		res = e.get(tok, "/api/meta/connections/"+id)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		assert.Equal(t, "active", res.JSON(t)["status"])
+		mine := e.get(tok, "/api/meta/connections/"+id+"/assets").JSON(t)["whatsapp_business_accounts"].([]any)[0].(map[string]any)["phone_numbers"].([]any)[0].(map[string]any)
+		assert.Equal(t, true, mine["selected"], "the selection is the owner's")
+		assert.Equal(t, ch["id"], mine["channel_id"])
+
 		// 429: the fourth start of an account within a minute.
 		for range 3 {
 			res = e.post(other.Token, "/api/meta/connections", nil)
@@ -299,13 +323,25 @@ func TestMetaConnections(t *testing.T) {
 		assert.Equal(t, "expired", e.get(tok, "/api/meta/connections/"+rid).JSON(t)["status"])
 	})
 
-	// Delete: Graph is asked to revoke, the connection is gone, the channel stays the bot's.
-	res = e.do(req{Method: http.MethodDelete, Path: "/api/meta/connections/" + id, Token: tok})
+	// Delete: refused while the attached channel holds the connection's token (the
+	// revocation would cut the channel off); once the channel is disconnected through the
+	// channels route, Graph is asked to revoke and the connection is gone.
+	del := req{Method: http.MethodDelete, Path: "/api/meta/connections/" + id, Token: tok}
+	revocations := e.fb.Revocations()
+	res = e.do(del)
+	require.Equal(t, http.StatusConflict, res.Status, "%s", res.Body)
+	conforms(t, http.MethodDelete, "/api/meta/connections/{connectionID}", del.Path, res)
+	assert.Equal(t, "connection_in_use", res.Code(t))
+	assert.Equal(t, []any{ch["id"]}, res.JSON(t)["channel_ids"])
+	assert.Equal(t, revocations, e.fb.Revocations(), "a refused delete revokes nothing")
+	assert.Equal(t, http.StatusOK, e.get(tok, "/api/meta/connections/"+id).Status)
+	res = e.do(req{Method: http.MethodDelete, Path: "/api/bots/" + bot + "/channels/" + ch["id"].(string), Token: tok})
+	require.Equal(t, http.StatusNoContent, res.Status, "%s", res.Body)
+	res = e.do(del)
 	assert.Equal(t, http.StatusNoContent, res.Status, "%s", res.Body)
-	assert.GreaterOrEqual(t, e.fb.Revocations(), 1)
+	conforms(t, http.MethodDelete, "/api/meta/connections/{connectionID}", del.Path, res)
+	assert.Equal(t, revocations+1, e.fb.Revocations())
 	assert.Equal(t, http.StatusNotFound, e.get(tok, "/api/meta/connections/"+id).Status)
-	res = e.get(tok, "/api/bots/"+bot+"/channels")
-	assert.Contains(t, string(res.Body), ch["id"].(string))
 
 	// The bot's request log and the account's audit events hold no token either (their
 	// bodies join the check at the end); the callback is audited as the start's caller's.

@@ -274,12 +274,17 @@ func merge(old, fresh []Asset) []Asset {
 	return out
 }
 
-// loadAssets reads a connection's assets.
+// errNoAssets is what loadAssets wraps when a connection has no assets: one never active
+// (pending, or failed before its callback stored them), or one deleted meanwhile.
+var errNoAssets = errors.New("meta: the connection has no assets")
+
+// loadAssets reads a connection's assets (errNoAssets, a 409 connection_not_active, when it
+// has none).
 func (s *Service) loadAssets(ctx context.Context, account, id string) (assetsRecord, int64, error) {
 	it, err := s.store.Get(ctx, assetsKey(account, id))
 	if errors.Is(err, store.ErrNotFound) {
 		return assetsRecord{}, 0, httpapi.E(httpapi.KindConflict, "connection_not_active",
-			"the connection has no assets yet: finish the Facebook Login first")
+			"the connection has no assets yet: finish the Facebook Login first").Wrap(errNoAssets)
 	}
 	if err != nil {
 		return assetsRecord{}, 0, err
@@ -290,10 +295,14 @@ func (s *Service) loadAssets(ctx context.Context, account, id string) (assetsRec
 
 // GetAssets returns a connection's assets.
 func (s *Service) GetAssets(ctx context.Context, account, id string) (Assets, error) {
-	if _, err := s.load(ctx, account, id); err != nil {
+	rec, err := s.load(ctx, account, id)
+	if err != nil {
 		return Assets{}, err
 	}
 	ar, rev, err := s.loadAssets(ctx, account, id)
+	if errors.Is(err, errNoAssets) {
+		return Assets{}, notActive(s.view(rec).Status)
+	}
 	if err != nil {
 		return Assets{}, err
 	}
@@ -325,12 +334,18 @@ func (r *SelectionRequest) Validate() error {
 	return p.Err()
 }
 
-// Select sets which assets the customer uses.
+// Select sets which assets the customer uses. The selection is the customer's own
+// bookkeeping: it is kept on a connection that has expired since (its assets stay
+// readable), and refused (409 connection_not_active) only on one that never had assets.
 func (s *Service) Select(ctx context.Context, account, id string, req SelectionRequest) (Assets, error) {
-	if _, err := s.load(ctx, account, id); err != nil {
+	rec, err := s.load(ctx, account, id)
+	if err != nil {
 		return Assets{}, err
 	}
 	ar, rev, err := s.loadAssets(ctx, account, id)
+	if errors.Is(err, errNoAssets) {
+		return Assets{}, notActive(s.view(rec).Status)
+	}
 	if err != nil {
 		return Assets{}, err
 	}

@@ -41,9 +41,11 @@ func (r *AttachRequest) Validate() error {
 	return p.Err()
 }
 
+// notActive is the 409 of a route that needs an active connection; the connection's status
+// travels as `state` (the problem's own `status` is the HTTP status).
 func notActive(status string) error {
 	return httpapi.Errorf(httpapi.KindConflict, "connection_not_active", "the connection is %s, not active: connect again", status).
-		With("status", status)
+		With("state", status)
 }
 
 // Attach connects a selected asset of the connection to a bot as a channel, through the
@@ -130,7 +132,16 @@ func (s *Service) Attach(ctx context.Context, p *auth.Principal, id string, req 
 				ar.ChannelTokens[a.ID] = tokRev
 			}
 		}
-	}); err != nil {
+	}); errors.Is(err, errNoAssets) {
+		// The connection was deleted while the channel was being connected: its deletion
+		// revokes the token the channel holds, so the channel is undone, and the attachment
+		// answers 404, as for any connection that is gone.
+		if err := s.channels.Disconnect(context.WithoutCancel(ctx), ch.BotID, ch.ID); err != nil {
+			s.log.WarnContext(ctx, "meta: disconnect the channel of a connection deleted while attaching", "connection", id,
+				"channel", ch.ID, "error", err)
+		}
+		return channels.Channel{}, notFound()
+	} else if err != nil {
 		// The channel exists either way: it is the bot's, listed with its channels.
 		s.log.WarnContext(ctx, "meta: record attachment", "connection", id, "asset", a.ID, "channel", ch.ID, "error", err)
 	}

@@ -152,6 +152,9 @@ func expiryPtr(t time.Time) *time.Time {
 	return &t
 }
 
+// errNoToken is what credential wraps for a connection that holds no token (never active).
+var errNoToken = errors.New("meta: the connection holds no token")
+
 // token opens the long-lived token of connection id.
 func (s *Service) token(ctx context.Context, account, id string) (string, credRecord, int64, error) {
 	cr, rev, err := s.credential(ctx, account, id)
@@ -166,7 +169,8 @@ func (s *Service) token(ctx context.Context, account, id string) (string, credRe
 func (s *Service) credential(ctx context.Context, account, id string) (credRecord, int64, error) {
 	it, err := s.store.Get(ctx, credKey(account, id))
 	if errors.Is(err, store.ErrNotFound) {
-		return credRecord{}, 0, httpapi.E(httpapi.KindConflict, "connection_not_active", "the connection holds no token: connect again")
+		return credRecord{}, 0, httpapi.E(httpapi.KindConflict, "connection_not_active", "the connection holds no token: connect again").
+			Wrap(errNoToken)
 	}
 	if err != nil {
 		return credRecord{}, 0, err
@@ -187,30 +191,90 @@ func (s *Service) openToken(ctx context.Context, account, id string, cr credReco
 // revokeTimeout bounds the revocation a delete asks Graph for.
 const revokeTimeout = 10 * time.Second
 
-// Delete removes a connection: it asks Graph to revoke the app's permissions for the user
-// (DELETE /me/permissions, best effort: Graph being down, or the token already refused, do
-// not keep a connection), then deletes the connection, its sealed token and its assets.
-// Channels attached from its assets stay: they are the bot's, disconnected through the
-// channels routes.
+// Delete removes a connection, its sealed token and its assets, then asks Graph to revoke
+// the app's permissions for the user (DELETE /me/permissions, best effort: Graph being down,
+// or the token already refused, do not keep a connection).
+//
+// The revocation invalidates every token the user gave the app, the one the channels
+// attached from the connection's numbers hold included: while such a channel exists the
+// delete is refused (409 connection_in_use, channel_ids), as Stripe refuses to delete a
+// product that still has prices; the customer disconnects them first (the channels routes).
+// A channel disconnected since, or purged with its bot, does not count: each is looked up. The
+// deletion is conditional on the assets' revision, so an attachment recorded between the
+// look-up and the deletion fails it (409 concurrent_update) rather than lose its token; and
+// the revocation comes last, so a refused delete revokes nothing.
 func (s *Service) Delete(ctx context.Context, account, id string) error {
 	rec, err := s.load(ctx, account, id)
 	if err != nil {
 		return err
 	}
-	if tok, _, _, err := s.token(ctx, account, id); err == nil {
-		rctx, cancel := context.WithTimeout(ctx, revokeTimeout)
-		if err := s.graph.delete(rctx, tok, "me/permissions"); err != nil {
-			s.log.WarnContext(ctx, "meta: Graph did not revoke the permissions; deleting anyway", "connection", id, "error", err)
+	assetsCond := store.MustNotExist
+	ar, arRev, err := s.loadAssets(ctx, account, id)
+	switch {
+	case errors.Is(err, errNoAssets): // never active: nothing attached
+	case err != nil:
+		return err
+	default:
+		assetsCond = store.RevisionIs(arRev)
+		inUse, err := s.attachedChannels(ctx, ar)
+		if err != nil {
+			return err
 		}
-		cancel()
+		if len(inUse) > 0 {
+			return httpapi.Errorf(httpapi.KindConflict, "connection_in_use",
+				"channels attached from this connection hold its token, which deleting the connection revokes: "+
+					"disconnect them first (DELETE /api/bots/{botID}/channels/{channelID}); %d left", len(inUse)).
+				With("channel_ids", inUse)
+		}
+	}
+	// The token is read before it is deleted, for the revocation after.
+	tok, _, _, tokErr := s.token(ctx, account, id)
+	if tokErr != nil && !errors.Is(tokErr, errNoToken) {
+		s.log.WarnContext(ctx, "meta: the token of a deleted connection cannot be opened; not revoked", "connection", id, "error", tokErr)
 	}
 	err = s.store.Transact(ctx, []store.Write{
 		store.DeleteOp(connKey(account, id), store.RevisionIs(rec.Revision)),
 		store.DeleteOp(credKey(account, id), store.Always),
-		store.DeleteOp(assetsKey(account, id), store.Always),
+		store.DeleteOp(assetsKey(account, id), assetsCond),
 	})
 	if errors.Is(err, store.ErrConditionFailed) {
 		return httpapi.E(httpapi.KindConflict, "concurrent_update", "the connection changed while it was being deleted; retry")
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	if tokErr == nil {
+		// Deleted whatever Graph answers, so the caller's going away does not cut it short.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), revokeTimeout)
+		defer cancel()
+		if err := s.graph.delete(rctx, tok, "me/permissions"); err != nil {
+			s.log.WarnContext(ctx, "meta: Graph did not revoke the permissions of a deleted connection", "connection", id, "error", err)
+		}
+	}
+	return nil
+}
+
+// attachedChannels are the channels attached from ar's assets that still exist, by id. A
+// channel the channels family no longer has (disconnected, or purged with its bot) is not
+// one. Without the channels family (no key to seal channel credentials with) nothing can
+// be looked up: every recorded attachment counts.
+func (s *Service) attachedChannels(ctx context.Context, ar assetsRecord) ([]string, error) {
+	out := []string{}
+	for _, a := range ar.Assets {
+		if a.ChannelID == "" {
+			continue
+		}
+		if s.channels == nil {
+			out = append(out, a.ChannelID)
+			continue
+		}
+		_, err := s.channels.Get(ctx, a.BotID, a.ChannelID)
+		switch {
+		case err == nil:
+			out = append(out, a.ChannelID)
+		case httpapi.KindOf(err) != httpapi.KindNotFound:
+			return nil, fmt.Errorf("meta: look up attached channel %s: %w", a.ChannelID, err)
+		}
+	}
+	return out, nil
 }

@@ -123,7 +123,7 @@ func (s *Service) passOn(ctx context.Context, account, id string) error {
 		return nil
 	}
 	ar, _, err := s.loadAssets(ctx, account, id)
-	if httpapi.KindOf(err) == httpapi.KindConflict {
+	if errors.Is(err, errNoAssets) {
 		return nil // no assets: nothing attached
 	}
 	if err != nil {
@@ -132,7 +132,7 @@ func (s *Service) passOn(ctx context.Context, account, id string) error {
 	// The token's revision first: the token is opened (a KMS call on AWS) only when some
 	// channel holds an older one, which is rare.
 	cr, rev, err := s.credential(ctx, account, id)
-	if httpapi.KindOf(err) == httpapi.KindConflict {
+	if errors.Is(err, errNoToken) {
 		return nil // no token: nothing to pass on
 	}
 	if err != nil {

@@ -78,11 +78,13 @@ func (s Settings) WithAppSecret(secret string) Settings {
 }
 
 // Channels is what the family needs of the channels family: connecting a channel with a
-// kind's credentials (channels.Service.Connect), giving it a refreshed token
+// kind's credentials (channels.Service.Connect), disconnecting one whose connection was
+// deleted while it was being attached (Disconnect), giving it a refreshed token
 // (ReplaceCredentials), reading one (is an attachment's channel still there?) and knowing
 // which kinds the deployment has.
 type Channels interface {
 	Connect(ctx context.Context, account, bot string, k channel.Kind, name string, creds any) (channels.Channel, error)
+	Disconnect(ctx context.Context, bot, id string) error
 	ReplaceCredentials(ctx context.Context, bot, id string, creds any) (channels.Channel, error)
 	Get(ctx context.Context, bot, id string) (channels.Channel, error)
 	Adapter(k channel.Kind) (channel.Adapter, bool)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,6 +53,9 @@ type fakeChannels struct {
 	replaced map[string]whatsapp.Credentials // by channel id
 	down     bool                            // ReplaceCredentials answers 503
 	gone     map[string]bool
+	// connecting, when set, runs while Connect is in flight (between the provider's check
+	// and the channel's record, where a concurrent request can land).
+	connecting func()
 }
 
 func (c *fakeChannels) ReplaceCredentials(_ context.Context, _, id string, creds any) (channels.Channel, error) {
@@ -85,9 +89,19 @@ func (c *fakeChannels) setDown(down bool) {
 
 func (c *fakeChannels) Connect(_ context.Context, _, bot string, k channel.Kind, name string, creds any) (channels.Channel, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.creds = append(c.creds, *creds.(*whatsapp.Credentials))
+	connecting := c.connecting
+	c.mu.Unlock()
+	if connecting != nil {
+		connecting()
+	}
 	return channels.Channel{ID: ids.At("ch", t0), BotID: bot, Type: k, Name: name, Status: channels.StatusActive}, nil
+}
+
+// Disconnect is the service disconnecting a channel (the channels route's own is disconnect).
+func (c *fakeChannels) Disconnect(_ context.Context, _, id string) error {
+	c.disconnect(id)
+	return nil
 }
 
 func (c *fakeChannels) Adapter(channel.Kind) (channel.Adapter, bool) { return nil, true }
@@ -169,6 +183,20 @@ func (f *fixture) connect(t *testing.T) Connection {
 	require.NotNil(t, actor)
 	assert.Equal(t, "acct_a", actor.Principal.AccountID)
 	return c
+}
+
+// attach selects the connection's verified number and attaches it to the bot.
+func (f *fixture) attach(t *testing.T, id string) channels.Channel {
+	t.Helper()
+	ctx := context.Background()
+	a, err := f.svc.GetAssets(ctx, "acct_a", id)
+	require.NoError(t, err)
+	phone := "phone:" + metafake.PhoneNumberID
+	_, err = f.svc.Select(ctx, "acct_a", id, SelectionRequest{AssetIDs: []string{phone}, ExpectedRevision: &a.Revision})
+	require.NoError(t, err)
+	ch, err := f.svc.Attach(ctx, f.owner, id, AttachRequest{AssetID: phone, BotID: f.bot})
+	require.NoError(t, err)
+	return ch
 }
 
 // noTokens fails when any token the fake issued, or the app secret, is in b.
@@ -522,6 +550,132 @@ func TestDeleteRevokes(t *testing.T) {
 	assert.True(t, errors.Is(err, store.ErrNotFound), "the sealed token is gone")
 	_, err = f.svc.Get(ctx, "acct_a", c.ID)
 	assert.Equal(t, httpapi.KindNotFound, httpapi.KindOf(err))
+}
+
+// A connection whose token an attached channel holds is not deleted (the revocation would
+// cut the channel off) until the channel is disconnected.
+func TestDeleteRefusedWhileChannelsAttached(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	c := f.connect(t)
+	ch := f.attach(t, c.ID)
+
+	err := f.svc.Delete(ctx, "acct_a", c.ID)
+	e := httpapi.AsError(err)
+	require.Equal(t, "connection_in_use", e.Code, "%v", err)
+	assert.Equal(t, httpapi.KindConflict, e.Kind)
+	assert.Equal(t, []string{ch.ID}, e.Extensions["channel_ids"])
+	assert.Zero(t, f.fake.Revocations(), "nothing revoked")
+	_, err = f.svc.Get(ctx, "acct_a", c.ID)
+	require.NoError(t, err, "the connection stays")
+	_, _, _, err = f.svc.token(ctx, "acct_a", c.ID)
+	require.NoError(t, err, "and its token")
+
+	f.chans.disconnect(ch.ID)
+	require.NoError(t, f.svc.Delete(ctx, "acct_a", c.ID), "the channel gone, nothing holds the token")
+	assert.Equal(t, 1, f.fake.Revocations())
+}
+
+// A connection deleted while a number is being attached: the delete saw no attachment and
+// revoked the token, so the channel just connected with it is disconnected again and the
+// attachment answered 404.
+func TestDeleteWhileAttaching(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	c := f.connect(t)
+	a, err := f.svc.GetAssets(ctx, "acct_a", c.ID)
+	require.NoError(t, err)
+	phone := "phone:" + metafake.PhoneNumberID
+	_, err = f.svc.Select(ctx, "acct_a", c.ID, SelectionRequest{AssetIDs: []string{phone}, ExpectedRevision: &a.Revision})
+	require.NoError(t, err)
+	f.chans.connecting = func() { require.NoError(t, f.svc.Delete(ctx, "acct_a", c.ID)) }
+	_, err = f.svc.Attach(ctx, f.owner, c.ID, AttachRequest{AssetID: phone, BotID: f.bot})
+	assert.Equal(t, httpapi.KindNotFound, httpapi.KindOf(err), "%v", err)
+	assert.Equal(t, 1, f.fake.Revocations())
+	f.chans.mu.Lock()
+	defer f.chans.mu.Unlock()
+	assert.Len(t, f.chans.gone, 1, "the channel was disconnected again")
+}
+
+// conflictingStore is a store on which every conditional write on a revision loses to a
+// concurrent one while conflict is set: the race no HTTP test provokes at will.
+type conflictingStore struct {
+	store.Store
+	conflict atomic.Bool
+}
+
+func (s *conflictingStore) racing(conds ...store.Condition) bool {
+	if !s.conflict.Load() {
+		return false
+	}
+	for _, c := range conds {
+		if c.Kind == store.CondRevisionIs {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *conflictingStore) Put(ctx context.Context, it store.Item, cond store.Condition) error {
+	if s.racing(cond) {
+		return &store.ConditionError{}
+	}
+	return s.Store.Put(ctx, it, cond)
+}
+
+func (s *conflictingStore) Transact(ctx context.Context, ws []store.Write) error {
+	var conds []store.Condition
+	for _, w := range ws {
+		conds = append(conds, w.Cond)
+	}
+	if s.racing(conds...) {
+		return &store.ConditionError{}
+	}
+	return s.Store.Transact(ctx, ws)
+}
+
+// 409 concurrent_update: a check whose writes lose every retry, a delete whose connection
+// changed under it.
+func TestConcurrentUpdate(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	st := &conflictingStore{Store: f.st}
+	f.svc.store = st
+	c := f.connect(t)
+
+	st.conflict.Store(true)
+	_, err := f.svc.Check(ctx, "acct_a", c.ID)
+	assert.Equal(t, "concurrent_update", httpapi.AsError(err).Code, "%v", err)
+	err = f.svc.Delete(ctx, "acct_a", c.ID)
+	assert.Equal(t, "concurrent_update", httpapi.AsError(err).Code, "%v", err)
+	assert.Zero(t, f.fake.Revocations(), "a delete that did not happen revokes nothing")
+
+	st.conflict.Store(false)
+	require.NoError(t, f.svc.Delete(ctx, "acct_a", c.ID))
+}
+
+// A connection that never had assets answers 409 connection_not_active with its status.
+func TestNotActive(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	st, err := f.svc.Start(ctx, f.owner)
+	require.NoError(t, err)
+	rev := int64(1)
+	_, errAssets := f.svc.GetAssets(ctx, "acct_a", st.ID)
+	_, errSelect := f.svc.Select(ctx, "acct_a", st.ID, SelectionRequest{AssetIDs: []string{}, ExpectedRevision: &rev})
+	_, errCheck := f.svc.Check(ctx, "acct_a", st.ID)
+	_, errAttach := f.svc.Attach(ctx, f.owner, st.ID, AttachRequest{AssetID: "phone:" + metafake.PhoneNumberID, BotID: f.bot})
+	for i, err := range []error{errAssets, errSelect, errCheck, errAttach} {
+		e := httpapi.AsError(err)
+		assert.Equal(t, "connection_not_active", e.Code, "#%d: %v", i, err)
+		assert.Equal(t, StatusPending, e.Extensions["state"], "#%d", i)
+	}
+	require.NoError(t, f.svc.Delete(ctx, "acct_a", st.ID), "nothing attached, nothing to revoke")
+	assert.Zero(t, f.fake.Revocations())
 }
 
 // Every response type marshalled with a token in reach holds none, nor do the errors.

@@ -495,7 +495,9 @@ func Access() map[string][]Grant {
 		// opened (Decrypt: assets, check, attach, revocation) under CRMCredentials, the
 		// integrations' context the jobs Lambda's token refreshes already seal under;
 		// attaching a phone number connects a WhatsApp channel in process, whose credentials
-		// the channels family seals under the default context (the channels row's grant).
+		// the channels family seals under the default context (the channels row's grant),
+		// and disconnects it again (DeleteItem, Query) when the connection was deleted
+		// meanwhile; a delete reads its attached channels (GetItem) to refuse while one exists.
 		// SendMessage: the token refresh job's first step. Graph is reached over the internet.
 		"meta": {logs,
 			{On: Table, Actions: tableReadWrite},

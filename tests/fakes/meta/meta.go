@@ -14,7 +14,8 @@
 //     and {waba}/phone_numbers, paged with a small page size and absolute paging.next links
 //     that carry the token as Graph's do;
 //   - Graph's error shape {"error": {"message", "type", "code", "error_subcode",
-//     "fbtrace_id"}}, code 190 for a token it refuses.
+//     "fbtrace_id"}}, code 190 for a token it refuses, and any other failure a test injects
+//     on a path (FailWith).
 //
 // The WhatsApp Business account and phone number it shows are the WhatsApp Cloud API fake's
 // (tests/fakes/whatsapp) defaults, so a number read here can be connected as a channel there
@@ -98,6 +99,7 @@ type Server struct {
 	pageSize    int
 	revocations int
 	n           int
+	failures    map[string][]*apiError // by path after the version: the next answers
 }
 
 // New starts a fake on 127.0.0.1, closed when the test ends.
@@ -139,6 +141,34 @@ func (s *Server) RejectToken(token string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rejected[token] = true
+}
+
+// FailWith makes the next n requests to path (after the version: "me/accounts",
+// "oauth/access_token") answer Graph's error shape with status and code, as Graph does when
+// it is down (5xx, code 1 or 2) or refuses a call (400, code 10: a permission, 100: a
+// parameter). The failures are answered before anything else is checked.
+func (s *Server) FailWith(path string, n, status, code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failures == nil {
+		s.failures = map[string][]*apiError{}
+	}
+	for range n {
+		s.failures[path] = append(s.failures[path], &apiError{status: status, code: code,
+			message: fmt.Sprintf("(#%d) failure injected by the test", code)})
+	}
+}
+
+// failure is the next injected failure of path, if any.
+func (s *Server) failure(path string) *apiError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.failures[path]
+	if len(f) == 0 {
+		return nil
+	}
+	s.failures[path] = f[1:]
+	return f[0]
 }
 
 // Tokens are every token the fake issued (codes' short-lived ones and long-lived ones).
@@ -199,6 +229,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) *apiError {
 	rest, ok := strings.CutPrefix(r.URL.Path, "/"+Version+"/")
 	if !ok {
 		return &apiError{status: 400, code: 2500, message: "Unknown path components: " + r.URL.Path}
+	}
+	if f := s.failure(rest); f != nil {
+		return f
 	}
 	switch rest {
 	case "dialog/oauth":
