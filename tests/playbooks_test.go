@@ -384,7 +384,8 @@ func TestPlaybookInstallRollsBack(t *testing.T) {
 	require.Len(t, warnings, 1, "no channel: a warning, not a blocker")
 	assert.Equal(t, "missing_channel", warnings[0].(map[string]any)["code"])
 
-	// After the preflight, the bot fills up its collections: the install's fourth create fails.
+	// After the preflight, the bot fills up its collections: the install's sixth create (its
+	// collection, after two labels, a field, a document and a popup) fails.
 	for i := range 50 {
 		r := s.post(tok, "/api/bots/"+bot+"/collections", map[string]any{"name": fmt.Sprintf("c%02d", i),
 			"fields": []any{map[string]any{"name": "x", "type": "string"}}})
