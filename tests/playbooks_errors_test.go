@@ -464,9 +464,6 @@ func TestPlaybookRolloutDisabled(t *testing.T) {
 // A customer's delete is kept by every later upgrade, not only the first (docs/playbooks.md:
 // kept_customer_delete, "it is not made again").
 func TestPlaybookCustomerDeleteOutlivesTwoUpgrades(t *testing.T) {
-	t.Skip("known product bug, left to the owner of functions/playbooks/upgrade.go: apply drops a " +
-		"kept_customer_delete entry from the install's resources, so the next upgrade sees the key as new " +
-		"(action create) and makes the collection again; remove this skip with the fix")
 	t.Parallel()
 	f := newPlaybookFixture(t)
 	s, tok := f.s, f.tok

@@ -413,13 +413,13 @@ func stateError(rec record, doing string) error {
 	switch rec.Status {
 	case StatusInstalling:
 		return httpapi.Errorf(httpapi.KindConflict, "install_in_progress", "the install is installing; %s once it is done", doing).
-			With("status", rec.Status)
+			With("install_status", rec.Status)
 	case StatusInstalled:
 		return httpapi.Errorf(httpapi.KindConflict, "playbook_installed", "the playbook is installed; you cannot %s", doing).
-			With("status", rec.Status)
+			With("install_status", rec.Status)
 	}
 	return httpapi.Errorf(httpapi.KindConflict, "playbook_not_installed", "the playbook is not installed (status %s); install it first", rec.Status).
-		With("status", rec.Status)
+		With("install_status", rec.Status)
 }
 
 // PatchRequest is the body of PATCH /api/playbook-installs/{installID}.

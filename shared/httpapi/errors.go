@@ -92,8 +92,13 @@ func (e *Error) Unwrap() error { return e.Err }
 // Status is the HTTP status the error is sent with.
 func (e *Error) Status() int { return e.Kind.status() }
 
-// With adds a problem extension member and returns e.
+// With adds a problem extension member and returns e. A standard member's name (status,
+// code, ...) panics: Problem writes those itself, so the value would never reach a client.
 func (e *Error) With(key string, value any) *Error {
+	if reservedMember(key) {
+		// The problem's own member would overwrite it: the client would never see it.
+		panic("httpapi: problem extension " + key + " is a standard member's name")
+	}
 	if e.Extensions == nil {
 		e.Extensions = map[string]any{}
 	}
@@ -224,6 +229,15 @@ func asError(err error) *Error {
 	default:
 		return E(KindInternal, "internal_error", "an internal error occurred").Wrap(err)
 	}
+}
+
+// reservedMember reports whether key is a member Problem always writes itself.
+func reservedMember(key string) bool {
+	switch key {
+	case "type", "title", "status", "detail", "code", "request_id":
+		return true
+	}
+	return false
 }
 
 // Problem is e as the members of its RFC 9457 problem document: what a response carries,

@@ -167,7 +167,10 @@ func newKernel(t testing.TB) *kernel {
 		return nil
 	})
 	mux.Handle("GET /api/things/conflict", httpapi.Need("things:read"), func(w http.ResponseWriter, r *http.Request) error {
-		return httpapi.StaleRevision(7).With("type", "https://evil.example/").With("status", 200)
+		// Set directly: With refuses these names outright.
+		e := httpapi.StaleRevision(7)
+		e.Extensions["type"], e.Extensions["status"] = "https://evil.example/", 200
+		return e
 	})
 	mux.Handle("GET /api/things/busy", httpapi.Need("things:read"), func(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("query: %w", store.ErrUnavailable)
