@@ -33,6 +33,11 @@ func TestOnboardingCompleteWithInstall(t *testing.T) {
 	r = s.patch(tok, installPath(in.ID), map[string]any{"answers": map[string]any{"sales_contact": "Dana", "website": "https://leads.example"},
 		"expected_revision": in.Revision})
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	// Not installed yet: answered, but no working bot.
+	rev0 := ss["revision"].(float64)
+	p0 := problem(t, "POST", complete, complete, s.post(tok, complete, map[string]any{"install_id": in.ID, "expected_revision": rev0}),
+		409, "playbook_not_installed")
+	assert.Equal(t, "setup", p0["install_status"])
 	in = f.install(t, decodeInstall(t, r), "onboarding-install")
 
 	rev := ss["revision"].(float64)
@@ -81,4 +86,5 @@ func TestOnboardingCompleteWithInstall(t *testing.T) {
 	r = s.post(tok, complete, map[string]any{"install_id": in.ID})
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	assert.Equal(t, in.ID, r.JSON(t)["install_id"])
+	assert.Equal(t, f.bot, r.JSON(t)["bot_id"], "the install's bot")
 }

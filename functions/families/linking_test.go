@@ -109,8 +109,8 @@ func TestEachLambdaLinksItsFamily(t *testing.T) {
 		"playbooks": {"playbooks", "playbooks/catalog", "playbooks/wiring", "subscribers", "content", "content/wiring", "popups", "popups/wiring",
 			"collections", "reactions", "reactions/wiring", "channels"},
 		// Onboarding recommends from the playbook catalog (data, not the playbooks service)
-		// and checks an install id by its pointer (playbooks.InstallBot; the playbooks package
-		// links no other family).
+		// and checks an install id through its wiring (playbooks.InstallState; the playbooks
+		// package links no other family).
 		"onboarding": {"onboarding", "onboarding/wiring", "playbooks", "playbooks/catalog"},
 		// A segment is stale once the funnel or experiment it was computed from changed
 		// (funnels: the definition's revision; experiments: the version).

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/botplatform/api/functions/playbooks"
 	"github.com/botplatform/api/functions/playbooks/catalog"
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/channel"
@@ -59,20 +58,28 @@ func sessionKey(account string) store.Key {
 	return store.Key{PK: "ACCT#" + account + "#ONBOARDING", SK: "SESSION"}
 }
 
+// InstallLookup finds the bot and status of one of the account's playbook installs, or
+// answers a 404 error (the playbooks family's playbooks.InstallState, given by the wiring).
+type InstallLookup func(ctx context.Context, account, id string) (bot, status string, err error)
+
+// installed is the status of a playbook install that is done (playbooks.StatusInstalled).
+const installed = "installed"
+
 // Service serves onboarding sessions.
 type Service struct {
-	store store.Store
-	bots  httpapi.BotLoader
-	now   func() time.Time
+	store    store.Store
+	bots     httpapi.BotLoader
+	installs InstallLookup
+	now      func() time.Time
 }
 
 // New builds the service; bots is the kernel's tenancy check (a bot_id must be the
-// account's).
-func New(st store.Store, bots httpapi.BotLoader, now func() time.Time) *Service {
+// account's), installs checks an install_id.
+func New(st store.Store, bots httpapi.BotLoader, installs InstallLookup, now func() time.Time) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{store: st, bots: bots, now: now}
+	return &Service{store: st, bots: bots, installs: installs, now: now}
 }
 
 func stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
@@ -289,13 +296,18 @@ func (r *CompleteRequest) Validate() error {
 }
 
 // Complete ends the session, recording the bot and the playbook install it led to. The
-// install must be one of the account's (404 otherwise) and on the bot, when both are given.
+// install must be one of the account's (404 otherwise), installed (409
+// playbook_not_installed: an onboarding ends with a working bot, not a half-set-up one) and
+// on the bot when both are given; given alone, its bot is the session's.
 func (s *Service) Complete(ctx context.Context, p *auth.Principal, req CompleteRequest) (Session, error) {
 	if err := s.checkBot(ctx, p, req.BotID); err != nil {
 		return Session{}, err
 	}
 	if req.InstallID != nil {
-		bot, err := playbooks.InstallBot(ctx, s.store, p.AccountID, *req.InstallID)
+		if s.installs == nil {
+			return Session{}, httpapi.NotFound("playbook install")
+		}
+		bot, status, err := s.installs(ctx, p.AccountID, *req.InstallID)
 		if err != nil {
 			return Session{}, err
 		}
@@ -304,6 +316,11 @@ func (s *Service) Complete(ctx context.Context, p *auth.Principal, req CompleteR
 			prob.Add("install_id", "is an install on another bot than bot_id")
 			return Session{}, prob.Err()
 		}
+		if status != installed {
+			return Session{}, httpapi.Errorf(httpapi.KindConflict, "playbook_not_installed",
+				"the playbook install is %s, not installed: install it, then complete the onboarding", status).With("install_status", status)
+		}
+		req.BotID = &bot
 	}
 	return s.update(ctx, p, req.ExpectedRevision, func(ss *Session) {
 		now := stamp(s.now())

@@ -12,7 +12,6 @@ import (
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
-	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
@@ -35,7 +34,17 @@ func TestSessionLifecycle(t *testing.T) {
 	account, bot := ids.At("acct", t0), ids.At("bot", t0)
 	p := &auth.Principal{AccountID: account, Kind: auth.KindPAT, Role: auth.RoleOwner, Scopes: auth.Scopes{"*"}}
 	st := sqlitetest.Open(t)
-	svc := New(st, bots{bot: account}, clock.Now)
+	// The account's playbook installs, as the playbooks family's look-up answers them.
+	install, elsewhere, unfinished := ids.At("pbi", t0), ids.At("pbi", t0.Add(time.Minute)), ids.At("pbi", t0.Add(2*time.Minute))
+	installs := map[string][2]string{install: {bot, "installed"}, elsewhere: {ids.At("bot", t0.Add(2*time.Hour)), "installed"}, unfinished: {bot, "setup"}}
+	lookup := func(_ context.Context, acct, id string) (string, string, error) {
+		in, ok := installs[id]
+		if !ok || acct != account {
+			return "", "", httpapi.NotFound("playbook install")
+		}
+		return in[0], in[1], nil
+	}
+	svc := New(st, bots{bot: account}, lookup, clock.Now)
 	ctx := context.Background()
 
 	_, err := svc.Get(ctx, p)
@@ -57,12 +66,11 @@ func TestSessionLifecycle(t *testing.T) {
 	_, err = svc.Patch(ctx, p, PatchRequest{Fields: Fields{Vertical: ptr("b2b")}, ExpectedRevision: ptr(int64(1))})
 	assert.Equal(t, "stale_revision", httpapi.AsError(err).Code)
 
-	// An install id must be one of the account's installs, on the bot given with it (the
-	// playbooks family's pointer: ACCT#<acct>#PBI / <id> -> {"bot_id"}).
-	install, elsewhere := ids.At("pbi", t0), ids.At("pbi", t0.Add(time.Minute))
-	for id, on := range map[string]string{install: bot, elsewhere: ids.At("bot", t0.Add(2*time.Hour))} {
-		require.NoError(t, st.Put(ctx, store.Item{Key: store.Key{PK: "ACCT#" + account + "#PBI", SK: id}, Data: []byte(`{"bot_id":"` + on + `"}`)}, store.Always))
-	}
+	// An install id must be one of the account's installs, installed, on the bot given with
+	// it.
+	_, err = svc.Complete(ctx, p, CompleteRequest{InstallID: &unfinished})
+	assert.Equal(t, "playbook_not_installed", httpapi.AsError(err).Code, "an install still in setup is no working bot")
+	assert.Equal(t, "setup", httpapi.AsError(err).Extensions["install_status"])
 	_, err = svc.Complete(ctx, p, CompleteRequest{InstallID: ptr(ids.At("pbi", t0.Add(time.Hour)))})
 	assert.Equal(t, httpapi.KindNotFound, httpapi.KindOf(err), "no such install")
 	_, err = svc.Complete(ctx, p, CompleteRequest{BotID: &bot, InstallID: &elsewhere})
@@ -73,12 +81,12 @@ func TestSessionLifecycle(t *testing.T) {
 	_, err = svc.Complete(ctx, other, CompleteRequest{InstallID: &install})
 	assert.Equal(t, httpapi.KindNotFound, httpapi.KindOf(err), "another account's install")
 
-	ss, err = svc.Complete(ctx, p, CompleteRequest{BotID: &bot, InstallID: &install})
+	ss, err = svc.Complete(ctx, p, CompleteRequest{InstallID: &install})
 	require.NoError(t, err)
 	assert.Equal(t, install, *ss.InstallID)
 	assert.Equal(t, StatusCompleted, ss.Status)
 	assert.NotNil(t, ss.CompletedAt)
-	assert.Equal(t, bot, *ss.BotID)
+	assert.Equal(t, bot, *ss.BotID, "the install's bot is the session's")
 	_, err = svc.Complete(ctx, p, CompleteRequest{})
 	assert.Equal(t, "onboarding_completed", httpapi.AsError(err).Code)
 	_, err = svc.Patch(ctx, p, PatchRequest{Fields: Fields{Vertical: ptr("b2b")}, ExpectedRevision: &ss.Revision})

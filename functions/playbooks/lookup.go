@@ -8,23 +8,34 @@ import (
 	"github.com/botplatform/api/shared/store"
 )
 
-// InstallBot returns the bot of the account's install id, or a 404 error when the account
-// has no such install. It reads the install's pointer only: other families (onboarding)
-// use it to check an install id they are given, without the playbooks service.
-func InstallBot(ctx context.Context, st store.Store, account, id string) (string, error) {
+// InstallState returns the bot and status of the account's install id, or a 404 error when
+// the account has no such install. Other families (onboarding, through its wiring) use it to
+// check an install id they are given, without the playbooks service.
+func InstallState(ctx context.Context, st store.Store, account, id string) (bot, status string, err error) {
 	if !ids.Valid(idPrefix, id) {
-		return "", installNotFound()
+		return "", "", installNotFound()
 	}
 	it, err := st.Get(ctx, pointerKey(account, id))
 	if errors.Is(err, store.ErrNotFound) {
-		return "", installNotFound()
+		return "", "", installNotFound()
 	}
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	ptr, err := store.Decode[pointer](it)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	return ptr.BotID, nil
+	it, err = st.Get(ctx, installKey(ptr.BotID, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return "", "", installNotFound() // deleted since the pointer was read
+	}
+	if err != nil {
+		return "", "", err
+	}
+	rec, err := store.Decode[record](it)
+	if err != nil {
+		return "", "", err
+	}
+	return ptr.BotID, rec.Status, nil
 }

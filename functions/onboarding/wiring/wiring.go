@@ -1,10 +1,14 @@
 // Package wiring composes the onboarding family: its service on the kernel's store and
-// tenancy check. It recommends from the playbook catalog, which is data (playbooks/catalog),
-// not the playbooks family's service.
+// tenancy check, and the playbooks family's look-up of an install (by its pointer and
+// record, without the playbooks service). It recommends from the playbook catalog, which is
+// data (playbooks/catalog).
 package wiring
 
 import (
+	"context"
+
 	"github.com/botplatform/api/functions/onboarding"
+	"github.com/botplatform/api/functions/playbooks"
 	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/httpapi"
 )
@@ -13,7 +17,10 @@ import (
 // bot.
 func Family() family.Family {
 	return family.Family{Name: "onboarding", Build: func(env *family.Env) family.Parts {
-		svc := onboarding.New(env.Store, env.Tenancy, env.Now)
+		installs := func(ctx context.Context, account, id string) (string, string, error) {
+			return playbooks.InstallState(ctx, env.Store, account, id)
+		}
+		svc := onboarding.New(env.Store, env.Tenancy, installs, env.Now)
 		return family.Parts{Routes: func(mux *httpapi.Mux) { onboarding.Routes(mux, svc) }}
 	}}
 }
