@@ -343,6 +343,7 @@ func TestPlaybookUpgradeKeepsCustomerDelete(t *testing.T) {
 		assert.Equal(t, float64(http.StatusOK), e["status"], id)
 		assert.Equal(t, s.demo.AccountID, e["account_id"], id)
 		assert.Equal(t, "pat", e["token_kind"], id)
+		assert.Equal(t, f.bot, e["bot_id"], "%s: the install's bot, though the path names none", id)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/botplatform/api/shared/audit"
@@ -229,6 +230,31 @@ type requestInfo struct {
 	bot       any
 	// secretPath: the matched route's path holds a capability; log the pattern only.
 	secretPath bool
+
+	// actedOn is the first bot Authorize found the caller's during a route whose path names
+	// none (a playbook install's, a copilot proposal's): its audit event's bot.
+	mu      sync.Mutex
+	actedOn string
+}
+
+// noteBot records bot, known to be the caller's, as the one ctx's request acts on, unless
+// it already has one.
+func noteBot(ctx context.Context, bot string) {
+	if ri, ok := ctx.Value(infoKey{}).(*requestInfo); ok {
+		ri.mu.Lock()
+		if ri.actedOn == "" {
+			ri.actedOn = bot
+		}
+		ri.mu.Unlock()
+	}
+}
+
+// actedOn is the bot noteBot recorded for r, or "".
+func actedOn(r *http.Request) string {
+	ri := info(r)
+	ri.mu.Lock()
+	defer ri.mu.Unlock()
+	return ri.actedOn
 }
 
 type infoKey struct{}
@@ -472,6 +498,8 @@ func Authorize(ctx context.Context, bots BotLoader, access Access, p *auth.Princ
 		if loaded, err = bots.LoadBot(ctx, p.AccountID, bot); err != nil {
 			return nil, err
 		}
+		// The caller's bot: a route whose path names no bot is audited against it.
+		noteBot(ctx, bot)
 		if missing := p.RightsOn(bot).Missing(access.Rights); len(missing) > 0 {
 			return loaded, Errorf(KindForbidden, "missing_right", "your user lacks the %s right on this bot", auth.RightsOf(missing...)).
 				With("missing_rights", missing)
@@ -624,6 +652,10 @@ func (w *auditWriter) publish(status int) {
 	bot := ""
 	if w.rt.BotScoped {
 		bot = w.r.PathValue("botID")
+	} else {
+		// A route that finds its bot through a resource or a body (a playbook install's)
+		// checked it with Authorize, which noted it.
+		bot = actedOn(w.r)
 	}
 	// Closed first, so the event is a synced commit: locally it makes the handler's
 	// deferred writes durable with it, and settle finds nothing left to sync.

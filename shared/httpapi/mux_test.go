@@ -178,6 +178,14 @@ func newKernel(t testing.TB) *kernel {
 	mux.Handle("GET /api/things/broken", httpapi.Need("things:read"), func(w http.ResponseWriter, r *http.Request) error {
 		return errors.New("dial db: password=hunter2")
 	})
+	// A route that finds its bot in the body (as a playbook install's routes find theirs in
+	// the install) and checks it with Authorize.
+	mux.Handle("POST /api/things/onbot", httpapi.NeedPAT("things:write"), func(w http.ResponseWriter, r *http.Request) error {
+		if _, err := httpapi.Authorize(r.Context(), k.bots, httpapi.Need("bots:read"), httpapi.Caller(r), true, r.URL.Query().Get("bot")); err != nil {
+			return err
+		}
+		return httpapi.WriteJSON(w, 201, map[string]any{})
+	})
 	mux.Handle("GET /api/bots/{botID}", httpapi.Need("bots:read"), ok(200))
 	mux.Handle("PATCH /api/bots/{botID}", httpapi.Need("bots:write", auth.RightReactions), ok(200))
 	mux.Handle("DELETE /api/bots/{botID}", httpapi.NeedPAT("bots:write", auth.RightReactions), func(w http.ResponseWriter, r *http.Request) error {
@@ -378,6 +386,16 @@ func TestAuditEventFields(t *testing.T) {
 	require.Equal(t, 201, k.do(t, "POST", "/api/things", "owner").Code)
 	e = k.audit.published()[0]
 	assert.Empty(t, e.BotID)
+
+	// A route whose path names no bot carries the bot its handler authorized: the caller's
+	// only, never one Authorize refused.
+	k = newKernel(t)
+	require.Equal(t, 201, k.do(t, "POST", "/api/things/onbot?bot="+botA, "owner").Code)
+	require.Equal(t, 404, k.do(t, "POST", "/api/things/onbot?bot="+botC, "owner").Code)
+	events = k.audit.published()
+	require.Len(t, events, 2)
+	assert.Equal(t, botA, events[0].BotID)
+	assert.Empty(t, events[1].BotID, "another account's bot is not recorded")
 	assert.Equal(t, "POST /api/things", e.Route)
 	assert.True(t, ids.Valid("req", e.RequestID), "a generated request id: %q", e.RequestID)
 }
