@@ -185,8 +185,8 @@ func (f *fixture) connect(t *testing.T) Connection {
 	return c
 }
 
-// attach selects the connection's verified number and attaches it to the bot.
-func (f *fixture) attach(t *testing.T, id string) channels.Channel {
+// selectPhone selects the connection's verified number and returns its asset id.
+func (f *fixture) selectPhone(t *testing.T, id string) string {
 	t.Helper()
 	ctx := context.Background()
 	a, err := f.svc.GetAssets(ctx, "acct_a", id)
@@ -194,7 +194,13 @@ func (f *fixture) attach(t *testing.T, id string) channels.Channel {
 	phone := "phone:" + metafake.PhoneNumberID
 	_, err = f.svc.Select(ctx, "acct_a", id, SelectionRequest{AssetIDs: []string{phone}, ExpectedRevision: &a.Revision})
 	require.NoError(t, err)
-	ch, err := f.svc.Attach(ctx, f.owner, id, AttachRequest{AssetID: phone, BotID: f.bot})
+	return phone
+}
+
+// attach selects the connection's verified number and attaches it to the bot.
+func (f *fixture) attach(t *testing.T, id string) channels.Channel {
+	t.Helper()
+	ch, err := f.svc.Attach(context.Background(), f.owner, id, AttachRequest{AssetID: f.selectPhone(t, id), BotID: f.bot})
 	require.NoError(t, err)
 	return ch
 }
@@ -493,13 +499,7 @@ func TestRefreshPassesTheTokenOnToAttachedChannels(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	c := f.connect(t)
-	a, err := f.svc.GetAssets(ctx, "acct_a", c.ID)
-	require.NoError(t, err)
-	phone := "phone:" + metafake.PhoneNumberID
-	_, err = f.svc.Select(ctx, "acct_a", c.ID, SelectionRequest{AssetIDs: []string{phone}, ExpectedRevision: &a.Revision})
-	require.NoError(t, err)
-	ch, err := f.svc.Attach(ctx, f.owner, c.ID, AttachRequest{AssetID: phone, BotID: f.bot})
-	require.NoError(t, err)
+	ch := f.attach(t, c.ID)
 	payload, err := json.Marshal(refreshPayload{Account: "acct_a", Connection: c.ID})
 	require.NoError(t, err)
 
@@ -534,7 +534,7 @@ func TestRefreshPassesTheTokenOnToAttachedChannels(t *testing.T) {
 	_, done, err = f.svc.RefreshStep(ctx, payload, "")
 	require.NoError(t, err)
 	assert.True(t, done)
-	a, err = f.svc.GetAssets(ctx, "acct_a", c.ID)
+	a, err := f.svc.GetAssets(ctx, "acct_a", c.ID)
 	require.NoError(t, err)
 	assert.Empty(t, a.WhatsAppBusinessAccounts[0].PhoneNumbers[0].ChannelID)
 }
@@ -585,13 +585,9 @@ func TestDeleteWhileAttaching(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	c := f.connect(t)
-	a, err := f.svc.GetAssets(ctx, "acct_a", c.ID)
-	require.NoError(t, err)
-	phone := "phone:" + metafake.PhoneNumberID
-	_, err = f.svc.Select(ctx, "acct_a", c.ID, SelectionRequest{AssetIDs: []string{phone}, ExpectedRevision: &a.Revision})
-	require.NoError(t, err)
+	phone := f.selectPhone(t, c.ID)
 	f.chans.connecting = func() { require.NoError(t, f.svc.Delete(ctx, "acct_a", c.ID)) }
-	_, err = f.svc.Attach(ctx, f.owner, c.ID, AttachRequest{AssetID: phone, BotID: f.bot})
+	_, err := f.svc.Attach(ctx, f.owner, c.ID, AttachRequest{AssetID: phone, BotID: f.bot})
 	assert.Equal(t, httpapi.KindNotFound, httpapi.KindOf(err), "%v", err)
 	assert.Equal(t, 1, f.fake.Revocations())
 	f.chans.mu.Lock()
