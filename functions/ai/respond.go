@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -333,9 +334,20 @@ func (s *Service) complete(ctx context.Context, account string, c claim, resp Re
 		s.release(ctx, c)
 		return nil
 	}
-	err = s.store.Transact(ctx, append([]store.Write{store.PutOp(it, store.RevisionIs(c.rev))}, meter...))
+	writes := append([]store.Write{store.PutOp(it, store.RevisionIs(c.rev))}, meter...)
+	// The route's audit event commits with the answer where the trail is in the store: one
+	// commit fewer per request (a copilot proposal's generation stages a 200 its 201
+	// replaces).
+	event, audited, staged := httpapi.StageAudit(ctx, http.StatusOK)
+	if staged {
+		writes = append(writes, event)
+	}
+	err = s.store.Transact(ctx, writes)
 	if errors.Is(err, store.ErrConditionFailed) {
-		err = s.store.Transact(ctx, meter)
+		return s.store.Transact(ctx, meter)
+	}
+	if err == nil && staged {
+		audited()
 	}
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"reflect"
 	"slices"
 	"sync"
@@ -204,8 +205,10 @@ func (s *Service) Update(ctx context.Context, account, id string, expected int64
 	if err != nil {
 		return Bot{}, err
 	}
-	// The read above is advisory; this condition is what enforces expected_revision.
-	err = s.store.Put(ctx, store.Item{Key: botKey(account, id), Data: data, Revision: b.Revision}, store.RevisionIs(expected))
+	// The read above is advisory; this condition is what enforces expected_revision. The
+	// route's audit event commits with it where the trail is in the store.
+	err = httpapi.CommitAudited(ctx, s.store, http.StatusOK,
+		store.PutOp(store.Item{Key: botKey(account, id), Data: data, Revision: b.Revision}, store.RevisionIs(expected)))
 	if errors.Is(err, store.ErrConditionFailed) {
 		return Bot{}, s.conflict(ctx, account, id)
 	}

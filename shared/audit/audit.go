@@ -49,14 +49,46 @@ func accountPK(account string) string { return "AUDIT#" + account }
 
 func botPK(account, bot string) string { return "AUDIT#" + account + "#BOT#" + bot }
 
+// Stager is a Publisher whose trail is in the platform's store (the Log): a caller may
+// commit an event in a transaction of its own instead of publishing it (one commit for a
+// handler's write and its event, shared/httpapi.StageAudit). Stage returns that write. An
+// event published again under the same id replaces the staged one.
+type Stager interface {
+	Publisher
+	Stage(e Event) (store.Write, error)
+}
+
 // Publish stores e, scrubbed of anything shaped like a credential. Event ids are
 // time-ordered, so the sort key orders the trail by time; a second index partition per bot
 // serves the bot_id filter.
 func (l *Log) Publish(ctx context.Context, e Event) error {
+	it, err := eventItem(e)
+	if err != nil {
+		return err
+	}
+	// Always, not MustNotExist: a redelivered event (EventBridge is at-least-once)
+	// overwrites itself instead of failing, and so does a staged one published again.
+	if err := l.store.Put(ctx, it, store.Always); err != nil {
+		return fmt.Errorf("audit: store event: %w", err)
+	}
+	return nil
+}
+
+// Stage implements Stager: the write that stores e as Publish would.
+func (l *Log) Stage(e Event) (store.Write, error) {
+	it, err := eventItem(e)
+	if err != nil {
+		return store.Write{}, err
+	}
+	return store.PutOp(it, store.Always), nil
+}
+
+// eventItem is e, scrubbed, as the item the trail keeps.
+func eventItem(e Event) (store.Item, error) {
 	e = e.Scrubbed()
 	b, err := store.Encode(e)
 	if err != nil {
-		return err
+		return store.Item{}, err
 	}
 	it := store.Item{
 		Key:       store.Key{PK: accountPK(e.AccountID), SK: e.ID},
@@ -67,12 +99,7 @@ func (l *Log) Publish(ctx context.Context, e Event) error {
 	if e.BotID != "" {
 		it.GSI1 = store.IndexKey{PK: botPK(e.AccountID, e.BotID), SK: e.ID}
 	}
-	// Always, not MustNotExist: a redelivered event (EventBridge is at-least-once)
-	// overwrites itself instead of failing.
-	if err := l.store.Put(ctx, it, store.Always); err != nil {
-		return fmt.Errorf("audit: store event: %w", err)
-	}
-	return nil
+	return it, nil
 }
 
 // List returns one page of the account's events, newest first, optionally only those of bot.

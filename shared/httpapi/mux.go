@@ -235,6 +235,8 @@ type requestInfo struct {
 	// none (a playbook install's, a copilot proposal's): its audit event's bot.
 	mu      sync.Mutex
 	actedOn string
+	// audit is a mutating route's audit writer (StageAudit), nil otherwise.
+	audit *auditWriter
 }
 
 // noteBot records bot, known to be the caller's, as the one ctx's request acts on, unless
@@ -413,7 +415,9 @@ func (m *Mux) route(rt Route, h HandlerFunc) http.Handler {
 			// committed before the response's first byte (store.Deferral).
 			ctx, d := store.DeferSync(r.Context())
 			r = r.WithContext(ctx)
-			aw := &auditWriter{ResponseWriter: w, m: m, r: r, rt: rt, p: p, start: ri.start, deferral: d}
+			aw := &auditWriter{ResponseWriter: w, m: m, r: r, rt: rt, p: p, start: ri.start, deferral: d,
+				eventID: ids.At("evt", ri.start)}
+			ri.audit = aw
 			w = aw
 			// Writes made after the response started (a stream's) are synced on their own;
 			// this settles what a handler that never answered left.
@@ -629,6 +633,11 @@ type auditWriter struct {
 	wrote bool
 
 	deferral *store.Deferral
+	// eventID is the request's audit event's id, whether staged or published.
+	eventID string
+	// staged is the status of the event the handler committed in its own transaction
+	// (StageAudit), 0 for none.
+	staged int
 }
 
 func (w *auditWriter) WriteHeader(code int) {
@@ -649,6 +658,19 @@ func (w *auditWriter) Write(b []byte) (int, error) {
 func (w *auditWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w *auditWriter) publish(status int) {
+	// Closed first, so the event is a synced commit: locally it makes the handler's
+	// deferred writes durable with it, and settle finds nothing left to sync.
+	w.deferral.Close()
+	// An event the handler committed with this status is the request's; any other status
+	// (the handler failed after staging) is published under the same id, replacing it.
+	if w.staged != status {
+		PublishAudit(w.r.Context(), w.m.cfg.Audit, w.m.cfg.Log, w.audited(status))
+	}
+	w.settle()
+}
+
+// audited is the request's audited operation, answered with status.
+func (w *auditWriter) audited(status int) Audited {
 	bot := ""
 	if w.rt.BotScoped {
 		bot = w.r.PathValue("botID")
@@ -657,14 +679,32 @@ func (w *auditWriter) publish(status int) {
 		// checked it with Authorize, which noted it.
 		bot = actedOn(w.r)
 	}
-	// Closed first, so the event is a synced commit: locally it makes the handler's
-	// deferred writes durable with it, and settle finds nothing left to sync.
-	w.deferral.Close()
-	PublishAudit(w.r.Context(), w.m.cfg.Audit, w.m.cfg.Log, Audited{
-		Principal: w.p, Method: w.rt.Method, Route: w.rt.Pattern(), Bot: bot,
-		Status: status, Start: w.start, RequestID: RequestID(w.r.Context()),
-	})
-	w.settle()
+	return Audited{Principal: w.p, Method: w.rt.Method, Route: w.rt.Pattern(), Bot: bot,
+		Status: status, Start: w.start, RequestID: RequestID(w.r.Context()), EventID: w.eventID}
+}
+
+// StageAudit returns the write that stores the audit event of ctx's request as answered with
+// status, for the handler to commit in the same transaction as its own writes (one commit
+// instead of two), and the function to call once that transaction has committed: the kernel
+// then publishes no event of its own if the response's status is status, and otherwise
+// publishes the real one under the same id, replacing it. ok is false, and the kernel
+// publishes as usual, when the trail is not in the store (on AWS it is the bus), ctx is not
+// a mutating route's request, or its response has started.
+func StageAudit(ctx context.Context, status int) (w store.Write, committed func(), ok bool) {
+	ri, _ := ctx.Value(infoKey{}).(*requestInfo)
+	if ri == nil || ri.audit == nil || ri.audit.wrote {
+		return store.Write{}, nil, false
+	}
+	aw := ri.audit
+	stager, isStager := aw.m.cfg.Audit.(audit.Stager)
+	if !isStager {
+		return store.Write{}, nil, false
+	}
+	w, err := stager.Stage(auditEvent(aw.audited(status)))
+	if err != nil {
+		return store.Write{}, nil, false
+	}
+	return w, func() { aw.staged = status }, true
 }
 
 // settle syncs the handler's deferred writes that the audit event did not cover (it went
@@ -674,6 +714,29 @@ func (w *auditWriter) settle() {
 	if err := w.deferral.Settle(context.WithoutCancel(w.r.Context())); err != nil {
 		w.m.cfg.Log.ErrorContext(w.r.Context(), "sync of deferred writes failed", "request_id", RequestID(w.r.Context()), "route", w.rt.Pattern(), "error", err)
 	}
+}
+
+// CommitAudited commits writes and, where the trail is in the store (StageAudit), the
+// request's audit event answered with status, in one transaction. Otherwise it commits the
+// writes alone: a single put or delete as itself (DynamoDB bills a transaction's writes
+// twice), more in one transaction.
+func CommitAudited(ctx context.Context, st store.Store, status int, writes ...store.Write) error {
+	if event, committed, ok := StageAudit(ctx, status); ok {
+		if err := st.Transact(ctx, append(writes, event)); err != nil {
+			return err
+		}
+		committed()
+		return nil
+	}
+	if len(writes) == 1 {
+		switch w := writes[0]; {
+		case w.Put != nil:
+			return st.Put(ctx, *w.Put, w.Cond)
+		case w.Delete != nil:
+			return st.Delete(ctx, *w.Delete, w.Cond)
+		}
+	}
+	return st.Transact(ctx, writes)
 }
 
 // Audited is one audited operation: a mutating route's request, or a mutating MCP tool's
@@ -690,14 +753,28 @@ type Audited struct {
 	Status    int
 	Start     time.Time
 	RequestID string
+	// EventID is the event's id ("": a new one).
+	EventID string
 }
 
 // PublishAudit records op in the audit trail. It does not fail: the operation has happened
 // whatever the trail says, and a lost event is an operator alarm (logged), not a client
 // error (a 500 here would invite a retry of a done mutation).
 func PublishAudit(ctx context.Context, pub audit.Publisher, log *slog.Logger, op Audited) {
+	e := auditEvent(op)
+	if err := pub.Publish(context.WithoutCancel(ctx), e); err != nil {
+		log.ErrorContext(ctx, "audit publish failed", "request_id", e.RequestID, "event_id", e.ID, "route", e.Route, "status", op.Status, "error", err)
+	}
+}
+
+// auditEvent is op's audit event.
+func auditEvent(op Audited) audit.Event {
+	id := op.EventID
+	if id == "" {
+		id = ids.At("evt", op.Start)
+	}
 	e := audit.Event{
-		ID:          ids.At("evt", op.Start),
+		ID:          id,
 		Time:        op.Start.UTC().Truncate(time.Millisecond),
 		AccountID:   op.Principal.AccountID,
 		ActorUserID: op.Principal.UserID,
@@ -711,9 +788,7 @@ func PublishAudit(ctx context.Context, pub audit.Publisher, log *slog.Logger, op
 	if ids.Valid("bot", op.Bot) {
 		e.BotID = op.Bot
 	}
-	if err := pub.Publish(context.WithoutCancel(ctx), e); err != nil {
-		log.ErrorContext(ctx, "audit publish failed", "request_id", e.RequestID, "event_id", e.ID, "route", e.Route, "status", op.Status, "error", err)
-	}
+	return e
 }
 
 // written reports whether w (one of ours) has started a response.
