@@ -47,6 +47,15 @@ type Store struct {
 	add           *sql.Stmt
 	current       *sql.Stmt
 	sweep         *sql.Stmt
+	savepoint     *sql.Stmt
+	release       *sql.Stmt
+	rollbackTo    *sql.Stmt
+
+	// The writer (batch.go): every write is an op it applies and commits.
+	ops        chan *writeOp
+	opsMu      sync.RWMutex // held to send on ops, and to close it
+	opsClosed  bool
+	writerDone chan struct{}
 
 	mu      sync.Mutex
 	queries map[string]*sql.Stmt // query statements by SQL text; the set of shapes is small
@@ -180,7 +189,9 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 
 	s := &Store{read: read, write: write, now: o.now, queries: make(map[string]*sql.Stmt),
-		syncWAL: o.durability == Full, walPath: path + "-wal"}
+		syncWAL: o.durability == Full, walPath: path + "-wal",
+		ops: make(chan *writeOp, 4*maxBatch), writerDone: make(chan struct{})}
+	go s.writeLoop()
 	if err := s.prepare(context.Background()); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: prepare %s: %w", path, mapErr(err))
@@ -389,6 +400,9 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.current, s.write, `SELECT revision FROM items WHERE pk = ?1 AND sk = ?2 AND ` + live("", 3)},
 		{&s.sweep, s.write, `DELETE FROM items WHERE (pk, sk) IN
 			(SELECT pk, sk FROM items WHERE expires != 0 AND expires <= ?1 LIMIT ?2)`},
+		{&s.savepoint, s.write, `SAVEPOINT w`},
+		{&s.release, s.write, `RELEASE w`},
+		{&s.rollbackTo, s.write, `ROLLBACK TO w`},
 	}
 	for _, st := range stmts {
 		p, err := st.db.PrepareContext(ctx, st.sql)
@@ -403,6 +417,13 @@ func (s *Store) prepare(ctx context.Context) error {
 // Close releases the store. Calls still running finish first (database/sql waits for them);
 // calls made afterwards fail.
 func (s *Store) Close() error {
+	s.opsMu.Lock()
+	if !s.opsClosed {
+		s.opsClosed = true
+		close(s.ops)
+	}
+	s.opsMu.Unlock()
+	<-s.writerDone // the writes queued before commit first
 	s.mu.Lock()
 	for k, st := range s.queries {
 		st.Close()
@@ -410,7 +431,7 @@ func (s *Store) Close() error {
 	}
 	s.mu.Unlock()
 	for _, st := range []*sql.Stmt{s.get, s.putAlways, s.putIfAbsent, s.putIfLive, s.putIfRevision,
-		s.delAlways, s.delIfLive, s.delIfRevision, s.add, s.current, s.sweep} {
+		s.delAlways, s.delIfLive, s.delIfRevision, s.add, s.current, s.sweep, s.savepoint, s.release, s.rollbackTo} {
 		if st != nil {
 			st.Close()
 		}
@@ -465,7 +486,10 @@ func (s *Store) Delete(ctx context.Context, key store.Key, cond store.Condition)
 	now := s.now().Unix()
 	switch cond.Kind {
 	case store.CondNone:
-		_, err := s.delAlways.ExecContext(ctx, key.PK, key.SK)
+		err := s.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.StmtContext(ctx, s.delAlways).ExecContext(ctx, key.PK, key.SK)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("sqlite: delete: %w", mapErr(err))
 		}
@@ -486,16 +510,26 @@ func (s *Store) Delete(ctx context.Context, key store.Key, cond store.Condition)
 // execConditional runs a statement whose WHERE clause is the condition: no row changed means
 // the condition did not hold.
 func (s *Store) execConditional(ctx context.Context, op string, st *sql.Stmt, args ...any) error {
-	res, err := st.ExecContext(ctx, args...)
+	err := s.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return &store.ConditionError{Index: 0}
+		}
+		return nil
+	})
+	var ce *store.ConditionError
+	if errors.As(err, &ce) {
+		return ce
+	}
 	if err != nil {
 		return fmt.Errorf("sqlite: %s: %w", op, mapErr(err))
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("sqlite: %s: %w", op, mapErr(err))
-	}
-	if n == 0 {
-		return &store.ConditionError{Index: 0}
 	}
 	return s.durable(ctx, op)
 }
@@ -505,7 +539,12 @@ func (s *Store) Add(ctx context.Context, key store.Key, delta int64, expiresAt t
 	if err := key.Validate(); err != nil {
 		return 0, fmt.Errorf("sqlite: add: %w", err)
 	}
-	n, err := s.addOn(ctx, s.add, key, delta, expiresAt, s.now().Unix())
+	now := s.now().Unix()
+	var n int64
+	err := s.submit(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
+		n, err = s.addOn(ctx, tx.StmtContext(ctx, s.add), key, delta, expiresAt, now)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: add: %w", mapErr(err))
 	}
@@ -546,22 +585,24 @@ func (s *Store) Transact(ctx context.Context, writes []store.Write) error {
 		return fmt.Errorf("sqlite: transact: %w", err)
 	}
 	now := s.now().Unix()
-	tx, err := s.write.BeginTx(ctx, nil)
+	err := s.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		for i, w := range writes {
+			if err := s.apply(ctx, tx, w, now); err != nil {
+				var ce *store.ConditionError
+				if errors.As(err, &ce) {
+					return &store.ConditionError{Index: i}
+				}
+				return fmt.Errorf("write %d: %w", i, err)
+			}
+		}
+		return nil
+	})
+	var ce *store.ConditionError
+	if errors.As(err, &ce) {
+		return ce
+	}
 	if err != nil {
 		return fmt.Errorf("sqlite: transact: %w", mapErr(err))
-	}
-	defer tx.Rollback()
-	for i, w := range writes {
-		if err := s.apply(ctx, tx, w, now); err != nil {
-			var ce *store.ConditionError
-			if errors.As(err, &ce) {
-				return &store.ConditionError{Index: i}
-			}
-			return fmt.Errorf("sqlite: transact: write %d: %w", i, mapErr(err))
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: transact: commit: %w", mapErr(err))
 	}
 	return s.durable(ctx, "transact")
 }
@@ -611,11 +652,16 @@ func (s *Store) DeleteExpired(ctx context.Context, limit int) (int64, error) {
 	if limit < 1 {
 		return 0, errors.New("sqlite: delete expired: limit must be positive")
 	}
-	res, err := s.sweep.ExecContext(ctx, s.now().Unix(), limit)
-	if err != nil {
-		return 0, fmt.Errorf("sqlite: delete expired: %w", mapErr(err))
-	}
-	n, err := res.RowsAffected()
+	now := s.now().Unix()
+	var n int64
+	err := s.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.StmtContext(ctx, s.sweep).ExecContext(ctx, now, limit)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: delete expired: %w", mapErr(err))
 	}
