@@ -48,6 +48,9 @@ import (
 type Log struct {
 	read  *sql.DB // several connections, query_only
 	write *sql.DB // one connection: our writes never meet SQLITE_BUSY from each other
+	// writer commits appends, batching concurrent ones into one transaction (and, under
+	// synchronous=FULL, one sync).
+	writer *sqlite.Writer
 
 	insert, count, botID, newBot *sql.Stmt
 }
@@ -108,6 +111,10 @@ func Open(path string, opts ...Option) (*Log, error) {
 		return nil, fmt.Errorf("sqlitelog: open %s: %w", path, sqlite.MapErr(err))
 	}
 	if err := l.prepare(context.Background()); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("sqlitelog: prepare %s: %w", path, sqlite.MapErr(err))
+	}
+	if l.writer, err = sqlite.NewWriter(context.Background(), write); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("sqlitelog: prepare %s: %w", path, sqlite.MapErr(err))
 	}
@@ -218,6 +225,9 @@ func (l *Log) prepare(ctx context.Context) error {
 
 // Close releases the log.
 func (l *Log) Close() error {
+	if l.writer != nil {
+		l.writer.Close() // the appends queued before commit first
+	}
 	for _, st := range []*sql.Stmt{l.insert, l.count, l.botID, l.newBot} {
 		if st != nil {
 			st.Close()
@@ -272,41 +282,39 @@ func (l *Log) appendNew(ctx context.Context, events []eventlog.Event) ([]bool, e
 		}
 		rows[i] = r
 	}
-	tx, err := l.write.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("sqlitelog: append: %w", sqlite.MapErr(err))
-	}
-	defer tx.Rollback()
-	bots := map[string]int64{}
-	counts := map[countKey]int64{}
-	insert := tx.StmtContext(ctx, l.insert)
-	for i, e := range events {
-		bot, ok := bots[e.BotID]
-		if !ok {
-			if err := tx.StmtContext(ctx, l.newBot).QueryRowContext(ctx, e.BotID).Scan(&bot); err != nil {
-				return nil, fmt.Errorf("sqlitelog: append: %w", sqlite.MapErr(err))
+	err := l.writer.Submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		bots := map[string]int64{}
+		counts := map[countKey]int64{}
+		insert := tx.StmtContext(ctx, l.insert)
+		for i, e := range events {
+			bot, ok := bots[e.BotID]
+			if !ok {
+				if err := tx.StmtContext(ctx, l.newBot).QueryRowContext(ctx, e.BotID).Scan(&bot); err != nil {
+					return err
+				}
+				bots[e.BotID] = bot
 			}
-			bots[e.BotID] = bot
+			rows[i][0] = bot
+			res, err := insert.ExecContext(ctx, rows[i]...)
+			if err != nil {
+				return err
+			}
+			if k, err := res.RowsAffected(); err != nil {
+				return err
+			} else if k == 1 {
+				added[i] = true
+				counts[countKey{bot, rows[i][2].(int64) / msPerDay, e.Name, e.Channel}]++
+			}
 		}
-		rows[i][0] = bot
-		res, err := insert.ExecContext(ctx, rows[i]...)
-		if err != nil {
-			return nil, fmt.Errorf("sqlitelog: append: %w", sqlite.MapErr(err))
+		count := tx.StmtContext(ctx, l.count)
+		for k, c := range counts {
+			if _, err := count.ExecContext(ctx, k.bot, k.day, k.name, k.channel, c); err != nil {
+				return err
+			}
 		}
-		if k, err := res.RowsAffected(); err != nil {
-			return nil, fmt.Errorf("sqlitelog: append: %w", sqlite.MapErr(err))
-		} else if k == 1 {
-			added[i] = true
-			counts[countKey{bot, rows[i][2].(int64) / msPerDay, e.Name, e.Channel}]++
-		}
-	}
-	count := tx.StmtContext(ctx, l.count)
-	for k, c := range counts {
-		if _, err := count.ExecContext(ctx, k.bot, k.day, k.name, k.channel, c); err != nil {
-			return nil, fmt.Errorf("sqlitelog: append: %w", sqlite.MapErr(err))
-		}
-	}
-	if err := tx.Commit(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("sqlitelog: append: %w", sqlite.MapErr(err))
 	}
 	return added, nil

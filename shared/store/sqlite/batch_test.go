@@ -28,7 +28,7 @@ func TestBatchedWritesFailAlone(t *testing.T) {
 	busy, release := make(chan struct{}), make(chan struct{})
 	held := make(chan error, 1)
 	go func() {
-		held <- s.submit(ctx, func(context.Context, *sql.Tx) error {
+		held <- s.writer.Submit(ctx, func(context.Context, *sql.Tx) error {
 			close(busy)
 			<-release
 			return nil
@@ -44,7 +44,7 @@ func TestBatchedWritesFailAlone(t *testing.T) {
 			return s.Put(ctx, store.Item{Key: k("taken"), Data: []byte(`{"x":1}`), Revision: 2}, store.MustNotExist)
 		},
 		func() error {
-			return s.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			return s.writer.Submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 				// Writes, then fails: its write must not survive.
 				if _, err := tx.StmtContext(ctx, s.delAlways).ExecContext(ctx, "P", "taken"); err != nil {
 					return err
@@ -64,7 +64,7 @@ func TestBatchedWritesFailAlone(t *testing.T) {
 		}()
 	}
 	// Let all four queue, then free the writer.
-	require.Eventually(t, func() bool { return len(s.ops) == len(writes) }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return len(s.writer.ops) == len(writes) }, 5*time.Second, time.Millisecond)
 	close(release)
 	wg.Wait()
 	require.NoError(t, <-held)

@@ -47,15 +47,9 @@ type Store struct {
 	add           *sql.Stmt
 	current       *sql.Stmt
 	sweep         *sql.Stmt
-	savepoint     *sql.Stmt
-	release       *sql.Stmt
-	rollbackTo    *sql.Stmt
 
-	// The writer (batch.go): every write is an op it applies and commits.
-	ops        chan *writeOp
-	opsMu      sync.RWMutex // held to send on ops, and to close it
-	opsClosed  bool
-	writerDone chan struct{}
+	// writer applies and commits every write (batch.go).
+	writer *Writer
 
 	mu      sync.Mutex
 	queries map[string]*sql.Stmt // query statements by SQL text; the set of shapes is small
@@ -189,9 +183,12 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 
 	s := &Store{read: read, write: write, now: o.now, queries: make(map[string]*sql.Stmt),
-		syncWAL: o.durability == Full, walPath: path + "-wal",
-		ops: make(chan *writeOp, 4*maxBatch), writerDone: make(chan struct{})}
-	go s.writeLoop()
+		syncWAL: o.durability == Full, walPath: path + "-wal"}
+	if s.writer, err = NewWriter(context.Background(), write); err != nil {
+		read.Close()
+		write.Close()
+		return nil, fmt.Errorf("sqlite: prepare %s: %w", path, mapErr(err))
+	}
 	if err := s.prepare(context.Background()); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: prepare %s: %w", path, mapErr(err))
@@ -400,9 +397,6 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.current, s.write, `SELECT revision FROM items WHERE pk = ?1 AND sk = ?2 AND ` + live("", 3)},
 		{&s.sweep, s.write, `DELETE FROM items WHERE (pk, sk) IN
 			(SELECT pk, sk FROM items WHERE expires != 0 AND expires <= ?1 LIMIT ?2)`},
-		{&s.savepoint, s.write, `SAVEPOINT w`},
-		{&s.release, s.write, `RELEASE w`},
-		{&s.rollbackTo, s.write, `ROLLBACK TO w`},
 	}
 	for _, st := range stmts {
 		p, err := st.db.PrepareContext(ctx, st.sql)
@@ -417,13 +411,9 @@ func (s *Store) prepare(ctx context.Context) error {
 // Close releases the store. Calls still running finish first (database/sql waits for them);
 // calls made afterwards fail.
 func (s *Store) Close() error {
-	s.opsMu.Lock()
-	if !s.opsClosed {
-		s.opsClosed = true
-		close(s.ops)
+	if s.writer != nil {
+		s.writer.Close() // the writes queued before commit first
 	}
-	s.opsMu.Unlock()
-	<-s.writerDone // the writes queued before commit first
 	s.mu.Lock()
 	for k, st := range s.queries {
 		st.Close()
@@ -431,7 +421,7 @@ func (s *Store) Close() error {
 	}
 	s.mu.Unlock()
 	for _, st := range []*sql.Stmt{s.get, s.putAlways, s.putIfAbsent, s.putIfLive, s.putIfRevision,
-		s.delAlways, s.delIfLive, s.delIfRevision, s.add, s.current, s.sweep, s.savepoint, s.release, s.rollbackTo} {
+		s.delAlways, s.delIfLive, s.delIfRevision, s.add, s.current, s.sweep} {
 		if st != nil {
 			st.Close()
 		}
@@ -486,7 +476,7 @@ func (s *Store) Delete(ctx context.Context, key store.Key, cond store.Condition)
 	now := s.now().Unix()
 	switch cond.Kind {
 	case store.CondNone:
-		err := s.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		err := s.writer.Submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			_, err := tx.StmtContext(ctx, s.delAlways).ExecContext(ctx, key.PK, key.SK)
 			return err
 		})
@@ -510,7 +500,7 @@ func (s *Store) Delete(ctx context.Context, key store.Key, cond store.Condition)
 // execConditional runs a statement whose WHERE clause is the condition: no row changed means
 // the condition did not hold.
 func (s *Store) execConditional(ctx context.Context, op string, st *sql.Stmt, args ...any) error {
-	err := s.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.writer.Submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 		if err != nil {
 			return err
@@ -541,7 +531,7 @@ func (s *Store) Add(ctx context.Context, key store.Key, delta int64, expiresAt t
 	}
 	now := s.now().Unix()
 	var n int64
-	err := s.submit(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
+	err := s.writer.Submit(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
 		n, err = s.addOn(ctx, tx.StmtContext(ctx, s.add), key, delta, expiresAt, now)
 		return err
 	})
@@ -585,7 +575,7 @@ func (s *Store) Transact(ctx context.Context, writes []store.Write) error {
 		return fmt.Errorf("sqlite: transact: %w", err)
 	}
 	now := s.now().Unix()
-	err := s.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.writer.Submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for i, w := range writes {
 			if err := s.apply(ctx, tx, w, now); err != nil {
 				var ce *store.ConditionError
@@ -654,7 +644,7 @@ func (s *Store) DeleteExpired(ctx context.Context, limit int) (int64, error) {
 	}
 	now := s.now().Unix()
 	var n int64
-	err := s.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.writer.Submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.StmtContext(ctx, s.sweep).ExecContext(ctx, now, limit)
 		if err != nil {
 			return err
