@@ -39,7 +39,9 @@ func TestBatchedWritesFailAlone(t *testing.T) {
 	var wg sync.WaitGroup
 	results := make([]error, 4)
 	writes := []func() error{
-		func() error { return s.Put(ctx, store.Item{Key: k("a"), Data: []byte(`{}`), Revision: 1}, store.MustNotExist) },
+		func() error {
+			return s.Put(ctx, store.Item{Key: k("a"), Data: []byte(`{}`), Revision: 1}, store.MustNotExist)
+		},
 		func() error {
 			return s.Put(ctx, store.Item{Key: k("taken"), Data: []byte(`{"x":1}`), Revision: 2}, store.MustNotExist)
 		},
