@@ -338,7 +338,7 @@ func (s *Service) complete(ctx context.Context, account string, c claim, resp Re
 	// The route's audit event commits with the answer where the trail is in the store: one
 	// commit fewer per request (a copilot proposal's generation stages a 200 its 201
 	// replaces).
-	event, audited, staged := httpapi.StageAudit(ctx, http.StatusOK)
+	event, audited, staged := httpapi.StageAudit(ctx, s.store, http.StatusOK)
 	if staged {
 		writes = append(writes, event)
 	}

@@ -51,11 +51,12 @@ func botPK(account, bot string) string { return "AUDIT#" + account + "#BOT#" + b
 
 // Stager is a Publisher whose trail is in the platform's store (the Log): a caller may
 // commit an event in a transaction of its own instead of publishing it (one commit for a
-// handler's write and its event, shared/httpapi.StageAudit). Stage returns that write. An
+// handler's write and its event, shared/httpapi.StageAudit). Stage returns that write, and
+// ok false when st, the store the caller's transaction goes to, is not the trail's. An
 // event published again under the same id replaces the staged one.
 type Stager interface {
 	Publisher
-	Stage(e Event) (store.Write, error)
+	Stage(st store.Store, e Event) (w store.Write, ok bool, err error)
 }
 
 // Publish stores e, scrubbed of anything shaped like a credential. Event ids are
@@ -74,13 +75,17 @@ func (l *Log) Publish(ctx context.Context, e Event) error {
 	return nil
 }
 
-// Stage implements Stager: the write that stores e as Publish would.
-func (l *Log) Stage(e Event) (store.Write, error) {
+// Stage implements Stager: the write that stores e as Publish would, for a transaction on
+// the Log's own store.
+func (l *Log) Stage(st store.Store, e Event) (store.Write, bool, error) {
+	if st != l.store {
+		return store.Write{}, false, nil
+	}
 	it, err := eventItem(e)
 	if err != nil {
-		return store.Write{}, err
+		return store.Write{}, false, err
 	}
-	return store.PutOp(it, store.Always), nil
+	return store.PutOp(it, store.Always), true, nil
 }
 
 // eventItem is e, scrubbed, as the item the trail keeps.

@@ -684,13 +684,13 @@ func (w *auditWriter) audited(status int) Audited {
 }
 
 // StageAudit returns the write that stores the audit event of ctx's request as answered with
-// status, for the handler to commit in the same transaction as its own writes (one commit
-// instead of two), and the function to call once that transaction has committed: the kernel
-// then publishes no event of its own if the response's status is status, and otherwise
-// publishes the real one under the same id, replacing it. ok is false, and the kernel
-// publishes as usual, when the trail is not in the store (on AWS it is the bus), ctx is not
-// a mutating route's request, or its response has started.
-func StageAudit(ctx context.Context, status int) (w store.Write, committed func(), ok bool) {
+// status, for the handler to commit to st in the same transaction as its own writes (one
+// commit instead of two), and the function to call once that transaction has committed: the
+// kernel then publishes no event of its own if the response's status is status, and
+// otherwise publishes the real one under the same id, replacing it. ok is false, and the
+// kernel publishes as usual, when the trail is not in st (on AWS it is the bus), ctx is not a
+// mutating route's request, or its response has started.
+func StageAudit(ctx context.Context, st store.Store, status int) (w store.Write, committed func(), ok bool) {
 	ri, _ := ctx.Value(infoKey{}).(*requestInfo)
 	if ri == nil || ri.audit == nil || ri.audit.wrote {
 		return store.Write{}, nil, false
@@ -700,8 +700,8 @@ func StageAudit(ctx context.Context, status int) (w store.Write, committed func(
 	if !isStager {
 		return store.Write{}, nil, false
 	}
-	w, err := stager.Stage(auditEvent(aw.audited(status)))
-	if err != nil {
+	w, ok, err := stager.Stage(st, auditEvent(aw.audited(status)))
+	if err != nil || !ok {
 		return store.Write{}, nil, false
 	}
 	return w, func() { aw.staged = status }, true
@@ -721,7 +721,7 @@ func (w *auditWriter) settle() {
 // writes alone: a single put or delete as itself (DynamoDB bills a transaction's writes
 // twice), more in one transaction.
 func CommitAudited(ctx context.Context, st store.Store, status int, writes ...store.Write) error {
-	if event, committed, ok := StageAudit(ctx, status); ok {
+	if event, committed, ok := StageAudit(ctx, st, status); ok {
 		if err := st.Transact(ctx, append(writes, event)); err != nil {
 			return err
 		}

@@ -62,7 +62,7 @@ func TestStagedAuditEvent(t *testing.T) {
 			thing := store.Item{Key: store.Key{PK: "THING", SK: "1"}, Data: []byte(`{}`), Revision: 1}
 			mux.Handle("POST /api/things", httpapi.NeedPAT("things:write"), func(w http.ResponseWriter, r *http.Request) error {
 				writes := []store.Write{store.PutOp(thing, store.MustNotExist)}
-				staged, committed, ok := httpapi.StageAudit(r.Context(), http.StatusCreated)
+				staged, committed, ok := httpapi.StageAudit(r.Context(), st, http.StatusCreated)
 				require.True(t, ok, "the trail is in the store")
 				if c.commit {
 					writes = append(writes, staged)
@@ -98,7 +98,7 @@ func TestStagedAuditEvent(t *testing.T) {
 	k := newKernel(t)
 	var ok bool
 	k.mux.Handle("POST /api/bus", httpapi.NeedPAT("things:write"), func(w http.ResponseWriter, r *http.Request) error {
-		_, _, ok = httpapi.StageAudit(r.Context(), http.StatusOK)
+		_, _, ok = httpapi.StageAudit(r.Context(), sqlitetest.Open(t), http.StatusOK)
 		return httpapi.WriteJSON(w, http.StatusOK, map[string]any{})
 	})
 	r := httptest.NewRequest(http.MethodPost, "/api/bus", strings.NewReader("{}"))
@@ -106,6 +106,27 @@ func TestStagedAuditEvent(t *testing.T) {
 	k.mux.ServeHTTP(httptest.NewRecorder(), r)
 	assert.False(t, ok)
 	assert.Len(t, k.audit.published(), 1, "published as usual")
-	_, _, ok = httpapi.StageAudit(context.Background(), http.StatusOK)
+	_, _, ok = httpapi.StageAudit(context.Background(), sqlitetest.Open(t), http.StatusOK)
 	assert.False(t, ok)
+}
+
+// An event staged for another store than the trail's would land in the wrong file: refused.
+func TestStageAuditRefusesAnotherStore(t *testing.T) {
+	t.Parallel()
+	trail := audit.NewLog(sqlitetest.Open(t))
+	mux, err := httpapi.NewMux(httpapi.Config{Authenticate: stubAuthenticate, Bots: &botLoader{}, Audit: trail,
+		Log: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	var ok bool
+	mux.Handle("POST /api/things", httpapi.NeedPAT("things:write"), func(w http.ResponseWriter, r *http.Request) error {
+		_, _, ok = httpapi.StageAudit(r.Context(), sqlitetest.Open(t), http.StatusCreated)
+		return httpapi.WriteJSON(w, http.StatusCreated, map[string]any{})
+	})
+	r := httptest.NewRequest(http.MethodPost, "/api/things", strings.NewReader("{}"))
+	r.Header.Set("Authorization", "Bearer owner")
+	mux.ServeHTTP(httptest.NewRecorder(), r)
+	assert.False(t, ok)
+	events, _, err := trail.List(context.Background(), "acct_A", "", 10, "")
+	require.NoError(t, err)
+	assert.Len(t, events, 1, "published as usual")
 }
