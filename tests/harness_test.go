@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -243,6 +244,16 @@ func (r resp) Code(t *testing.T) string {
 	require.Equal(t, "application/problem+json", r.Header.Get("Content-Type"), "body: %s", r.Body)
 	code, _ := r.JSON(t)["code"].(string)
 	return code
+}
+
+// problem asserts that r is the problem status and code, as the operation (method and path
+// template) documents it, and returns the problem's members.
+func problem(t *testing.T, method, template, path string, r resp, status int, code string) map[string]any {
+	t.Helper()
+	require.Equal(t, status, r.Status, "%s %s: %s", method, path, r.Body)
+	assert.Equal(t, code, r.Code(t), "%s %s", method, path)
+	conforms(t, method, template, path, r)
+	return r.JSON(t)
 }
 
 // req describes one request.

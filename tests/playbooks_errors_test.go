@@ -72,15 +72,6 @@ func (f pbFixture) get(t *testing.T, id string) installView {
 	return decodeInstall(t, r)
 }
 
-// problem asserts that r is the problem status/code, documented for the operation.
-func problem(t *testing.T, method, template, path string, r resp, status int, code string) map[string]any {
-	t.Helper()
-	require.Equal(t, status, r.Status, "%s %s: %s", method, path, r.Body)
-	assert.Equal(t, code, r.Code(t), "%s %s", method, path)
-	conforms(t, method, template, path, r)
-	return r.JSON(t)
-}
-
 const (
 	tmplInstall  = "/api/playbook-installs/{installID}"
 	tmplInstalls = "/api/playbook-installs"

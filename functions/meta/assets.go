@@ -293,16 +293,23 @@ func (s *Service) loadAssets(ctx context.Context, account, id string) (assetsRec
 	return ar, it.Revision, err
 }
 
-// GetAssets returns a connection's assets.
-func (s *Service) GetAssets(ctx context.Context, account, id string) (Assets, error) {
+// assetsOf reads the caller's connection id (404 outside the account) and its assets: a
+// connection that never had any answers 409 connection_not_active with its state.
+func (s *Service) assetsOf(ctx context.Context, account, id string) (assetsRecord, int64, error) {
 	rec, err := s.load(ctx, account, id)
 	if err != nil {
-		return Assets{}, err
+		return assetsRecord{}, 0, err
 	}
 	ar, rev, err := s.loadAssets(ctx, account, id)
 	if errors.Is(err, errNoAssets) {
-		return Assets{}, notActive(s.view(rec).Status)
+		return assetsRecord{}, 0, notActive(s.view(rec).Status)
 	}
+	return ar, rev, err
+}
+
+// GetAssets returns a connection's assets.
+func (s *Service) GetAssets(ctx context.Context, account, id string) (Assets, error) {
+	ar, rev, err := s.assetsOf(ctx, account, id)
 	if err != nil {
 		return Assets{}, err
 	}
@@ -338,14 +345,7 @@ func (r *SelectionRequest) Validate() error {
 // bookkeeping: it is kept on a connection that has expired since (its assets stay
 // readable), and refused (409 connection_not_active) only on one that never had assets.
 func (s *Service) Select(ctx context.Context, account, id string, req SelectionRequest) (Assets, error) {
-	rec, err := s.load(ctx, account, id)
-	if err != nil {
-		return Assets{}, err
-	}
-	ar, rev, err := s.loadAssets(ctx, account, id)
-	if errors.Is(err, errNoAssets) {
-		return Assets{}, notActive(s.view(rec).Status)
-	}
+	ar, rev, err := s.assetsOf(ctx, account, id)
 	if err != nil {
 		return Assets{}, err
 	}

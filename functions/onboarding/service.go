@@ -58,12 +58,16 @@ func sessionKey(account string) store.Key {
 	return store.Key{PK: "ACCT#" + account + "#ONBOARDING", SK: "SESSION"}
 }
 
-// InstallLookup finds the bot and status of one of the account's playbook installs, or
-// answers a 404 error (the playbooks family's playbooks.InstallState, given by the wiring).
-type InstallLookup func(ctx context.Context, account, id string) (bot, status string, err error)
+// Install is what onboarding needs to know of a playbook install.
+type Install struct {
+	BotID     string
+	Status    string // the playbooks family's status, shown in a refusal
+	Installed bool
+}
 
-// installed is the status of a playbook install that is done (playbooks.StatusInstalled).
-const installed = "installed"
+// InstallLookup finds one of the account's playbook installs, or answers a 404 error (the
+// playbooks family's playbooks.InstallState, adapted by the wiring).
+type InstallLookup func(ctx context.Context, account, id string) (Install, error)
 
 // Service serves onboarding sessions.
 type Service struct {
@@ -307,20 +311,20 @@ func (s *Service) Complete(ctx context.Context, p *auth.Principal, req CompleteR
 		if s.installs == nil {
 			return Session{}, httpapi.NotFound("playbook install")
 		}
-		bot, status, err := s.installs(ctx, p.AccountID, *req.InstallID)
+		in, err := s.installs(ctx, p.AccountID, *req.InstallID)
 		if err != nil {
 			return Session{}, err
 		}
-		if req.BotID != nil && *req.BotID != bot {
+		if req.BotID != nil && *req.BotID != in.BotID {
 			var prob httpapi.Problems
 			prob.Add("install_id", "is an install on another bot than bot_id")
 			return Session{}, prob.Err()
 		}
-		if status != installed {
+		if !in.Installed {
 			return Session{}, httpapi.Errorf(httpapi.KindConflict, "playbook_not_installed",
-				"the playbook install is %s, not installed: install it, then complete the onboarding", status).With("install_status", status)
+				"the playbook install is %s, not installed: install it, then complete the onboarding", in.Status).With("install_status", in.Status)
 		}
-		req.BotID = &bot
+		req.BotID = &in.BotID
 	}
 	return s.update(ctx, p, req.ExpectedRevision, func(ss *Session) {
 		now := stamp(s.now())

@@ -37,12 +37,12 @@ func TestSessionLifecycle(t *testing.T) {
 	// The account's playbook installs, as the playbooks family's look-up answers them.
 	install, elsewhere, unfinished := ids.At("pbi", t0), ids.At("pbi", t0.Add(time.Minute)), ids.At("pbi", t0.Add(2*time.Minute))
 	installs := map[string][2]string{install: {bot, "installed"}, elsewhere: {ids.At("bot", t0.Add(2*time.Hour)), "installed"}, unfinished: {bot, "setup"}}
-	lookup := func(_ context.Context, acct, id string) (string, string, error) {
+	lookup := func(_ context.Context, acct, id string) (Install, error) {
 		in, ok := installs[id]
 		if !ok || acct != account {
-			return "", "", httpapi.NotFound("playbook install")
+			return Install{}, httpapi.NotFound("playbook install")
 		}
-		return in[0], in[1], nil
+		return Install{BotID: in[0], Status: in[1], Installed: in[1] == "installed"}, nil
 	}
 	svc := New(st, bots{bot: account}, lookup, clock.Now)
 	ctx := context.Background()

@@ -72,18 +72,14 @@ type upgradeRun struct {
 	Steps     []upgradeStep `json:"steps"`
 }
 
-// upgradeStep is one create or update of an upgrade: written before it (JournalIntent) and
-// after it (JournalCreated, with the id), and JournalRolledBack once undone. Before is an
-// update's resource as the old version rendered it, which an undo sets back.
+// upgradeStep is one create or update of an upgrade, journaled as an install's creates are
+// (JournalIntent before it, JournalCreated with the id after it, JournalRolledBack once
+// undone). Before is an update's resource as the old version rendered it, which an undo
+// sets back.
 type upgradeStep struct {
+	JournalEntry
 	Action string          `json:"action"` // ActionCreate or ActionUpdate
-	Kind   string          `json:"kind"`
-	Key    string          `json:"key"`
-	Name   string          `json:"name"`
-	State  string          `json:"state"`
-	ID     string          `json:"id,omitempty"`
 	Before json.RawMessage `json:"before,omitempty"`
-	At     time.Time       `json:"at"`
 }
 
 // QuestionState is a question of the install's playbook version with its answer state.

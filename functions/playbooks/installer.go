@@ -213,18 +213,10 @@ func (s *Service) rollback(ctx context.Context, rec *record) error {
 		if err != nil {
 			return err
 		}
-		id := e.ID
-		if e.State == JournalIntent {
-			if id, err = s.createdSince(ctx, kind, rec.BotID, e.Name, e.At); err != nil {
-				return err
-			}
+		if err := s.undoCreate(ctx, kind, rec.BotID, e); err != nil {
+			return err
 		}
-		if id != "" {
-			if err := kind.Delete(ctx, rec.BotID, id); err != nil && !errors.Is(err, ErrGone) {
-				return fmt.Errorf("playbooks: roll back %s %s: %w", e.Kind, id, err)
-			}
-		}
-		e.State, e.ID = JournalRolledBack, id
+		e.State = JournalRolledBack
 		if err := s.save(ctx, rec); err != nil {
 			return err
 		}
@@ -232,21 +224,29 @@ func (s *Service) rollback(ctx context.Context, rec *record) error {
 	return nil
 }
 
-// createdSince finds the resource of kind named name that a create begun at at may have
-// made before its process died: only one created at or after at, so that a customer's
-// older resource of the same name is never taken for it ("" for none).
-func (s *Service) createdSince(ctx context.Context, kind Kind, bot, name string, at time.Time) (string, error) {
-	list, err := kind.List(ctx, bot)
-	if err != nil {
-		return "", err
-	}
-	id := ""
-	for _, ex := range list {
-		if sameName(ex.Name, name) && !ex.CreatedAt.Before(at) {
-			id = ex.ID
+// undoCreate deletes what the journaled create e made, recording its id in e. An intent
+// without an id (its process died during the create) is looked up by its name, and only a
+// resource created at or after the intent is taken for it, so that a customer's older
+// resource of the same name is never deleted.
+func (s *Service) undoCreate(ctx context.Context, kind Kind, bot string, e *JournalEntry) error {
+	if e.State == JournalIntent && e.ID == "" {
+		list, err := kind.List(ctx, bot)
+		if err != nil {
+			return err
+		}
+		for _, ex := range list {
+			if sameName(ex.Name, e.Name) && !ex.CreatedAt.Before(e.At) {
+				e.ID = ex.ID
+			}
 		}
 	}
-	return id, nil
+	if e.ID == "" {
+		return nil
+	}
+	if err := kind.Delete(ctx, bot, e.ID); err != nil && !errors.Is(err, ErrGone) {
+		return fmt.Errorf("playbooks: undo the create of %s %s: %w", e.Kind, e.ID, err)
+	}
+	return nil
 }
 
 // recover rolls back an install its process abandoned and leaves it failed, or undoes an

@@ -273,7 +273,7 @@ func (s *Service) apply(ctx context.Context, rec *record, target catalog.Playboo
 			if err != nil {
 				return fail(err, d)
 			}
-			step := upgradeStep{Action: pass, Kind: d.Kind, Key: d.Key, Name: d.Name, State: JournalIntent, At: stamp(s.now())}
+			step := upgradeStep{JournalEntry: JournalEntry{Kind: d.Kind, Key: d.Key, Name: d.Name, State: JournalIntent, At: stamp(s.now())}, Action: pass}
 			if pass == ActionUpdate {
 				step.ID, step.Before = d.ID, d.Before
 			}
@@ -352,18 +352,9 @@ func (s *Service) undoUpgrade(ctx context.Context, rec *record) error {
 		}
 		switch st.Action {
 		case ActionCreate:
-			id := st.ID
-			if st.State == JournalIntent {
-				if id, err = s.createdSince(ctx, kind, rec.BotID, st.Name, st.At); err != nil {
-					return err
-				}
+			if err := s.undoCreate(ctx, kind, rec.BotID, &st.JournalEntry); err != nil {
+				return err
 			}
-			if id != "" {
-				if err := kind.Delete(ctx, rec.BotID, id); err != nil && !errors.Is(err, ErrGone) {
-					return fmt.Errorf("playbooks: undo the create of %s %s: %w", st.Kind, id, err)
-				}
-			}
-			st.ID = id
 		case ActionUpdate:
 			if _, err := kind.Update(ctx, rec.BotID, st.ID, st.Before); err != nil && !errors.Is(err, ErrGone) {
 				return fmt.Errorf("playbooks: undo the update of %s %s: %w", st.Kind, st.ID, err)

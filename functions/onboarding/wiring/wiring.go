@@ -17,8 +17,9 @@ import (
 // bot.
 func Family() family.Family {
 	return family.Family{Name: "onboarding", Build: func(env *family.Env) family.Parts {
-		installs := func(ctx context.Context, account, id string) (string, string, error) {
-			return playbooks.InstallState(ctx, env.Store, account, id)
+		installs := func(ctx context.Context, account, id string) (onboarding.Install, error) {
+			bot, status, err := playbooks.InstallState(ctx, env.Store, account, id)
+			return onboarding.Install{BotID: bot, Status: status, Installed: status == playbooks.StatusInstalled}, err
 		}
 		svc := onboarding.New(env.Store, env.Tenancy, installs, env.Now)
 		return family.Parts{Routes: func(mux *httpapi.Mux) { onboarding.Routes(mux, svc) }}
