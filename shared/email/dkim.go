@@ -56,7 +56,7 @@ func Sign(raw []byte, s Signer) ([]byte, error) {
 
 // signature appends the DKIM-Signature header field of raw (CRLF included) to dst, as
 // go-msgauth's dkim.Sign makes it (the same tags in the same order, folded the same way;
-// dkim_test.go holds the two equal byte for byte), but computed in one pass over the
+// TestSignEqualsGoMsgauth holds the two equal byte for byte), but computed in one pass over the
 // message as it is, with no pipe, goroutine or copy of it. The hashing and the signature
 // are crypto/sha256's and the key's.
 func signature(dst, raw []byte, s Signer, now time.Time) ([]byte, error) {

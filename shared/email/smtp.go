@@ -10,7 +10,6 @@ import (
 	"net/smtp"
 	"net/textproto"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -128,11 +127,11 @@ func (s *SMTP) Send(ctx context.Context, m Message) (Receipt, error) {
 	if err := s.Validate(); err != nil {
 		return Receipt{}, &SendError{Err: err}
 	}
-	// The message is built into one reused buffer, and its DATA (the signature, the
-	// message with its dots stuffed, the final dot) into another, which is written to the
-	// connection in one piece.
-	bufs := sendBuffers.Get().(*sendBuffer)
-	defer bufs.put()
+	// The message is built into one buffer, and its DATA (the signature, the message with
+	// its dots stuffed, the final dot) into another, which is written to the connection in
+	// one piece; with a Pool both are reused from message to message.
+	bufs := s.Pool.buffers()
+	defer s.Pool.release(bufs)
 	raw, id, err := compose(bufs.msg[:0], m, time.Now(), "")
 	if err != nil {
 		return Receipt{}, buildFailure(err)
@@ -169,20 +168,6 @@ func (s *SMTP) Send(ctx context.Context, m Message) (Receipt, error) {
 
 // sendBuffer holds the two buffers of a send: the built message and its DATA.
 type sendBuffer struct{ msg, data []byte }
-
-// sendBuffers keeps the buffers of the sends done between garbage collections: a
-// campaign's messages, 12 KB and more each, would otherwise each allocate two.
-var sendBuffers = sync.Pool{New: func() any { return new(sendBuffer) }}
-
-// maxPooledBuffer bounds the buffers kept for reuse: a rare huge message's are dropped.
-const maxPooledBuffer = 1 << 20
-
-func (b *sendBuffer) put() {
-	if cap(b.msg) > maxPooledBuffer || cap(b.data) > maxPooledBuffer {
-		return
-	}
-	sendBuffers.Put(b)
-}
 
 // appendData appends msg as the text of a DATA command (RFC 5321 section 4.5.2) exactly
 // as net/textproto's DotWriter writes it, byte for byte (FuzzAppendData holds the two
