@@ -463,9 +463,12 @@ const qpLineMax = 76
 // qpWriter is mime/quotedprintable.Writer (text mode) appending to a slice instead of
 // writing 78-byte lines to an io.Writer; FuzzQP holds the two equal.
 type qpWriter struct {
-	b  []byte
-	n  int  // bytes on the current line
-	cr bool // the last byte written was a CR: an LF right after it is the same line break
+	b []byte
+	n int // bytes on the current line
+	// cr: a CR ended a line and no plain byte came since, so an LF now belongs to that
+	// line break (an encoded byte in between does not change this in quotedprintable.Writer
+	// either).
+	cr bool
 }
 
 // write encodes s. Printable ASCII but '=', and spaces and tabs, are copied a run at a
