@@ -476,6 +476,11 @@ func (d *driver) sendMessage(ctx context.Context, e *Entry, m channel.Message) (
 		m.QuickReplies = false
 	}
 	m.Key = sendKey(d.rec.ID, d.rec.Seq+1, e.StepID)
+	// What decided this send (the event's claim, the run's state) is on disk before the
+	// provider sees it (deferSyncs).
+	if err := store.DeferralOf(ctx).Sync(ctx); err != nil {
+		return "", fmt.Errorf("runtime: sync before sending: %w", err)
+	}
 	id, err := d.adapter.Send(ctx, d.conn, d.sub.ExternalID, m)
 	if err == nil {
 		return id, nil

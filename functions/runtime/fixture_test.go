@@ -102,6 +102,8 @@ type fakeAdapter struct {
 	byKey  map[string]string
 	// lose are the Send calls (1-based) that deliver and then lose their answer.
 	lose map[int]bool
+	// before, when set, is called with each Send's context first.
+	before func(ctx context.Context)
 }
 
 func (a *fakeAdapter) Kind() channel.Kind { return channel.Telegram }
@@ -117,7 +119,10 @@ func (a *fakeAdapter) Connect(context.Context, channel.ConnectRequest) (channel.
 func (a *fakeAdapter) Verify(*http.Request, []byte, channel.Connection) error { return nil }
 func (a *fakeAdapter) Parse([]byte) ([]channel.Inbound, error)                { return nil, nil }
 
-func (a *fakeAdapter) Send(_ context.Context, _ channel.Connection, user string, m channel.Message) (string, error) {
+func (a *fakeAdapter) Send(ctx context.Context, _ channel.Connection, user string, m channel.Message) (string, error) {
+	if a.before != nil {
+		a.before(ctx)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.calls++

@@ -81,9 +81,30 @@ func New(d Deps) (*Runtime, error) {
 
 // Register adds the runtime's message handlers to mux.
 func (r *Runtime) Register(mux *queue.Mux) {
-	mux.HandleFunc(InboundMessage, r.handleInbound)
-	mux.HandleFunc(ResumeMessage, r.handleResume)
-	mux.HandleFunc(TriggerMessage, r.handleTrigger)
+	mux.HandleFunc(InboundMessage, deferSyncs(r.handleInbound))
+	mux.HandleFunc(ResumeMessage, deferSyncs(r.handleResume))
+	mux.HandleFunc(TriggerMessage, deferSyncs(r.handleTrigger))
+}
+
+// deferSyncs runs h with the disk syncs of its writes deferred (store.Deferral): a handler
+// writes a dozen times (the claim, the subscriber, counters, each step of a run, events),
+// and a store that syncs each write before it returns (the local SQLite files) would have
+// the handler wait for a dozen syncs. Two make the same promise: before a message goes to a
+// provider, what decided it (the claim's plan, the run's state, from which the send's
+// idempotency key derives) is synced (driver.sendMessage), so a power loss cannot make a
+// redelivery send it under another key; and before the handler returns, and so before the
+// queue deletes the message, everything it wrote is synced. A kill -9 loses nothing either
+// way: a commit is in the WAL, which the OS holds, before it returns.
+func deferSyncs(h func(context.Context, queue.Message) error) func(context.Context, queue.Message) error {
+	return func(ctx context.Context, m queue.Message) error {
+		dctx, d := store.DeferSync(ctx)
+		err := h(dctx, m)
+		if serr := d.Settle(context.WithoutCancel(ctx)); serr != nil && err == nil {
+			// Committed, but not known to be on disk: let the queue deliver it again.
+			err = fmt.Errorf("runtime: sync the handler's writes: %w", serr)
+		}
+		return err
+	}
 }
 
 // Unavailable registers handlers that fail every message, for a process that cannot run

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/store"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 // Every send carries an idempotency key: the same on each retry of one step's send, another
@@ -118,4 +121,25 @@ func TestLabelAddedOverTheAPI(t *testing.T) {
 
 	_, err = LabelAddedMessage(f.bot, sub.ID, channel.Telegram, vip, 0)
 	assert.Error(t, err)
+}
+
+// A handler's writes skip their own disk syncs (deferSyncs), but whatever decided a send is
+// on disk before the provider sees it, and everything the handler wrote is on disk when it
+// returns (before the queue deletes the message).
+func TestWritesAreSyncedBeforeASendAndBeforeTheHandlerReturns(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	st := f.st.(*sqlitetest.Store)
+	var atSend []uint64
+	f.adapter.before = func(ctx context.Context) {
+		require.NotNil(t, store.DeferralOf(ctx), "the handler's writes are deferred")
+		atSend = append(atSend, st.Unsynced())
+	}
+	f.publish(`{"name":"W","trigger":{"type":"start"},"steps":[
+		{"id":"a","type":"send_text","text":"one"},
+		{"id":"b","type":"send_text","text":"two"}]}`)
+	require.NoError(t, f.deliver(f.inbound("/start", "")))
+	assert.Equal(t, []uint64{0, 0}, atSend, "synced before each send")
+	assert.Zero(t, st.Unsynced(), "synced before the handler returned")
+	assert.Equal(t, []string{"one", "two"}, f.adapter.texts())
 }
