@@ -194,6 +194,10 @@ func (d *driver) step(ctx context.Context, s Step) error {
 	}
 	rec.Retry = nil
 	e.DurationMS = float64(d.r.now().Sub(start).Microseconds()) / 1000
+	if rec.Status == StatusRunning && (rec.Cursor < 0 || rec.Cursor >= len(d.flow.Steps)) {
+		// The last step: the run ends in the step's write rather than in one of its own.
+		rec.finish(StatusCompleted, EndLastStep, d.r.now())
+	}
 	return d.commit(ctx, e, extra)
 }
 
@@ -222,8 +226,16 @@ func (d *driver) commit(ctx context.Context, e *Entry, extra []store.Write) erro
 		}
 		rec.Added = nil
 	}
+	// The run's last write of this handler: nothing left to send, no run to start next.
+	last := d.h.done != nil && rec.Status != StatusRunning && len(rec.Outbox) == 0 && rec.Next == nil
+	if last {
+		extra = append(slices.Clip(extra), *d.h.done)
+	}
 	if err := d.r.save(ctx, rec, e, extra...); err != nil {
 		return err
+	}
+	if last {
+		d.h.done, d.h.doneWritten = nil, true
 	}
 	if p := d.superseded; p != nil {
 		d.superseded = nil

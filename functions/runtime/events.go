@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/stats"
 	"github.com/botplatform/api/shared/store"
@@ -165,7 +166,7 @@ func (r *Runtime) handleEvent(ctx context.Context, h *handling, ev *event) error
 	cl, err := r.loadClaim(ctx, ev.key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		if cl, err = r.claim(ctx, ev); err != nil {
+		if cl, err = r.claim(ctx, h, ev); err != nil {
 			return err
 		}
 	case err != nil:
@@ -174,17 +175,27 @@ func (r *Runtime) handleEvent(ctx context.Context, h *handling, ev *event) error
 	if cl.Done {
 		return nil
 	}
-	for _, a := range cl.Plan {
-		if err := r.apply(ctx, h, ev, cl, a); err != nil {
-			return err
-		}
-	}
-	cl.Done = true
-	data, err := store.Encode(cl)
+	done := *cl
+	done.Done = true
+	data, err := store.Encode(done)
 	if err != nil {
 		return err
 	}
 	it := store.Item{Key: ev.key, Data: data, Revision: cl.rev + 1, ExpiresAt: cl.ClaimedAt.Add(ClaimRetention)}
+	for i, a := range cl.Plan {
+		if i == len(cl.Plan)-1 && (a.Kind == actStart || a.Kind == actResume) {
+			// The run this last action drives may mark the event done in its own last
+			// write (driver.commit), which is then the handler's last write too.
+			w := store.PutOp(it, store.Always)
+			h.done = &w
+		}
+		if err := r.apply(ctx, h, ev, cl, a); err != nil {
+			return err
+		}
+	}
+	if h.doneWritten {
+		return nil
+	}
 	if err := r.store.Put(ctx, it, store.RevisionIs(cl.rev)); err != nil && !errors.Is(err, store.ErrConditionFailed) {
 		// The work is done; a redelivery finds every action already applied.
 		return fmt.Errorf("runtime: mark event done: %w", err)
@@ -193,12 +204,13 @@ func (r *Runtime) handleEvent(ctx context.Context, h *handling, ev *event) error
 }
 
 // claim decides what ev does and writes the decision. When another handler claimed it
-// first, its claim is returned.
-func (r *Runtime) claim(ctx context.Context, ev *event) (*claim, error) {
+// first, its claim is returned. A plan that only starts a run creates the run with the
+// claim, in its transaction, for h to drive (h.started).
+func (r *Runtime) claim(ctx context.Context, h *handling, ev *event) (*claim, error) {
 	now := r.now()
 	cl := &claim{ClaimedAt: now.UTC(), Plan: []action{}}
-	var extra []store.Write
-	var inbound func() // records the update's events once its claim is stored
+	var extra, active []store.Write
+	var events []eventlog.Event // the update's events, appended once its claim is stored
 	switch {
 	case ev.delivery != nil:
 		d := ev.delivery
@@ -221,13 +233,14 @@ func (r *Runtime) claim(ctx context.Context, ev *event) (*claim, error) {
 		}
 		if ok {
 			cl.SubscriberID = sub.ID
-			if err := stats.TouchActive(ctx, r.store, d.BotID, string(d.Kind), sub.ID, now); err != nil {
+			// The sender counts as active in the claim's transaction.
+			if active, err = stats.ActiveWrites(ctx, r.store, d.BotID, string(d.Kind), sub.ID, now, first); err != nil {
 				return nil, err
 			}
 			if cl.Plan, err = r.planInbound(ctx, ev, sub, first); err != nil {
 				return nil, err
 			}
-			inbound = func() { r.recordInbound(ctx, d.BotID, sub.ID, string(d.Kind), ev.key.PK+"/"+ev.key.SK, first) }
+			events = r.inboundEvents(d.BotID, sub.ID, string(d.Kind), ev.key.PK+"/"+ev.key.SK, first)
 		} else {
 			cl.Done = true // a sender the subscribers family refuses: counted, nothing to run
 		}
@@ -248,16 +261,38 @@ func (r *Runtime) claim(ctx context.Context, ev *event) (*claim, error) {
 	if err != nil {
 		return nil, err
 	}
+	var run *record
+	if len(cl.Plan) == 1 && cl.Plan[0].Kind == actStart && !cl.Done {
+		run = r.newRecord(h, ev.bot, cl.SubscriberID, ev.kind, *cl.Plan[0].Start, ev.key.PK+"/"+ev.key.SK, now)
+		runWrites, _, err := r.saveWrites(run, nil, stats.Increments(ev.bot, string(ev.kind), stats.ReactionsStarted, 1, now)...)
+		if err != nil {
+			return nil, err
+		}
+		extra = append(extra, runWrites...)
+	}
 	put := store.PutOp(store.Item{Key: ev.key, Data: data, Revision: 1, ExpiresAt: now.Add(ClaimRetention)}, store.MustNotExist)
-	err = r.store.Transact(ctx, append([]store.Write{put}, extra...))
-	if errors.Is(err, store.ErrConditionFailed) {
+	err = r.store.Transact(ctx, append(append([]store.Write{put}, active...), extra...))
+	if stats.ActiveConflict(err, 1, active) {
+		// Another update of the sender counted them meanwhile: count apart (idempotent).
+		if err := stats.TouchActive(ctx, r.store, ev.delivery.BotID, string(ev.delivery.Kind), cl.SubscriberID, now); err != nil {
+			return nil, err
+		}
+		err = r.store.Transact(ctx, append([]store.Write{put}, extra...))
+	}
+	var ce *store.ConditionError
+	if errors.As(err, &ce) && ce.Index == 0 {
 		return r.loadClaim(ctx, ev.key) // claimed concurrently: follow that decision
 	}
 	if err != nil {
 		return nil, fmt.Errorf("runtime: claim event: %w", err)
 	}
-	if inbound != nil {
-		inbound()
+	if run != nil {
+		run.rev = 1
+		h.started = run
+		events = append(events, r.savedEvents(run, true, nil)...)
+	}
+	if r.events != nil {
+		eventlog.EmitAll(ctx, r.events, r.log, events)
 	}
 	cl.rev = 1
 	return cl, nil
@@ -466,8 +501,12 @@ func (r *Runtime) apply(ctx context.Context, h *handling, ev *event, cl *claim, 
 }
 
 // startRun creates the run spec describes (counting reactions_started with it), or loads it
-// when an earlier attempt created it.
+// when an earlier attempt (or this handler's claim, h.started) created it.
 func (r *Runtime) startRun(ctx context.Context, h *handling, bot, sub string, k channel.Kind, spec startSpec, cause string) (*record, error) {
+	if rec := h.started; rec != nil && rec.ID == spec.ExecutionID {
+		h.started = nil
+		return rec, nil
+	}
 	rec, err := r.loadRun(ctx, bot, spec.ExecutionID)
 	if err == nil {
 		return rec, nil
@@ -476,14 +515,20 @@ func (r *Runtime) startRun(ctx context.Context, h *handling, bot, sub string, k 
 		return nil, err
 	}
 	now := r.now()
-	rec = newRun(bot, Subscriber{ID: sub, Channel: k}, spec, now)
-	rec.Cause = cause
-	rec.LeaseToken, rec.LeaseUntil = h.token, now.Add(leaseFor)
+	rec = r.newRecord(h, bot, sub, k, spec, cause, now)
 	err = r.save(ctx, rec, nil, stats.Increments(bot, string(k), stats.ReactionsStarted, 1, now)...)
 	if errors.Is(err, errConflict) {
 		return r.loadRun(ctx, bot, spec.ExecutionID)
 	}
 	return rec, err
+}
+
+// newRecord is the record of the run spec describes, starting now for cause, leased to h.
+func (r *Runtime) newRecord(h *handling, bot, sub string, k channel.Kind, spec startSpec, cause string, now time.Time) *record {
+	rec := newRun(bot, Subscriber{ID: sub, Channel: k}, spec, now)
+	rec.Cause = cause
+	rec.LeaseToken, rec.LeaseUntil = h.token, now.Add(leaseFor)
+	return rec
 }
 
 // waitingFor reports whether the run waits for what (time or button) at entry count seq.

@@ -134,6 +134,14 @@ type handling struct {
 	// touched: the subscriber was counted active by this handler already (an inbound
 	// update counts its sender), so the runs it drives need not count them again.
 	touched bool
+	// started is the run the event's claim created with it, until startRun takes it.
+	started *record
+	// done is the write that marks the handler's event done (its claim's last revision),
+	// for the run the event's last action drives to commit with its last write; doneWritten
+	// says it did. Either write of the mark is the same (the claim's plan never changes),
+	// so it is written unconditionally.
+	done        *store.Write
+	doneWritten bool
 }
 
 // keepVisible extends the queue message's visibility when the handler has run long, so the
