@@ -204,80 +204,120 @@ func (r *Runtime) handleEvent(ctx context.Context, h *handling, ev *event) error
 }
 
 // claim decides what ev does and writes the decision. When another handler claimed it
-// first, its claim is returned. A plan that only starts a run creates the run with the
-// claim, in its transaction, for h to drive (h.started).
+// first, its claim is returned. An inbound update's claim commits in the transaction of its
+// sender's upsert, with the sender counted active; a plan that only starts a run creates the
+// run in it too, for h to drive (h.started).
 func (r *Runtime) claim(ctx context.Context, h *handling, ev *event) (*claim, error) {
 	now := r.now()
-	cl := &claim{ClaimedAt: now.UTC(), Plan: []action{}}
-	var extra, active []store.Write
+	cause := ev.key.PK + "/" + ev.key.SK
+	var cl *claim
+	var run *record
 	var events []eventlog.Event // the update's events, appended once its claim is stored
-	switch {
-	case ev.delivery != nil:
-		d := ev.delivery
+	var active []store.Write
+	// decide makes the claim of ev, given its sender (nil: none, or one the subscribers
+	// family refuses), and returns its writes, the claim's first. It only plans: it runs
+	// again when the upsert it commits with meets another writer.
+	decide := func(sub *Subscriber, first, countActive bool) ([]store.Write, error) {
+		cl = &claim{ClaimedAt: now.UTC(), Plan: []action{}}
+		run, events, active = nil, nil, nil
+		var extra []store.Write
+		switch {
+		case ev.delivery != nil:
+			d := ev.delivery
+			if sub == nil {
+				cl.Done = true // a sender the subscribers family refuses: counted, nothing to run
+			} else {
+				cl.SubscriberID = sub.ID
+				var err error
+				if countActive {
+					if active, err = stats.ActiveWrites(ctx, r.store, d.BotID, string(d.Kind), sub.ID, now, first); err != nil {
+						return nil, err
+					}
+				}
+				if cl.Plan, err = r.planInbound(ctx, ev, *sub, first); err != nil {
+					return nil, err
+				}
+				events = r.inboundEvents(d.BotID, sub.ID, string(d.Kind), cause, first)
+			}
+			extra = stats.Increments(d.BotID, string(d.Kind), stats.MessagesIn, 1, now)
+		case ev.label != nil:
+			cl.SubscriberID = ev.label.SubscriberID
+			plan := r.planLabel
+			if ev.label.ReactionID != "" {
+				plan = r.planReaction
+			}
+			p, err := plan(ctx, ev)
+			if err != nil {
+				return nil, err
+			}
+			cl.Plan = p
+		}
+		if len(cl.Plan) == 1 && cl.Plan[0].Kind == actStart && !cl.Done {
+			run = r.newRecord(h, ev.bot, cl.SubscriberID, ev.kind, *cl.Plan[0].Start, cause, now)
+			runWrites, _, err := r.saveWrites(run, nil, stats.Increments(ev.bot, string(ev.kind), stats.ReactionsStarted, 1, now)...)
+			if err != nil {
+				return nil, err
+			}
+			extra = append(extra, runWrites...)
+		}
+		data, err := store.Encode(cl)
+		if err != nil {
+			return nil, err
+		}
+		put := store.PutOp(store.Item{Key: ev.key, Data: data, Revision: 1, ExpiresAt: now.Add(ClaimRetention)}, store.MustNotExist)
+		return append(append([]store.Write{put}, active...), extra...), nil
+	}
+	commit := func(countActive bool) error {
+		if d := ev.delivery; d != nil {
+			ok, err := r.upsert(ctx, d, ev.attempt, func(sub Subscriber, first bool) ([]store.Write, error) {
+				return decide(&sub, first, countActive)
+			})
+			if err != nil || ok {
+				return err
+			}
+		}
+		writes, err := decide(nil, false, false)
+		if err != nil {
+			return err
+		}
+		return r.store.Transact(ctx, writes)
+	}
+
+	if d := ev.delivery; d != nil {
 		// The channel (or its whole bot) may be gone since the webhook accepted the update.
 		// Then nothing of it may be written back, least of all a subscriber of a deleted bot
 		// whose data the purge is erasing: the update is settled as done.
 		a, conn, err := r.channels.Open(ctx, d.BotID, d.Kind)
 		if errors.Is(err, ErrNotFound) {
 			r.log.InfoContext(ctx, "runtime: update for a channel that is gone ignored", "channel_id", d.ChannelID)
-			cl.Done = true
-			break
+			cl = &claim{ClaimedAt: now.UTC(), Plan: []action{}, Done: true}
+			data, err := store.Encode(cl)
+			if err != nil {
+				return nil, err
+			}
+			err = r.store.Put(ctx, store.Item{Key: ev.key, Data: data, Revision: 1, ExpiresAt: now.Add(ClaimRetention)}, store.MustNotExist)
+			if errors.Is(err, store.ErrConditionFailed) {
+				return r.loadClaim(ctx, ev.key)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("runtime: claim event: %w", err)
+			}
+			cl.rev = 1
+			return cl, nil
 		}
 		if err != nil {
 			return nil, err
 		}
 		r.answerCallback(ctx, d, a, conn)
-		sub, first, ok, err := r.upsert(ctx, d, ev.attempt)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			cl.SubscriberID = sub.ID
-			// The sender counts as active in the claim's transaction.
-			if active, err = stats.ActiveWrites(ctx, r.store, d.BotID, string(d.Kind), sub.ID, now, first); err != nil {
-				return nil, err
-			}
-			if cl.Plan, err = r.planInbound(ctx, ev, sub, first); err != nil {
-				return nil, err
-			}
-			events = r.inboundEvents(d.BotID, sub.ID, string(d.Kind), ev.key.PK+"/"+ev.key.SK, first)
-		} else {
-			cl.Done = true // a sender the subscribers family refuses: counted, nothing to run
-		}
-		extra = stats.Increments(d.BotID, string(d.Kind), stats.MessagesIn, 1, now)
-	case ev.label != nil:
-		cl.SubscriberID = ev.label.SubscriberID
-		plan := r.planLabel
-		if ev.label.ReactionID != "" {
-			plan = r.planReaction
-		}
-		p, err := plan(ctx, ev)
-		if err != nil {
-			return nil, err
-		}
-		cl.Plan = p
 	}
-	data, err := store.Encode(cl)
-	if err != nil {
-		return nil, err
-	}
-	var run *record
-	if len(cl.Plan) == 1 && cl.Plan[0].Kind == actStart && !cl.Done {
-		run = r.newRecord(h, ev.bot, cl.SubscriberID, ev.kind, *cl.Plan[0].Start, ev.key.PK+"/"+ev.key.SK, now)
-		runWrites, _, err := r.saveWrites(run, nil, stats.Increments(ev.bot, string(ev.kind), stats.ReactionsStarted, 1, now)...)
-		if err != nil {
-			return nil, err
-		}
-		extra = append(extra, runWrites...)
-	}
-	put := store.PutOp(store.Item{Key: ev.key, Data: data, Revision: 1, ExpiresAt: now.Add(ClaimRetention)}, store.MustNotExist)
-	err = r.store.Transact(ctx, append(append([]store.Write{put}, active...), extra...))
+	err := commit(true)
 	if stats.ActiveConflict(err, 1, active) {
 		// Another update of the sender counted them meanwhile: count apart (idempotent).
-		if err := stats.TouchActive(ctx, r.store, ev.delivery.BotID, string(ev.delivery.Kind), cl.SubscriberID, now); err != nil {
-			return nil, err
+		if err = commit(false); err == nil {
+			if err := stats.TouchActive(ctx, r.store, ev.bot, string(ev.kind), cl.SubscriberID, now); err != nil {
+				r.log.WarnContext(ctx, "runtime: could not count an active subscriber", "error", err)
+			}
 		}
-		err = r.store.Transact(ctx, append([]store.Write{put}, extra...))
 	}
 	var ce *store.ConditionError
 	if errors.As(err, &ce) && ce.Index == 0 {
@@ -311,33 +351,33 @@ func (r *Runtime) answerCallback(ctx context.Context, d *channel.Delivery, a cha
 	}
 }
 
-// upsert creates or updates the sender. first reports a first contact: the subscriber was
+// upsert creates or updates the sender and commits with it the writes with returns, given
+// the sender as the upsert leaves it and whether this is a first contact: the subscriber was
 // created by this update, or, on a retry (attempt > 1) that finds it created by an earlier
-// attempt, created after the update was received. ok is false when the subscribers family
-// refuses the identity itself (a malformed user id): such an update is counted and
-// otherwise ignored.
-func (r *Runtime) upsert(ctx context.Context, d *channel.Delivery, attempt int) (sub Subscriber, first, ok bool, err error) {
+// attempt, created after the update was received. ok is false, and nothing is written, when
+// the subscribers family refuses the identity itself (a malformed user id): such an update
+// is counted and otherwise ignored.
+func (r *Runtime) upsert(ctx context.Context, d *channel.Delivery, attempt int, with func(sub Subscriber, first bool) ([]store.Write, error)) (ok bool, err error) {
 	in := d.Inbound
 	seen := in.At
 	if now := r.now(); seen.IsZero() || seen.After(now) {
 		seen = now
 	}
+	received := d.ReceivedAt.UTC().Truncate(time.Second)
+	withFirst := func(sub Subscriber, created bool) ([]store.Write, error) {
+		return with(sub, created || (attempt > 1 && !d.ReceivedAt.IsZero() && !sub.CreatedAt.Before(received)))
+	}
 	p := Profile{FirstName: personName(in.FirstName), LastName: personName(in.LastName), Locale: in.Locale, SeenAt: seen}
-	sub, created, err := r.subs.Upsert(ctx, d.BotID, d.Kind, in.UserID, p)
+	_, _, err = r.subs.Upsert(ctx, d.BotID, d.Kind, in.UserID, p, withFirst)
 	if errors.Is(err, ErrInvalid) {
 		// A profile value the subscribers family refuses (an odd locale): keep the identity.
-		sub, created, err = r.subs.Upsert(ctx, d.BotID, d.Kind, in.UserID, Profile{SeenAt: seen})
+		_, _, err = r.subs.Upsert(ctx, d.BotID, d.Kind, in.UserID, Profile{SeenAt: seen}, withFirst)
 	}
 	if errors.Is(err, ErrInvalid) {
 		r.log.WarnContext(ctx, "runtime: the subscribers family refuses this sender's identity; update ignored", "channel_id", d.ChannelID)
-		return Subscriber{}, false, false, nil
+		return false, nil
 	}
-	if err != nil {
-		return Subscriber{}, false, false, err
-	}
-	received := d.ReceivedAt.UTC().Truncate(time.Second)
-	first = created || (attempt > 1 && !d.ReceivedAt.IsZero() && !sub.CreatedAt.Before(received))
-	return sub, first, true, nil
+	return err == nil, err
 }
 
 // personName keeps a messenger user's name within the subscribers family's rules: at most

@@ -175,13 +175,15 @@ func (w *writeCounter) Transact(ctx context.Context, writes []store.Write) error
 	return w.Store.Transact(ctx, writes)
 }
 
-// An update that starts a one-step reaction commits twice (the subscriber's own writes are
-// the subscribers family's): the claim with the sender counted active and the run created,
-// then the step with the run's end and the event's done mark. Its events go in two appends.
+// An update that starts a one-step reaction commits twice: the sender's upsert with the
+// claim, the sender counted active and the run created, then the step with the run's end
+// and the event's done mark. Its events go in two appends (the subscribers family's own, on
+// a first contact, are that family's).
 func TestAnUpdateCommitsTwice(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	wc := &writeCounter{Store: f.st}
+	f.subs.st = wc
 	events := &appendCounter{Log: f.events}
 	rt, err := New(Deps{Store: wc, Queue: f.q, Channels: f.chans, Subscribers: f.subs, Reactions: f.rx, Events: events,
 		Now: f.clock.Now, Log: slog.New(slog.DiscardHandler)})
