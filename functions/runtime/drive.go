@@ -137,7 +137,10 @@ func (r *Runtime) steps(ctx context.Context, h *handling, rec *record) error {
 	for i, s := range flow.Steps {
 		d.index[s.ID] = i
 	}
-	if d.sub, err = r.subs.Get(ctx, rec.BotID, rec.SubscriberID); errors.Is(err, ErrNotFound) {
+	if sender := h.sender; sender != nil && sender.ID == rec.SubscriberID {
+		h.sender = nil // read anew by a later run, which may follow steps that changed them
+		d.sub = *sender
+	} else if d.sub, err = r.subs.Get(ctx, rec.BotID, rec.SubscriberID); errors.Is(err, ErrNotFound) {
 		return d.stop(ctx, "subscriber_gone", "the subscriber was erased")
 	} else if err != nil {
 		return err
@@ -448,6 +451,10 @@ func hop(d time.Duration) time.Duration {
 // open resolves the run's channel once per handler.
 func (d *driver) open(ctx context.Context) (bool, error) {
 	if d.opened {
+		return true, nil
+	}
+	if c := d.h.channel; c != nil && c.bot == d.rec.BotID && c.kind == d.rec.Channel {
+		d.adapter, d.conn, d.opened = c.adapter, c.conn, true // opened by the claim
 		return true, nil
 	}
 	a, conn, err := d.r.channels.Open(ctx, d.rec.BotID, d.rec.Channel)

@@ -214,12 +214,13 @@ func (r *Runtime) claim(ctx context.Context, h *handling, ev *event) (*claim, er
 	var run *record
 	var events []eventlog.Event // the update's events, appended once its claim is stored
 	var active []store.Write
+	var sender *Subscriber // as the upsert that commits the claim leaves them
 	// decide makes the claim of ev, given its sender (nil: none, or one the subscribers
 	// family refuses), and returns its writes, the claim's first. It only plans: it runs
 	// again when the upsert it commits with meets another writer.
 	decide := func(sub *Subscriber, first, countActive bool) ([]store.Write, error) {
 		cl = &claim{ClaimedAt: now.UTC(), Plan: []action{}}
-		run, events, active = nil, nil, nil
+		run, events, active, sender = nil, nil, nil, sub
 		var extra []store.Write
 		switch {
 		case ev.delivery != nil:
@@ -309,6 +310,7 @@ func (r *Runtime) claim(ctx context.Context, h *handling, ev *event) (*claim, er
 			return nil, err
 		}
 		r.answerCallback(ctx, d, a, conn)
+		h.channel = &openChannel{bot: d.BotID, kind: d.Kind, adapter: a, conn: conn}
 	}
 	err := commit(true)
 	if stats.ActiveConflict(err, 1, active) {
@@ -326,6 +328,7 @@ func (r *Runtime) claim(ctx context.Context, h *handling, ev *event) (*claim, er
 	if err != nil {
 		return nil, fmt.Errorf("runtime: claim event: %w", err)
 	}
+	h.sender = sender
 	if run != nil {
 		run.rev = 1
 		h.started = run

@@ -142,6 +142,19 @@ type handling struct {
 	// so it is written unconditionally.
 	done        *store.Write
 	doneWritten bool
+	// sender is the inbound update's sender as this handler's upsert left it, for the first
+	// run it drives (a later run may follow steps that changed them); channel is the bot's
+	// channel the update came on, opened by the claim, for the runs to send on.
+	sender  *Subscriber
+	channel *openChannel
+}
+
+// openChannel is a bot's channel of one type, opened.
+type openChannel struct {
+	bot     string
+	kind    channel.Kind
+	adapter channel.Adapter
+	conn    channel.Connection
 }
 
 // keepVisible extends the queue message's visibility when the handler has run long, so the
