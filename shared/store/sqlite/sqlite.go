@@ -43,6 +43,7 @@ type Store struct {
 	delIfLive     *sql.Stmt
 	delIfRevision *sql.Stmt
 	add           *sql.Stmt
+	addLive       *sql.Stmt
 	current       *sql.Stmt
 	sweep         *sql.Stmt
 
@@ -388,6 +389,11 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.delIfLive, s.write, `DELETE FROM items WHERE pk = ?1 AND sk = ?2 AND ` + live("", 3)},
 		{&s.delIfRevision, s.write, `DELETE FROM items WHERE pk = ?1 AND sk = ?2 AND ` + live("", 3) + ` AND revision = ?4`},
 		{&s.add, s.write, fmt.Sprintf(add, live("items.", 5))},
+		// Add's common case, a live counter whose expiry does not change: only its count
+		// is set, a column no index holds, where the upsert above sets every indexed column
+		// and so rewrites the row's entry in every index.
+		{&s.addLive, s.write, `UPDATE items SET count = count + ?3
+			WHERE pk = ?1 AND sk = ?2 AND ` + live("", 5) + ` AND (?4 = 0 OR expires = ?4) RETURNING count`},
 		{&s.current, s.write, `SELECT revision FROM items WHERE pk = ?1 AND sk = ?2 AND ` + live("", 3)},
 		{&s.sweep, s.write, `DELETE FROM items WHERE (pk, sk) IN
 			(SELECT pk, sk FROM items WHERE expires != 0 AND expires <= ?1 LIMIT ?2)`},
@@ -415,7 +421,7 @@ func (s *Store) Close() error {
 	}
 	s.mu.Unlock()
 	for _, st := range []*sql.Stmt{s.get, s.putAlways, s.putIfAbsent, s.putIfLive, s.putIfRevision,
-		s.delAlways, s.delIfLive, s.delIfRevision, s.add, s.current, s.sweep} {
+		s.delAlways, s.delIfLive, s.delIfRevision, s.add, s.addLive, s.current, s.sweep} {
 		if st != nil {
 			st.Close()
 		}
@@ -526,7 +532,7 @@ func (s *Store) Add(ctx context.Context, key store.Key, delta int64, expiresAt t
 	now := s.now().Unix()
 	var n int64
 	err := s.writer.Submit(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
-		n, err = s.addOn(ctx, tx.StmtContext(ctx, s.add), key, delta, expiresAt, now)
+		n, err = s.addOn(ctx, tx, key, delta, expiresAt, now)
 		return err
 	})
 	if err != nil {
@@ -535,8 +541,23 @@ func (s *Store) Add(ctx context.Context, key store.Key, delta int64, expiresAt t
 	return n, s.durable(ctx, "add")
 }
 
-func (s *Store) addOn(ctx context.Context, st *sql.Stmt, key store.Key, delta int64, expiresAt time.Time, now int64) (int64, error) {
-	rows, err := st.QueryContext(ctx, key.PK, key.SK, delta, unixExpiry(expiresAt), now)
+// addOn adds delta to key's count in tx: an update of a live counter's count when that is all
+// that changes (addLive), else the upsert.
+func (s *Store) addOn(ctx context.Context, tx *sql.Tx, key store.Key, delta int64, expiresAt time.Time, now int64) (int64, error) {
+	exp := unixExpiry(expiresAt)
+	n, err := count(ctx, tx.StmtContext(ctx, s.addLive), key.PK, key.SK, delta, exp, now)
+	if !errors.Is(err, errNoRow) {
+		return n, err
+	}
+	return count(ctx, tx.StmtContext(ctx, s.add), key.PK, key.SK, delta, exp, now)
+}
+
+// errNoRow: a statement returned no row.
+var errNoRow = errors.New("no row returned")
+
+// count runs st, which returns one row of one integer, and returns it.
+func count(ctx context.Context, st *sql.Stmt, args ...any) (int64, error) {
+	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -546,7 +567,7 @@ func (s *Store) addOn(ctx context.Context, st *sql.Stmt, key store.Key, delta in
 		if err := rows.Err(); err != nil {
 			return 0, err
 		}
-		return 0, errors.New("upsert returned no row")
+		return 0, errNoRow
 	}
 	if err := rows.Scan(&n); err != nil {
 		return 0, err
@@ -621,7 +642,7 @@ func (s *Store) apply(ctx context.Context, tx *sql.Tx, w store.Write, now int64)
 		_, err := tx.StmtContext(ctx, s.delAlways).ExecContext(ctx, key.PK, key.SK)
 		return err
 	case w.Add != nil:
-		_, err := s.addOn(ctx, tx.StmtContext(ctx, s.add), key, w.Add.Delta, w.Add.ExpiresAt, now)
+		_, err := s.addOn(ctx, tx, key, w.Add.Delta, w.Add.ExpiresAt, now)
 		return err
 	default: // Check: the condition was the whole point
 		return nil

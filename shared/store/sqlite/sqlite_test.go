@@ -617,3 +617,22 @@ func BenchmarkConditionalPut(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkCounterAdds is a transaction of 10 adds to live counters, as a conversation's
+// transactions carry (stats and flow counters), under Normal durability so that the disk
+// sync does not drown the statements' cost.
+func BenchmarkCounterAdds(b *testing.B) {
+	s, _ := openTemp(b, WithDurability(Normal))
+	defer s.Close()
+	ctx := b.Context()
+	exp := time.Now().Add(time.Hour).Truncate(time.Second)
+	writes := make([]store.Write, 10)
+	for i := range writes {
+		writes[i] = store.AddOp(store.Key{PK: "STATS#bot_1#hour", SK: fmt.Sprintf("2026-11-27T15#metric_%d#telegram", i)}, 1, exp)
+	}
+	for b.Loop() {
+		if err := s.Transact(ctx, writes); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
