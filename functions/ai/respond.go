@@ -191,6 +191,13 @@ type idemRecord struct {
 	Response    *Response `json:"response,omitempty"`
 }
 
+// plan is what Service.plan answered: the calls to try in order, and how they are billed.
+type plan struct {
+	calls   []call
+	billing string
+	err     error
+}
+
 // claim is a request's hold on its Idempotency-Key.
 type claim struct {
 	key     store.Key
@@ -211,18 +218,29 @@ func (s *Service) Respond(ctx context.Context, account, key string, req Response
 	if err := req.Validate(); err != nil {
 		return Response{}, false, err
 	}
-	calls, billing, err := s.plan(ctx, account, req)
-	if err != nil {
-		return Response{}, false, err
-	}
+	// The plan (a read of the account's own keys, and opening the one it uses) does not
+	// depend on the claim (a write): they run side by side, a read's latency off every
+	// request. The key's outcome comes first: a replay answers even when the plan would
+	// now fail (a key removed since), as Stripe replays whatever the first request got.
+	planned := make(chan plan, 1)
+	go func() {
+		var p plan
+		p.calls, p.billing, p.err = s.plan(ctx, account, req)
+		planned <- p
+	}()
 	c, prior, err := s.claim(ctx, account, key, req.hash())
+	p := <-planned
 	if err != nil || prior != nil {
 		if prior != nil {
 			return *prior, true, nil
 		}
 		return Response{}, false, err
 	}
-	resp, err = s.generate(ctx, req, calls, billing, delta)
+	if p.err != nil {
+		s.release(context.WithoutCancel(ctx), c)
+		return Response{}, false, p.err
+	}
+	resp, err = s.generate(ctx, req, p.calls, p.billing, delta)
 	if err != nil {
 		s.release(context.WithoutCancel(ctx), c)
 		return Response{}, false, err

@@ -222,6 +222,38 @@ func TestBYOK(t *testing.T) {
 	assert.Equal(t, "managed", res.JSON["billing"])
 }
 
+// The plan (the account's own keys) and the key's claim run side by side; the key's outcome
+// comes first. A replay answers even when the plan would now fail (the key it used was
+// removed since), and a plan that fails gives the key up at once.
+func TestReplayOutlivesThePlan(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	delete(f.svc.keys, aiapi.Anthropic) // no managed Anthropic: only an own key reaches it
+	req := body("fast", "hi")
+	req["provider"] = aiapi.Anthropic
+	_, err := f.svc.SetKey(t.Context(), f.Account.ID, aiapi.Anthropic, "sk-ant-own")
+	require.NoError(t, err)
+	first := f.respond(t, "plan-1", req)
+	require.Equal(t, http.StatusOK, first.Code, first.Body)
+	assert.Equal(t, "byok", first.JSON["billing"])
+
+	require.NoError(t, f.svc.DeleteKey(t.Context(), f.Account.ID, aiapi.Anthropic))
+	res := f.respond(t, "plan-1", req)
+	require.Equal(t, http.StatusOK, res.Code, res.Body)
+	assert.Equal(t, "true", res.Header.Get(ReplayedHeader))
+	assert.Equal(t, first.JSON, res.JSON)
+
+	res = f.respond(t, "plan-2", req)
+	assert.Equal(t, http.StatusServiceUnavailable, res.Code, res.Body)
+	assert.Equal(t, "provider_not_configured", res.Problem())
+	_, err = f.svc.SetKey(t.Context(), f.Account.ID, aiapi.Anthropic, "sk-ant-own")
+	require.NoError(t, err)
+	res = f.respond(t, "plan-2", req)
+	require.Equal(t, http.StatusOK, res.Code, res.Body, "the failed plan released the key")
+	assert.Empty(t, res.Header.Get(ReplayedHeader))
+	assert.Equal(t, 2, f.providers[aiapi.Anthropic].callCount())
+}
+
 // Usage is metered per request and reported by day, profile, provider and billing; costs
 // add up in nanos and are rounded once.
 func TestUsage(t *testing.T) {

@@ -10,8 +10,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/store"
 )
@@ -33,13 +31,10 @@ func severity(r string) int { return slices.Index(reasons, r) }
 // Limits of the suppression list.
 const (
 	// MaxLookup bounds the addresses of one Suppressed call: one batch of a send.
-	MaxLookup = 100
+	MaxLookup = store.MaxGetMany
 	// MaxAddressLen is the longest address there is (RFC 5321's path limit less its
 	// brackets).
 	MaxAddressLen = 254
-	// lookupParallel is how many reads Suppressed runs at once: DynamoDB answers each in
-	// milliseconds, so a batch would otherwise wait for a hundred round trips in a row.
-	lookupParallel = 16
 )
 
 // Suppression is an address the bot sends no more email to, whatever the campaign.
@@ -183,34 +178,29 @@ func (s *Service) Suppressed(ctx context.Context, bot string, addresses []string
 			addrs = append(addrs, n)
 		}
 	}
-	found := make([]string, len(addrs))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(lookupParallel)
-	for i, a := range addrs {
-		g.Go(func() error {
-			it, err := s.store.Get(gctx, suppressKey(bot, a))
-			if errors.Is(err, store.ErrNotFound) {
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("read suppression: %w", err)
-			}
-			sup, err := store.Decode[Suppression](it)
-			if err != nil {
-				return err
-			}
-			found[i] = sup.Reason
-			return nil
-		})
+	if len(addrs) == 0 {
+		return map[string]string{}, nil
 	}
-	if err := g.Wait(); err != nil {
-		return nil, err
+	// One batch read (MaxLookup is store.MaxGetMany): on SQLite one query instead of a
+	// statement per address, on DynamoDB one BatchGetItem instead of a round trip each.
+	keys := make([]store.Key, len(addrs))
+	for i, a := range addrs {
+		keys[i] = suppressKey(bot, a)
+	}
+	items, err := s.store.GetMany(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("read suppressions: %w", err)
 	}
 	out := make(map[string]string)
-	for i, r := range found {
-		if r != "" {
-			out[addrs[i]] = r
+	for i, it := range items {
+		if it.Key.PK == "" {
+			continue // not suppressed
 		}
+		sup, err := store.Decode[Suppression](it)
+		if err != nil {
+			return nil, err
+		}
+		out[addrs[i]] = sup.Reason
 	}
 	return out, nil
 }

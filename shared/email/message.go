@@ -10,16 +10,12 @@
 package email
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"html"
 	"mime"
-	"mime/multipart"
-	"mime/quotedprintable"
 	"net/mail"
-	"net/textproto"
 	"regexp"
 	"sort"
 	"strings"
@@ -109,6 +105,15 @@ func Build(m Message, now time.Time) ([]byte, error) {
 
 // build is Build that also returns the Message-ID header value, angle brackets included.
 func build(m Message, now time.Time) ([]byte, string, error) {
+	return compose(nil, m, now, "")
+}
+
+// compose appends the message built from m to dst (a reused buffer: the campaign's
+// messages are built one after the other into the same few) and returns it with the
+// Message-ID. The header and the encoded bodies are written straight into dst, with no
+// intermediate buffers. boundary is the multipart boundary; "" means a random one (tests
+// give theirs).
+func compose(dst []byte, m Message, now time.Time, boundary string) ([]byte, string, error) {
 	if len(m.Text)+len(m.HTML)+len(m.Preheader) > MaxMessageSize {
 		return nil, "", fmt.Errorf("%w: body exceeds %d bytes", ErrTooLarge, MaxMessageSize)
 	}
@@ -150,29 +155,14 @@ func build(m Message, now time.Time) ([]byte, string, error) {
 	if date.IsZero() {
 		date = now
 	}
-
-	var body bytes.Buffer
-	var contentType string
-	if m.HTML == "" {
-		contentType = mime.FormatMediaType("text/plain", map[string]string{"charset": "UTF-8"})
-		if err := writeQP(&body, m.Text); err != nil {
-			return nil, "", err
-		}
-	} else {
-		mw := multipart.NewWriter(&body)
-		contentType = mime.FormatMediaType("multipart/alternative", map[string]string{"boundary": mw.Boundary()})
-		if err := writePart(mw, "text/plain", m.Text); err != nil {
-			return nil, "", err
-		}
-		if err := writePart(mw, "text/html", withPreheader(m.HTML, m.Preheader)); err != nil {
-			return nil, "", err
-		}
-		if err := mw.Close(); err != nil {
+	if m.HTML != "" && boundary == "" {
+		if boundary, err = randomBoundary(); err != nil {
 			return nil, "", err
 		}
 	}
 
-	var h headerWriter
+	start := len(dst)
+	h := headerWriter{b: dst}
 	h.add("Date", date.Format(time.RFC1123Z))
 	h.add("From", from.String())
 	h.add("To", to.String())
@@ -190,22 +180,49 @@ func build(m Message, now time.Time) ([]byte, string, error) {
 	if tags != "" {
 		h.add("X-Tags", tags)
 	}
-	h.add("Content-Type", contentType)
 	if m.HTML == "" {
+		h.add("Content-Type", "text/plain; charset=UTF-8")
 		h.add("Content-Transfer-Encoding", "quoted-printable")
+	} else {
+		h.add("Content-Type", "multipart/alternative; boundary="+boundary)
 	}
 	if h.err != nil {
 		return nil, "", h.err
 	}
+	out := append(h.b, "\r\n"...)
 
-	if h.buf.Len()+2+body.Len() > MaxMessageSize {
+	// The body, as multipart.Writer and quotedprintable.Writer wrote it (reference_test.go
+	// holds the two equal): each part's header fields in sorted order, each part's
+	// quoted-printable text ending with a line break.
+	if m.HTML == "" {
+		out = appendQP(out, m.Text)
+	} else {
+		out = append(out, "--"...)
+		out = append(out, boundary...)
+		out = append(out, "\r\nContent-Transfer-Encoding: quoted-printable\r\nContent-Type: text/plain; charset=UTF-8\r\n\r\n"...)
+		out = appendQP(out, m.Text)
+		out = append(out, "\r\n--"...)
+		out = append(out, boundary...)
+		out = append(out, "\r\nContent-Transfer-Encoding: quoted-printable\r\nContent-Type: text/html; charset=UTF-8\r\n\r\n"...)
+		out = appendHTML(out, m.HTML, m.Preheader)
+		out = append(out, "\r\n--"...)
+		out = append(out, boundary...)
+		out = append(out, "--\r\n"...)
+	}
+	if len(out)-start > MaxMessageSize {
 		return nil, "", fmt.Errorf("%w: built message exceeds %d bytes", ErrTooLarge, MaxMessageSize)
 	}
-	out := make([]byte, 0, h.buf.Len()+2+body.Len())
-	out = append(out, h.buf.Bytes()...)
-	out = append(out, "\r\n"...)
-	out = append(out, body.Bytes()...)
 	return out, id, nil
+}
+
+// randomBoundary is a multipart boundary as multipart.NewWriter makes one: 30 random
+// bytes in hex.
+func randomBoundary() (string, error) {
+	var b [30]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("email: multipart boundary: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 // invalid returns an error wrapping ErrInvalidMessage.
@@ -411,105 +428,181 @@ func encodeText(s string) string {
 	return mime.QEncoding.Encode("utf-8", s)
 }
 
-// withPreheader puts the hidden preheader right after the <body> tag, or at the start
-// when the HTML has none.
-func withPreheader(htmlBody, preheader string) string {
+// appendHTML appends the HTML part's quoted-printable text: the HTML with the hidden
+// preheader right after the <body> tag, or at the start when the HTML has none.
+func appendHTML(dst []byte, htmlBody, preheader string) []byte {
 	if preheader == "" {
-		return htmlBody
+		return appendQP(dst, htmlBody)
 	}
-	hidden := `<div style="` + preheaderStyle + `">` + html.EscapeString(preheader) + `</div>`
+	at := 0
 	if loc := bodyTag.FindStringIndex(htmlBody); loc != nil {
-		return htmlBody[:loc[1]] + hidden + htmlBody[loc[1]:]
+		at = loc[1]
 	}
-	return hidden + htmlBody
+	start := len(dst)
+	q := qpWriter{b: dst}
+	q.write(htmlBody[:at])
+	q.write(`<div style="` + preheaderStyle + `">`)
+	q.write(html.EscapeString(preheader))
+	q.write(`</div>`)
+	q.write(htmlBody[at:])
+	return q.close(start)
 }
 
-// writePart writes one quoted-printable UTF-8 part of the given text type.
-func writePart(mw *multipart.Writer, mediaType, content string) error {
-	h := make(textproto.MIMEHeader)
-	h.Set("Content-Type", mime.FormatMediaType(mediaType, map[string]string{"charset": "UTF-8"}))
-	h.Set("Content-Transfer-Encoding", "quoted-printable")
-	w, err := mw.CreatePart(h)
-	if err != nil {
-		return err
-	}
-	var buf bytes.Buffer
-	if err := writeQP(&buf, content); err != nil {
-		return err
-	}
-	_, err = w.Write(buf.Bytes())
-	return err
-}
-
-// writeQP writes s quoted-printable encoded (line breaks become CRLF) and ends it with a
+// appendQP appends s quoted-printable encoded (line breaks become CRLF), ending with a
 // line break.
-func writeQP(buf *bytes.Buffer, s string) error {
-	qp := quotedprintable.NewWriter(buf)
-	if _, err := qp.Write([]byte(s)); err != nil {
-		return err
-	}
-	if err := qp.Close(); err != nil {
-		return err
-	}
-	if !bytes.HasSuffix(buf.Bytes(), []byte("\r\n")) {
-		buf.WriteString("\r\n")
-	}
-	return nil
+func appendQP(dst []byte, s string) []byte {
+	start := len(dst)
+	q := qpWriter{b: dst}
+	q.write(s)
+	return q.close(start)
 }
 
-// headerWriter accumulates header fields, folded at whitespace so lines stay within 78
+// qpLineMax is the longest quoted-printable line, CRLF excluded (RFC 2045 section 6.7).
+const qpLineMax = 76
+
+// qpWriter is mime/quotedprintable.Writer (text mode) appending to a slice instead of
+// writing 78-byte lines to an io.Writer; FuzzQP holds the two equal.
+type qpWriter struct {
+	b []byte
+	n int // bytes on the current line
+	// cr: a CR ended a line and no plain byte came since, so an LF now belongs to that
+	// line break (an encoded byte in between does not change this in quotedprintable.Writer
+	// either).
+	cr bool
+}
+
+// write encodes s. Printable ASCII but '=', and spaces and tabs, are copied a run at a
+// time; CR, LF and CRLF become CRLF; other bytes are encoded as =XX.
+func (q *qpWriter) write(s string) {
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case qpLiteral(c):
+			j := i + 1
+			for j < len(s) && qpLiteral(s[j]) {
+				j++
+			}
+			q.literal(s[i:j])
+			i = j
+			continue
+		case c == '\n' || c == '\r':
+			if q.cr && c == '\n' {
+				q.cr = false
+				break
+			}
+			q.cr = c == '\r'
+			q.checkLastByte()
+			q.crlf()
+		default:
+			q.encode(c)
+		}
+		i++
+	}
+}
+
+// close ends the text (a trailing space or tab is encoded) and its line: the text written
+// since start ends with a line break.
+func (q *qpWriter) close(start int) []byte {
+	q.checkLastByte()
+	if n := len(q.b); n-start < 2 || q.b[n-2] != '\r' || q.b[n-1] != '\n' {
+		q.b = append(q.b, "\r\n"...)
+	}
+	return q.b
+}
+
+func qpLiteral(c byte) bool { return c >= '!' && c <= '~' && c != '=' || c == ' ' || c == '\t' }
+
+// literal copies s, with a soft line break before any byte that would be the line's 76th.
+func (q *qpWriter) literal(s string) {
+	for len(s) > 0 {
+		if q.n == qpLineMax-1 {
+			q.softBreak()
+		}
+		k := min(len(s), qpLineMax-1-q.n)
+		q.b = append(q.b, s[:k]...)
+		q.n += k
+		s = s[k:]
+	}
+	q.cr = false
+}
+
+func (q *qpWriter) encode(c byte) {
+	if qpLineMax-1-q.n < 3 {
+		q.softBreak()
+	}
+	q.b = append(q.b, '=', upperHex[c>>4], upperHex[c&0x0f])
+	q.n += 3
+}
+
+const upperHex = "0123456789ABCDEF"
+
+// checkLastByte encodes a space or tab that would otherwise end a line.
+func (q *qpWriter) checkLastByte() {
+	if q.n == 0 {
+		return
+	}
+	if c := q.b[len(q.b)-1]; c == ' ' || c == '\t' {
+		q.b = q.b[:len(q.b)-1]
+		q.n--
+		q.encode(c)
+	}
+}
+
+func (q *qpWriter) softBreak() {
+	q.b = append(q.b, '=')
+	q.crlf()
+}
+
+func (q *qpWriter) crlf() {
+	q.b = append(q.b, '\r', '\n')
+	q.n = 0
+}
+
+// headerWriter appends header fields, folded at whitespace so lines stay within 78
 // characters where possible. A line that cannot be folded under 998 characters is an
 // error.
 type headerWriter struct {
-	buf bytes.Buffer
+	b   []byte
 	err error
 }
 
-// add writes "name: value" followed by CRLF.
+// add writes "name: value" followed by CRLF. The value is folded before a run of
+// whitespace when the next word would take the line past 78 characters (never before its
+// first word).
 func (h *headerWriter) add(name, value string) {
 	if h.err != nil {
 		return
 	}
-	line := name + ":"
-	onLine := 0 // segments on the current line
-	for _, seg := range segments(strings.Trim(value, " \t")) {
-		if onLine > 0 && len(line)+len(seg) > foldAt {
-			h.flush(name, line)
-			line, onLine = "", 0
+	value = strings.Trim(value, " \t")
+	line := len(h.b)
+	h.b = append(h.b, name...)
+	h.b = append(h.b, ": "...)
+	onLine := 0 // words on the current line
+	for i := 0; i < len(value); {
+		j := i // the next word with the whitespace before it: value[i:j]
+		for j < len(value) && isWSP(value[j]) {
+			j++
 		}
-		line += seg
+		for j < len(value) && !isWSP(value[j]) {
+			j++
+		}
+		if onLine > 0 && len(h.b)-line+j-i > foldAt {
+			h.endLine(name, line)
+			line, onLine = len(h.b), 0
+		}
+		h.b = append(h.b, value[i:j]...)
 		onLine++
+		i = j
 	}
-	h.flush(name, line)
+	h.endLine(name, line)
 }
 
-// flush ends one physical header line.
-func (h *headerWriter) flush(name, line string) {
-	if len(line) > maxLineLen && h.err == nil {
+// endLine ends the physical header line that began at start.
+func (h *headerWriter) endLine(name string, start int) {
+	if len(h.b)-start > maxLineLen && h.err == nil {
 		h.err = invalid("header %s has a word too long to fold under %d characters", name, maxLineLen)
 	}
-	h.buf.WriteString(line)
-	h.buf.WriteString("\r\n")
+	h.b = append(h.b, '\r', '\n')
 }
 
-// segments splits a header value into the pieces between which it may be folded: each
-// piece is a run of whitespace followed by a run of other characters, and the first one
-// gets a leading space (the one after the colon).
-func segments(value string) []string {
-	if value == "" {
-		return []string{" "}
-	}
-	var segs []string
-	start := 0
-	for i := 1; i < len(value); i++ {
-		isWS := value[i] == ' ' || value[i] == '\t'
-		prevWS := value[i-1] == ' ' || value[i-1] == '\t'
-		if isWS && !prevWS {
-			segs = append(segs, value[start:i])
-			start = i
-		}
-	}
-	segs = append(segs, value[start:])
-	segs[0] = " " + segs[0]
-	return segs
-}
+func isWSP(c byte) bool { return c == ' ' || c == '\t' }

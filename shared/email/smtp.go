@@ -1,6 +1,7 @@
 package email
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -126,15 +127,24 @@ func (s *SMTP) Send(ctx context.Context, m Message) (Receipt, error) {
 	if err := s.Validate(); err != nil {
 		return Receipt{}, &SendError{Err: err}
 	}
-	raw, id, err := build(m, time.Now())
+	// The message is built into one buffer, and its DATA (the signature, the message with
+	// its dots stuffed, the final dot) into another, which is written to the connection in
+	// one piece; with a Pool both are reused from message to message.
+	bufs := s.Pool.buffers()
+	defer s.Pool.release(bufs)
+	raw, id, err := compose(bufs.msg[:0], m, time.Now(), "")
 	if err != nil {
 		return Receipt{}, buildFailure(err)
 	}
+	bufs.msg = raw
+	data := bufs.data[:0]
 	if s.DKIM != nil {
-		if raw, err = Sign(raw, *s.DKIM); err != nil {
+		if data, err = signature(data, raw, *s.DKIM, time.Now()); err != nil {
 			return Receipt{}, &SendError{Err: err}
 		}
 	}
+	data = appendData(data, raw)
+	bufs.data = data
 
 	timeout := s.Timeout
 	if timeout <= 0 {
@@ -148,12 +158,73 @@ func (s *SMTP) Send(ctx context.Context, m Message) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, err
 	}
-	err = transaction(ctx, sc.c, m, raw)
+	err = transaction(ctx, sc.c, m, data)
 	sc.done(s.Pool, s.poolKey(), err == nil)
 	if err != nil {
 		return Receipt{}, err
 	}
 	return Receipt{MessageID: id, Provider: "smtp"}, nil
+}
+
+// sendBuffer holds the two buffers of a send: the built message and its DATA.
+type sendBuffer struct{ msg, data []byte }
+
+// appendData appends msg as the text of a DATA command (RFC 5321 section 4.5.2) exactly
+// as net/textproto's DotWriter writes it, byte for byte (FuzzAppendData holds the two
+// equal): a lone LF becomes CRLF, a dot at the start of a line is doubled, and the text
+// ends with a line break and the line ".". It copies a line's text at a time.
+func appendData(dst, msg []byte) []byte {
+	const (
+		begin = iota
+		beginLine
+		afterCR
+		text
+	)
+	state := begin
+	for i := 0; i < len(msg); i++ {
+		c := msg[i]
+		switch state {
+		case begin, beginLine:
+			state = text
+			if c == '.' {
+				dst = append(dst, '.')
+			}
+			fallthrough
+		case text:
+			switch c {
+			case '\r':
+				state = afterCR
+			case '\n':
+				dst = append(dst, '\r')
+				state = beginLine
+			default:
+				end := len(msg)
+				if j := bytes.IndexByte(msg[i:], '\n'); j >= 0 {
+					end = i + j
+				}
+				if j := bytes.IndexByte(msg[i:end], '\r'); j >= 0 {
+					end = i + j
+				}
+				dst = append(dst, msg[i:end]...)
+				i = end - 1
+				continue
+			}
+		case afterCR:
+			state = text
+			if c == '\n' {
+				state = beginLine
+			}
+		}
+		dst = append(dst, c)
+	}
+	switch state {
+	case beginLine:
+	case afterCR:
+		dst = append(dst, '\n')
+	default:
+		dst = append(dst, '\r', '\n')
+	}
+	return append(dst, ".\r\n"...)
 }
 
 // open returns a connection ready for a mail transaction: an idle one of the Pool that
@@ -186,24 +257,34 @@ func (s *SMTP) open(ctx context.Context, host string) (*smtpConn, error) {
 	return sc, nil
 }
 
-// transaction sends one message on a ready connection: MAIL FROM, RCPT TO, DATA. The
-// message is accepted when the reply to the end of DATA is; nothing before that can have
-// delivered it.
-func transaction(ctx context.Context, c *smtp.Client, m Message, raw []byte) error {
+// transaction sends one message on a ready connection: MAIL FROM, RCPT TO, DATA, data
+// being the DATA text as appendData makes it. The message is accepted when the reply to
+// the end of DATA is; nothing before that can have delivered it.
+func transaction(ctx context.Context, c *smtp.Client, m Message, data []byte) error {
 	if err := c.Mail(m.From.Address); err != nil {
 		return smtpFailure(ctx, "MAIL FROM", err, true)
 	}
 	if err := c.Rcpt(m.To.Address); err != nil {
 		return smtpFailure(ctx, "RCPT TO", err, true)
 	}
-	w, err := c.Data()
+	// DATA as smtp.Client.Data and its writer's Close do it, but the text goes out in one
+	// write instead of a byte at a time through a DotWriter.
+	id, err := c.Text.Cmd("DATA")
+	if err == nil {
+		c.Text.StartResponse(id)
+		_, _, err = c.Text.ReadResponse(354)
+		c.Text.EndResponse(id)
+	}
 	if err != nil {
 		return smtpFailure(ctx, "DATA", err, true)
 	}
-	if _, err := w.Write(raw); err != nil {
+	if _, err := c.Text.W.Write(data); err != nil {
 		return smtpFailure(ctx, "DATA", err, true)
 	}
-	if err := w.Close(); err != nil {
+	if err := c.Text.W.Flush(); err != nil {
+		return smtpFailure(ctx, "DATA", err, true)
+	}
+	if _, _, err := c.Text.ReadResponse(250); err != nil {
 		return smtpFailure(ctx, "DATA", err, true)
 	}
 	return nil

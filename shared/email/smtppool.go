@@ -38,6 +38,9 @@ const rsetTimeout = 5 * time.Second
 // safe because nothing of the message was sent on it. Once MAIL FROM is sent, a failure is
 // returned as it is, never retried, and closes the connection: a message is never sent
 // twice. A connection is also closed after MaxMessages messages or IdleTimeout idle.
+//
+// The pool also keeps its senders' message buffers between sends: a campaign's messages,
+// 12 KB and more each, would otherwise each allocate two.
 type SMTPPool struct {
 	// MaxIdle bounds the idle connections kept per server (0: DefaultSMTPMaxIdle).
 	MaxIdle int
@@ -51,6 +54,27 @@ type SMTPPool struct {
 	closed  bool
 	reaping bool             // a reap is scheduled
 	now     func() time.Time // tests
+	bufs    sync.Pool        // *sendBuffer
+}
+
+// maxPooledBuffer bounds the buffers kept for reuse: a rare huge message's are dropped.
+const maxPooledBuffer = 1 << 20
+
+// buffers returns a send's buffers: reused ones when p keeps some (p may be nil).
+func (p *SMTPPool) buffers() *sendBuffer {
+	if p != nil {
+		if b, ok := p.bufs.Get().(*sendBuffer); ok {
+			return b
+		}
+	}
+	return new(sendBuffer)
+}
+
+// release keeps a send's buffers for the next one, unless p is nil or they grew too big.
+func (p *SMTPPool) release(b *sendBuffer) {
+	if p != nil && cap(b.msg) <= maxPooledBuffer && cap(b.data) <= maxPooledBuffer {
+		p.bufs.Put(b)
+	}
 }
 
 // smtpKey is what a connection is bound to: the settings of the SMTP that opened it.

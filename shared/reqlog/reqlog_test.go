@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/purge"
+	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
 )
 
@@ -78,6 +80,149 @@ func TestListFiltersAndOrder(t *testing.T) {
 		cursor = next
 	}
 	assert.Len(t, seen, 10)
+}
+
+// The buffered recorder's batches become blocks (a block per route and status class of a
+// batch); every listing, filtered or not and at any page size, returns each entry once,
+// newest batch first and newest first within a batch.
+func TestBlocksPageExactlyOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(func() time.Time { return t0.Add(time.Hour) }))
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	l := NewLog(st)
+	routes := []string{"GET /api/bots/{botID}", "PATCH /api/bots/{botID}", "GET /api/bots/{botID}/subscribers"}
+	statuses := []int{200, 201, 404, 500, 200}
+	var batches [][]Entry
+	n := 0
+	for size := range 12 { // batches of 1 to 12 entries
+		var batch []Entry
+		for range size + 1 {
+			batch = append(batch, FromRecord(record(n, "bot_a", routes[n%3], statuses[n%5], t0.Add(time.Duration(n)*time.Millisecond))))
+			n++
+		}
+		require.NoError(t, l.Write(ctx, batch...))
+		batches = append(batches, batch)
+	}
+	groups := 0
+	for _, b := range batches {
+		seen := map[string]bool{}
+		for _, e := range b {
+			seen[e.Route+StatusClass(e.Status)] = true
+		}
+		groups += len(seen)
+	}
+	blocks, err := st.Query(ctx, store.Query{PK: partition("bot_a")})
+	require.NoError(t, err)
+	assert.Len(t, blocks.Items, groups, "a block per route and class of a batch, not an item per entry")
+	assert.Less(t, groups, n)
+
+	want := func(f Filter) []string { // newest batch first, newest first within it
+		var ids []string
+		for i := len(batches) - 1; i >= 0; i-- {
+			var in []string
+			for _, e := range batches[i] {
+				if (f.Route == "" || e.Route == f.Route) && (f.StatusClass == "" || StatusClass(e.Status) == f.StatusClass) {
+					in = append(in, e.ID)
+				}
+			}
+			slices.Sort(in)
+			slices.Reverse(in)
+			ids = append(ids, in...)
+		}
+		return ids
+	}
+	for _, f := range []Filter{{}, {StatusClass: "2xx"}, {Route: routes[1]}, {Route: routes[0], StatusClass: "5xx"}} {
+		for _, limit := range []int{1, 2, 5, 7, 100} {
+			var got []string
+			cursor := ""
+			for pages := 0; ; pages++ {
+				require.Less(t, pages, 200, "the cursor advances")
+				page, next, err := l.List(ctx, "bot_a", f, limit, cursor)
+				require.NoError(t, err)
+				assert.LessOrEqual(t, len(page), limit)
+				for _, e := range page {
+					got = append(got, e.ID)
+					assert.Equal(t, "bot_a", e.BotID)
+					assert.Equal(t, 1.5, e.LatencyMS)
+				}
+				if next == "" {
+					break
+				}
+				cursor = next
+			}
+			assert.Equal(t, want(f), got, "filter %+v, limit %d", f, limit)
+		}
+	}
+	_, _, err = l.List(ctx, "bot_a", Filter{}, 10, "not-a-cursor")
+	assert.Equal(t, "invalid_cursor", httpapi.AsError(err).Code)
+}
+
+// A page of a filter with few matches stops after maxScans store pages, at a batch, with
+// next set, and the listing goes on from there.
+func TestSparseFilterPagesOn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithDurability(sqlite.Normal),
+		sqlite.WithClock(func() time.Time { return t0.Add(time.Hour) }))
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	l := NewLog(st)
+	const route = "GET /api/bots/{botID}"
+	require.NoError(t, l.RecordRequest(ctx, record(0, "bot_a", route, 503, t0)))
+	for i := 1; i <= maxScans*scanBlocks+20; i++ { // more blocks than one page reads
+		require.NoError(t, l.RecordRequest(ctx, record(i, "bot_a", route, 200, t0.Add(time.Duration(i)*time.Millisecond))))
+	}
+	page, next, err := l.List(ctx, "bot_a", Filter{Route: route, StatusClass: "5xx"}, 10, "")
+	require.NoError(t, err)
+	assert.Empty(t, page, "ten store pages of 2xx")
+	require.NotEmpty(t, next)
+	page, next, err = l.List(ctx, "bot_a", Filter{Route: route, StatusClass: "5xx"}, 10, next)
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	assert.Equal(t, "req-0", page[0].RequestID)
+	assert.Empty(t, next)
+}
+
+// A block takes entries while its row stays small enough for SQLite to keep it in its
+// B-tree page (maxRow), so that one busy route's batch is many small rows, all listed.
+func TestBlocksStaySmall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	l := openLog(t, t0.Add(time.Hour))
+	var batch []Entry
+	for i := range maxBatch {
+		batch = append(batch, FromRecord(record(i, "bot_a", "GET /api/bots/{botID}", 200, t0.Add(time.Duration(i)*time.Millisecond))))
+	}
+	require.NoError(t, l.Write(ctx, batch...))
+	items := 0
+	for cursor := ""; ; {
+		page, err := l.store.Query(ctx, store.Query{PK: partition("bot_a"), Cursor: cursor})
+		require.NoError(t, err)
+		for _, it := range page.Items {
+			items++
+			row := len(it.PK) + len(it.SK) + len(it.GSI1.PK) + len(it.GSI1.SK) + len(it.GSI2.PK) + len(it.GSI2.SK) + len(it.Data)
+			assert.LessOrEqual(t, row, maxRow, it.SK)
+		}
+		if cursor = page.Next; cursor == "" {
+			break
+		}
+	}
+	assert.Less(t, items, maxBatch/4, "several entries a block")
+	var n int
+	for cursor := ""; ; {
+		page, next, err := l.List(ctx, "bot_a", Filter{}, 1000, cursor)
+		require.NoError(t, err)
+		n += len(page)
+		if cursor = next; cursor == "" {
+			break
+		}
+	}
+	assert.Equal(t, maxBatch, n)
 }
 
 func TestEntriesExpireAfterRetention(t *testing.T) {

@@ -150,17 +150,32 @@ func limitBucket(n int) int {
 	return b
 }
 
-// queryStmt returns a prepared statement for a query's SQL text, preparing it once. Query
-// shapes are few (index x bounds x direction x cursor), so the cache stays small.
+// queryStmt returns a prepared statement of the read pool for a query's SQL text.
 func (s *Store) queryStmt(ctx context.Context, text string) (*sql.Stmt, error) {
+	return s.cachedStmt(ctx, s.read, text)
+}
+
+// cachedStmt returns a prepared statement of db (the store's read or write pool) for text,
+// preparing it once. The shapes are few (queries: index x bounds x direction x cursor;
+// batched reads and increments: one per size), so the cache stays small; a text belongs to
+// one pool (reads are SELECTs, writes are not). The lock is not held while preparing: a
+// statement of the write pool waits for its one connection, which a batch may hold.
+func (s *Store) cachedStmt(ctx context.Context, db *sql.DB, text string) (*sql.Stmt, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st, ok := s.queries[text]; ok {
+	st, ok := s.queries[text]
+	s.mu.Unlock()
+	if ok {
 		return st, nil
 	}
-	st, err := s.read.PrepareContext(ctx, text)
+	st, err := db.PrepareContext(ctx, text)
 	if err != nil {
 		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if first, ok := s.queries[text]; ok { // prepared meanwhile by another caller
+		st.Close()
+		return first, nil
 	}
 	s.queries[text] = st
 	return st, nil

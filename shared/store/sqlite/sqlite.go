@@ -43,15 +43,17 @@ type Store struct {
 	delIfLive     *sql.Stmt
 	delIfRevision *sql.Stmt
 	add           *sql.Stmt
-	addLive       *sql.Stmt
 	current       *sql.Stmt
 	sweep         *sql.Stmt
 
 	// writer applies and commits every write (batch.go).
 	writer *Writer
 
+	// cache answers Get while the file has not changed (readcache.go).
+	cache *readCache
+
 	mu      sync.Mutex
-	queries map[string]*sql.Stmt // query statements by SQL text; the set of shapes is small
+	queries map[string]*sql.Stmt // statements prepared on demand, by SQL text (cachedStmt)
 
 	// Under Full durability the write connection commits as SQLite's NORMAL does (the WAL
 	// written, not synced) and the store syncs the WAL itself (durable, Flush): so that
@@ -151,7 +153,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 
-	// The writes are synced by the store, not by SQLite (see Store.syncWAL).
+	// The writes are synced by the store, not by SQLite (see Store.wal).
 	write, err := sql.Open("sqlite", dsn(path, o.busyTimeout, Normal, false))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -188,6 +190,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: prepare %s: %w", path, mapErr(err))
 	}
+	s.cache = openReadCache(path + "-shm")
 	// The migration committed through the write connection, unsynced.
 	if err := s.durable(context.Background(), "migrate"); err != nil {
 		s.Close()
@@ -361,19 +364,6 @@ func (s *Store) prepare(ctx context.Context) error {
 		gsi1sk = excluded.gsi1sk, gsi2pk = excluded.gsi2pk, gsi2sk = excluded.gsi2sk`
 	const update = `UPDATE items SET revision = ?3, data = ?4, count = ?5, expires = ?6,
 		gsi1pk = ?7, gsi1sk = ?8, gsi2pk = ?9, gsi2sk = ?10 WHERE pk = ?1 AND sk = ?2 AND `
-	// The conflict branch of Add restarts an expired row from nothing, because an expired
-	// item counts as absent; SET expressions all read the old row, so the order is free.
-	const add = `INSERT INTO items (pk, sk, count, expires) VALUES (?1, ?2, ?3, ?4)
-		ON CONFLICT (pk, sk) DO UPDATE SET
-		count    = CASE WHEN %[1]s THEN items.count + excluded.count ELSE excluded.count END,
-		expires  = CASE WHEN excluded.expires != 0 THEN excluded.expires WHEN %[1]s THEN items.expires ELSE 0 END,
-		revision = CASE WHEN %[1]s THEN items.revision ELSE 0 END,
-		data     = CASE WHEN %[1]s THEN items.data END,
-		gsi1pk   = CASE WHEN %[1]s THEN items.gsi1pk END,
-		gsi1sk   = CASE WHEN %[1]s THEN items.gsi1sk END,
-		gsi2pk   = CASE WHEN %[1]s THEN items.gsi2pk END,
-		gsi2sk   = CASE WHEN %[1]s THEN items.gsi2sk END
-		RETURNING count`
 	stmts := []struct {
 		dst *(*sql.Stmt)
 		db  *sql.DB
@@ -388,12 +378,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.delAlways, s.write, `DELETE FROM items WHERE pk = ?1 AND sk = ?2`},
 		{&s.delIfLive, s.write, `DELETE FROM items WHERE pk = ?1 AND sk = ?2 AND ` + live("", 3)},
 		{&s.delIfRevision, s.write, `DELETE FROM items WHERE pk = ?1 AND sk = ?2 AND ` + live("", 3) + ` AND revision = ?4`},
-		{&s.add, s.write, fmt.Sprintf(add, live("items.", 5))},
-		// Add's common case, a live counter whose expiry does not change: only its count
-		// is set, a column no index holds, where the upsert above sets every indexed column
-		// and so rewrites the row's entry in every index.
-		{&s.addLive, s.write, `UPDATE items SET count = count + ?3
-			WHERE pk = ?1 AND sk = ?2 AND ` + live("", 5) + ` AND (?4 = 0 OR expires = ?4) RETURNING count`},
+		{&s.add, s.write, addSQL(1) + ` RETURNING count`},
 		{&s.current, s.write, `SELECT revision FROM items WHERE pk = ?1 AND sk = ?2 AND ` + live("", 3)},
 		{&s.sweep, s.write, `DELETE FROM items WHERE (pk, sk) IN
 			(SELECT pk, sk FROM items WHERE expires != 0 AND expires <= ?1 LIMIT ?2)`},
@@ -421,12 +406,12 @@ func (s *Store) Close() error {
 	}
 	s.mu.Unlock()
 	for _, st := range []*sql.Stmt{s.get, s.putAlways, s.putIfAbsent, s.putIfLive, s.putIfRevision,
-		s.delAlways, s.delIfLive, s.delIfRevision, s.add, s.addLive, s.current, s.sweep} {
+		s.delAlways, s.delIfLive, s.delIfRevision, s.add, s.current, s.sweep} {
 		if st != nil {
 			st.Close()
 		}
 	}
-	return errors.Join(s.read.Close(), s.write.Close())
+	return errors.Join(s.cache.close(), s.read.Close(), s.write.Close())
 }
 
 // Get implements store.Store.
@@ -434,12 +419,24 @@ func (s *Store) Get(ctx context.Context, key store.Key) (store.Item, error) {
 	if err := key.Validate(); err != nil {
 		return store.Item{}, fmt.Errorf("sqlite: get: %w", err)
 	}
-	it, err := scanItem(s.get.QueryRowContext(ctx, key.PK, key.SK, s.now().Unix()))
+	now := s.now()
+	// The header is read before the row: a commit after it, even one the read below
+	// already sees, makes the entry stale at once, never a stale entry current.
+	v, cacheable := s.cache.header()
+	if cacheable {
+		if it, ok := s.cache.get(key, v, now); ok {
+			return it, nil
+		}
+	}
+	it, err := scanItem(s.get.QueryRowContext(ctx, key.PK, key.SK, now.Unix()))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Item{}, store.ErrNotFound
 	}
 	if err != nil {
 		return store.Item{}, fmt.Errorf("sqlite: get: %w", mapErr(err))
+	}
+	if cacheable {
+		s.cache.put(key, it, v)
 	}
 	return it, nil
 }
@@ -532,7 +529,7 @@ func (s *Store) Add(ctx context.Context, key store.Key, delta int64, expiresAt t
 	now := s.now().Unix()
 	var n int64
 	err := s.writer.Submit(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
-		n, err = s.addOn(ctx, tx, key, delta, expiresAt, now)
+		n, err = s.addOn(ctx, tx.StmtContext(ctx, s.add), key, delta, expiresAt, now)
 		return err
 	})
 	if err != nil {
@@ -541,23 +538,47 @@ func (s *Store) Add(ctx context.Context, key store.Key, delta int64, expiresAt t
 	return n, s.durable(ctx, "add")
 }
 
-// addOn adds delta to key's count in tx: an update of a live counter's count when that is all
-// that changes (addLive), else the upsert.
-func (s *Store) addOn(ctx context.Context, tx *sql.Tx, key store.Key, delta int64, expiresAt time.Time, now int64) (int64, error) {
-	exp := unixExpiry(expiresAt)
-	n, err := count(ctx, tx.StmtContext(ctx, s.addLive), key.PK, key.SK, delta, exp, now)
-	if !errors.Is(err, errNoRow) {
-		return n, err
+// addSQL is the upsert of n increments, bound as ?2..?4n+1 (key, delta, expiry of each) at
+// the time ?1. The conflict branch restarts an expired row from nothing, because an expired
+// item counts as absent; SET expressions all read the old row, so the order is free. SQLite
+// applies a VALUES list's rows in turn, so each row's conflict sees the rows before it.
+func addSQL(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO items (pk, sk, count, expires) VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "(?%d, ?%d, ?%d, ?%d)", 4*i+2, 4*i+3, 4*i+4, 4*i+5)
 	}
-	return count(ctx, tx.StmtContext(ctx, s.add), key.PK, key.SK, delta, exp, now)
+	fmt.Fprintf(&b, ` ON CONFLICT (pk, sk) DO UPDATE SET
+		count    = CASE WHEN %[1]s THEN items.count + excluded.count ELSE excluded.count END,
+		expires  = CASE WHEN excluded.expires != 0 THEN excluded.expires WHEN %[1]s THEN items.expires ELSE 0 END,
+		revision = CASE WHEN %[1]s THEN items.revision ELSE 0 END,
+		data     = CASE WHEN %[1]s THEN items.data END,
+		gsi1pk   = CASE WHEN %[1]s THEN items.gsi1pk END,
+		gsi1sk   = CASE WHEN %[1]s THEN items.gsi1sk END,
+		gsi2pk   = CASE WHEN %[1]s THEN items.gsi2pk END,
+		gsi2sk   = CASE WHEN %[1]s THEN items.gsi2sk END`, live("items.", 1))
+	return b.String()
 }
 
-// errNoRow: a statement returned no row.
-var errNoRow = errors.New("no row returned")
+// addAll applies a transaction's increments (at most store.MaxTransactWrites, keys distinct)
+// with st, the statement of addSQL(len(adds)).
+func addAll(ctx context.Context, st *sql.Stmt, adds []*store.Increment, now int64) error {
+	args := make([]any, 1, 1+4*len(adds))
+	args[0] = now
+	for _, a := range adds {
+		args = append(args, a.Key.PK, a.Key.SK, a.Delta, unixExpiry(a.ExpiresAt))
+	}
+	if _, err := st.ExecContext(ctx, args...); err != nil {
+		return fmt.Errorf("increments: %w", err)
+	}
+	return nil
+}
 
-// count runs st, which returns one row of one integer, and returns it.
-func count(ctx context.Context, st *sql.Stmt, args ...any) (int64, error) {
-	rows, err := st.QueryContext(ctx, args...)
+func (s *Store) addOn(ctx context.Context, st *sql.Stmt, key store.Key, delta int64, expiresAt time.Time, now int64) (int64, error) {
+	rows, err := st.QueryContext(ctx, now, key.PK, key.SK, delta, unixExpiry(expiresAt))
 	if err != nil {
 		return 0, err
 	}
@@ -567,7 +588,7 @@ func count(ctx context.Context, st *sql.Stmt, args ...any) (int64, error) {
 		if err := rows.Err(); err != nil {
 			return 0, err
 		}
-		return 0, errNoRow
+		return 0, errors.New("upsert returned no row")
 	}
 	if err := rows.Scan(&n); err != nil {
 		return 0, err
@@ -590,8 +611,30 @@ func (s *Store) Transact(ctx context.Context, writes []store.Write) error {
 		return fmt.Errorf("sqlite: transact: %w", err)
 	}
 	now := s.now().Unix()
+	// The increments, when there are several, go in one statement after the other writes:
+	// they take no condition and touch keys no other write does, so their order is free,
+	// and one statement costs a fraction of one each (a request meters several counters).
+	var adds []*store.Increment
+	for _, w := range writes {
+		if w.Add != nil {
+			adds = append(adds, w.Add)
+		}
+	}
+	var addStmt *sql.Stmt
+	if len(adds) < 2 {
+		adds = nil
+	} else {
+		// Prepared here, not inside the batch, which holds the write pool's one connection.
+		var err error
+		if addStmt, err = s.cachedStmt(ctx, s.write, addSQL(len(adds))); err != nil {
+			return fmt.Errorf("sqlite: transact: %w", mapErr(err))
+		}
+	}
 	err := s.writer.Submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for i, w := range writes {
+			if w.Add != nil && adds != nil {
+				continue
+			}
 			if err := s.apply(ctx, tx, w, now); err != nil {
 				var ce *store.ConditionError
 				if errors.As(err, &ce) {
@@ -599,6 +642,9 @@ func (s *Store) Transact(ctx context.Context, writes []store.Write) error {
 				}
 				return fmt.Errorf("write %d: %w", i, err)
 			}
+		}
+		if adds != nil {
+			return addAll(ctx, tx.StmtContext(ctx, addStmt), adds, now)
 		}
 		return nil
 	})
@@ -642,7 +688,7 @@ func (s *Store) apply(ctx context.Context, tx *sql.Tx, w store.Write, now int64)
 		_, err := tx.StmtContext(ctx, s.delAlways).ExecContext(ctx, key.PK, key.SK)
 		return err
 	case w.Add != nil:
-		_, err := s.addOn(ctx, tx, key, w.Add.Delta, w.Add.ExpiresAt, now)
+		_, err := s.addOn(ctx, tx.StmtContext(ctx, s.add), key, w.Add.Delta, w.Add.ExpiresAt, now)
 		return err
 	default: // Check: the condition was the whole point
 		return nil

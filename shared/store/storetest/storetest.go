@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T, now func() time.Time) store.Store
 		{"ExpiryAndConditions", testExpiryConditions},
 		{"ExpiryAndPaging", testExpiryPaging},
 		{"Transact", testTransact},
+		{"TransactIncrements", testTransactIncrements},
 		{"TransactConditionFailure", testTransactFailure},
 		{"TransactInvalid", testTransactInvalid},
 		{"InvalidQueries", testInvalidQueries},
@@ -1213,6 +1214,57 @@ func testTransact(t *testing.T, h *harness) {
 	}
 	require.NoError(t, h.s.Transact(ctx, writes))
 	assert.Len(t, h.query(t, store.Query{PK: h.pk("max")}).Items, store.MaxTransactWrites)
+}
+
+// A transaction's increments behave as Add does, each on its own key, however many there
+// are (a store may apply them together), beside other writes and in a failing transaction.
+func testTransactIncrements(t *testing.T, h *harness) {
+	ctx := h.ctx
+	k := func(name string) store.Key { return h.key("p", name) }
+	_, err := h.s.Add(ctx, k("old"), 5, start().Add(time.Hour))
+	require.NoError(t, err)
+	_, err = h.s.Add(ctx, k("stale"), 9, start().Add(time.Second))
+	require.NoError(t, err)
+	doc := store.Item{Key: k("doc"), Revision: 3, Data: []byte(`{"a":1}`), Count: 10, GSI1: store.IndexKey{PK: h.pk("g"), SK: "s"}}
+	h.put(t, doc)
+	h.clock.Advance(2 * time.Second) // "stale" has expired: it counts as absent
+	e := start().Add(2 * time.Hour)
+	require.NoError(t, h.s.Transact(ctx, []store.Write{
+		store.AddOp(k("new"), 2, e),
+		store.PutOp(store.Item{Key: k("put"), Revision: 1}, store.MustNotExist),
+		store.AddOp(k("old"), -1, time.Time{}),
+		store.AddOp(k("stale"), 4, time.Time{}),
+		store.AddOp(k("doc"), 1, time.Time{}),
+	}))
+	assertItem(t, store.Item{Key: k("new"), Count: 2, ExpiresAt: e}, h.get(t, k("new")))
+	assertItem(t, store.Item{Key: k("old"), Count: 4, ExpiresAt: start().Add(time.Hour)}, h.get(t, k("old")))
+	assertItem(t, store.Item{Key: k("stale"), Count: 4}, h.get(t, k("stale")))
+	doc.Count = 11
+	assertItem(t, doc, h.get(t, k("doc")))
+	h.get(t, k("put"))
+
+	// A failing condition undoes the increments with the rest.
+	err = h.s.Transact(ctx, []store.Write{
+		store.AddOp(k("new"), 100, time.Time{}),
+		store.AddOp(k("other"), 100, time.Time{}),
+		store.PutOp(store.Item{Key: k("put"), Revision: 2}, store.MustNotExist),
+	})
+	requireConditionFailed(t, err, 2)
+	assert.Equal(t, int64(2), h.get(t, k("new")).Count)
+	h.requireMissing(t, k("other"))
+
+	// As many increments as a transaction holds.
+	var writes []store.Write
+	for i := range store.MaxTransactWrites {
+		writes = append(writes, store.AddOp(h.key("many", fmt.Sprintf("%03d", i)), int64(i), time.Time{}))
+	}
+	require.NoError(t, h.s.Transact(ctx, writes))
+	require.NoError(t, h.s.Transact(ctx, writes))
+	items := h.queryAll(t, store.Query{PK: h.pk("many")})
+	require.Len(t, items, store.MaxTransactWrites)
+	for i, it := range items {
+		assert.Equal(t, int64(2*i), it.Count, it.SK)
+	}
 }
 
 func testTransactFailure(t *testing.T, h *harness) {
