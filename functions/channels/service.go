@@ -26,6 +26,8 @@ type Service struct {
 	// publicURL is the deployment's public base URL ("" when it has none, as a laptop):
 	// webhooks are registered with providers only when it is set.
 	publicURL string
+	// opened caches opened credentials (opened.go).
+	opened *opened
 }
 
 // NewService returns a Service. adapters are the providers this deployment speaks to.
@@ -34,7 +36,7 @@ func NewService(st store.Store, sealer secrets.Sealer, adapters []channel.Adapte
 	for _, a := range adapters {
 		m[a.Kind()] = a
 	}
-	return &Service{store: st, secrets: sealer, adapters: m, now: now, publicURL: strings.TrimRight(publicURL, "/")}
+	return &Service{store: st, secrets: sealer, adapters: m, now: now, publicURL: strings.TrimRight(publicURL, "/"), opened: &opened{}}
 }
 
 // Adapter returns the adapter of a channel type.
@@ -303,6 +305,10 @@ func (s *Service) load(ctx context.Context, id string) (record, int64, error) {
 
 func errNotFound() error { return httpapi.NotFound("channel") }
 
+func errOpen(what, id string, err error) error {
+	return fmt.Errorf("open channel %s %s: %w", id, what, err)
+}
+
 // Get returns a channel of the bot.
 func (s *Service) Get(ctx context.Context, bot, id string) (Channel, error) {
 	rec, _, err := s.load(ctx, id)
@@ -385,13 +391,9 @@ func (s *Service) resolvePointer(ctx context.Context, key store.Key) (Resolved, 
 }
 
 func (s *Service) open(ctx context.Context, rec record) (Resolved, error) {
-	creds, err := s.secrets.Open(ctx, rec.Credentials, aad(rec.ID, "credentials"))
+	creds, secret, err := s.opened.open(ctx, s.secrets, rec)
 	if err != nil {
-		return Resolved{}, fmt.Errorf("open channel %s credentials: %w", rec.ID, err)
-	}
-	secret, err := s.secrets.Open(ctx, rec.WebhookSecret, aad(rec.ID, "webhook_secret"))
-	if err != nil {
-		return Resolved{}, fmt.Errorf("open channel %s webhook secret: %w", rec.ID, err)
+		return Resolved{}, err
 	}
 	return Resolved{
 		Channel:       rec.Channel,

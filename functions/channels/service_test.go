@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/secrets"
 	"github.com/botplatform/api/shared/secrets/keyfile"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
@@ -184,4 +186,51 @@ func TestConnectRefusals(t *testing.T) {
 	list, _, err := s.List(ctx, "bot_a", 10, "")
 	require.NoError(t, err)
 	assert.Empty(t, list, "nothing stored by a refused connect")
+}
+
+// countingSealer counts the values it opens.
+type countingSealer struct {
+	secrets.Sealer
+	opens atomic.Int64
+}
+
+func (c *countingSealer) Open(ctx context.Context, sealed, aad []byte) ([]byte, error) {
+	c.opens.Add(1)
+	return c.Sealer.Open(ctx, sealed, aad)
+}
+
+// A channel's credentials are opened once per process while its record holds the same
+// sealed values: new credentials stored by another process (a second Lambda container, the
+// admin CLI) are used at once, and a disconnected channel no longer resolves.
+func TestOpenedCredentialsAreCachedWhileTheRecordHoldsThem(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	key, err := keyfile.New(make([]byte, 32))
+	require.NoError(t, err)
+	st := sqlitetest.Open(t)
+	now := func() time.Time { return time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC) }
+	wa := &fakeAdapter{kind: channel.WhatsApp, lookup: "phone-1"}
+	sealer := &countingSealer{Sealer: key}
+	a := NewService(st, sealer, []channel.Adapter{wa}, now, "")
+	b := NewService(st, key, []channel.Adapter{wa}, now, "") // another process
+
+	c, err := b.Connect(ctx, "acct_a", "bot_a", channel.WhatsApp, "", &fakeCreds{Key: "good"})
+	require.NoError(t, err)
+	for range 3 {
+		r, err := a.ResolveBot(ctx, "bot_a", channel.WhatsApp)
+		require.NoError(t, err)
+		assert.JSONEq(t, `{"key":"good"}`, string(r.Conn.Credentials))
+	}
+	assert.Equal(t, int64(2), sealer.opens.Load(), "the credentials and the webhook secret, once")
+
+	_, err = b.ReplaceCredentials(ctx, "bot_a", c.ID, &fakeCreds{Key: "good2"})
+	require.NoError(t, err)
+	r, err := a.Resolve(ctx, c.ID)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"key":"good2"}`, string(r.Conn.Credentials), "the new credentials at once")
+	assert.Equal(t, int64(4), sealer.opens.Load())
+
+	require.NoError(t, b.Disconnect(ctx, "bot_a", c.ID))
+	_, err = a.Resolve(ctx, c.ID)
+	assert.Equal(t, "not_found", problemCode(err))
 }

@@ -29,20 +29,29 @@ func (r *Runtime) runEvent(rec *record, name string, props map[string]any) event
 		Channel: string(rec.Channel), Source: eventlog.SourceRuntime, Properties: p}
 }
 
-// recordSaved appends the events of what save just stored: fresh tells a run's first save;
-// e is the entry written with it (nil for none).
+// recordSaved appends the events of what save just stored (savedEvents), in one append.
 func (r *Runtime) recordSaved(ctx context.Context, rec *record, fresh bool, e *Entry) {
 	if r.events == nil {
 		return
 	}
+	eventlog.EmitAll(ctx, r.events, r.log, r.savedEvents(rec, fresh, e))
+}
+
+// savedEvents are the events of a stored transition of rec: fresh tells a run's first save;
+// e is the entry written with it (nil for none).
+func (r *Runtime) savedEvents(rec *record, fresh bool, e *Entry) []eventlog.Event {
+	var evs []eventlog.Event
+	add := func(cause string, ev eventlog.Event) {
+		ev.ID = eventlog.CauseID(cause)
+		evs = append(evs, ev)
+	}
 	if fresh {
-		eventlog.Emit(ctx, r.events, r.log, "reaction_started:"+rec.BotID+":"+rec.ID, r.runEvent(rec, eventlog.ReactionStarted, nil))
+		add("reaction_started:"+rec.BotID+":"+rec.ID, r.runEvent(rec, eventlog.ReactionStarted, nil))
 	}
 	if e != nil {
 		if id, ok := e.Outcome["message_id"].(string); ok && id != "" {
 			seq := strconv.Itoa(rec.Seq)
-			eventlog.Emit(ctx, r.events, r.log, "message_sent:"+rec.BotID+":"+rec.ID+":"+seq,
-				r.runEvent(rec, eventlog.MessageSent, map[string]any{"step_id": e.StepID}))
+			add("message_sent:"+rec.BotID+":"+rec.ID+":"+seq, r.runEvent(rec, eventlog.MessageSent, map[string]any{"step_id": e.StepID}))
 		}
 	}
 	switch rec.Status {
@@ -51,28 +60,31 @@ func (r *Runtime) recordSaved(ctx context.Context, rec *record, fresh bool, e *E
 		if rec.EndReason != nil {
 			props["end_reason"] = *rec.EndReason
 		}
-		eventlog.Emit(ctx, r.events, r.log, "reaction_completed:"+rec.BotID+":"+rec.ID, r.runEvent(rec, eventlog.ReactionCompleted, props))
+		add("reaction_completed:"+rec.BotID+":"+rec.ID, r.runEvent(rec, eventlog.ReactionCompleted, props))
 	case StatusFailed:
-		eventlog.Emit(ctx, r.events, r.log, "reaction_failed:"+rec.BotID+":"+rec.ID, r.runEvent(rec, eventlog.ReactionFailed, nil))
+		add("reaction_failed:"+rec.BotID+":"+rec.ID, r.runEvent(rec, eventlog.ReactionFailed, nil))
 	}
+	return evs
 }
 
-// recordInbound appends an inbound update's events once its claim is stored: the message
-// received and, for a first contact, the subscriber's creation. cause is the update's claim
-// key, which names the update.
-func (r *Runtime) recordInbound(ctx context.Context, bot, sub, kind, cause string, first bool) {
-	if r.events == nil || sub == "" {
-		return
+// inboundEvents are an inbound update's events, appended once its claim is stored: the
+// message received and, for a first contact, the subscriber's creation. cause is the
+// update's claim key, which names the update.
+func (r *Runtime) inboundEvents(bot, sub, kind, cause string, first bool) []eventlog.Event {
+	if sub == "" {
+		return nil
 	}
-	at := r.now()
-	ev := eventlog.Event{BotID: bot, SubscriberID: sub, At: at, Channel: kind, Source: eventlog.SourceRuntime}
+	ev := eventlog.Event{BotID: bot, SubscriberID: sub, At: r.now(), Channel: kind, Source: eventlog.SourceRuntime}
+	var evs []eventlog.Event
 	if first {
+		// The subscribers family records it too, under the same id; this one covers an
+		// earlier attempt that created the subscriber and stopped before recording it.
 		created := ev
-		created.Name = eventlog.SubscriberCreated
-		eventlog.Emit(ctx, r.events, r.log, "subscriber_created:"+bot+":"+sub, created)
+		created.ID, created.Name = eventlog.CauseID("subscriber_created:"+bot+":"+sub), eventlog.SubscriberCreated
+		evs = append(evs, created)
 	}
-	ev.Name = eventlog.MessageReceived
-	eventlog.Emit(ctx, r.events, r.log, "message_received:"+cause, ev)
+	ev.ID, ev.Name = eventlog.CauseID("message_received:"+cause), eventlog.MessageReceived
+	return append(evs, ev)
 }
 
 // The runtime also keeps the flow counters of every reaction version (shared/flowstats,

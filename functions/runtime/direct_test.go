@@ -19,7 +19,7 @@ const emailKind = channel.Kind("email")
 // emailSender is a subscriber of the email channel type, as an inbound email route creates.
 func (f *fixture) emailSender(addr string) Subscriber {
 	f.t.Helper()
-	sub, _, err := f.subs.Upsert(f.t.Context(), f.bot, emailKind, addr, Profile{})
+	sub, _, err := f.subs.Upsert(f.t.Context(), f.bot, emailKind, addr, Profile{}, nil)
 	require.NoError(f.t, err)
 	return sub
 }

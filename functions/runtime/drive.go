@@ -137,7 +137,10 @@ func (r *Runtime) steps(ctx context.Context, h *handling, rec *record) error {
 	for i, s := range flow.Steps {
 		d.index[s.ID] = i
 	}
-	if d.sub, err = r.subs.Get(ctx, rec.BotID, rec.SubscriberID); errors.Is(err, ErrNotFound) {
+	if sender := h.sender; sender != nil && sender.ID == rec.SubscriberID {
+		h.sender = nil // read anew by a later run, which may follow steps that changed them
+		d.sub = *sender
+	} else if d.sub, err = r.subs.Get(ctx, rec.BotID, rec.SubscriberID); errors.Is(err, ErrNotFound) {
 		return d.stop(ctx, "subscriber_gone", "the subscriber was erased")
 	} else if err != nil {
 		return err
@@ -194,6 +197,10 @@ func (d *driver) step(ctx context.Context, s Step) error {
 	}
 	rec.Retry = nil
 	e.DurationMS = float64(d.r.now().Sub(start).Microseconds()) / 1000
+	if rec.Status == StatusRunning && (rec.Cursor < 0 || rec.Cursor >= len(d.flow.Steps)) {
+		// The last step: the run ends in the step's write rather than in one of its own.
+		rec.finish(StatusCompleted, EndLastStep, d.r.now())
+	}
 	return d.commit(ctx, e, extra)
 }
 
@@ -222,8 +229,16 @@ func (d *driver) commit(ctx context.Context, e *Entry, extra []store.Write) erro
 		}
 		rec.Added = nil
 	}
+	// The run's last write of this handler: nothing left to send, no run to start next.
+	last := d.h.done != nil && rec.Status != StatusRunning && len(rec.Outbox) == 0 && rec.Next == nil
+	if last {
+		extra = append(slices.Clip(extra), *d.h.done)
+	}
 	if err := d.r.save(ctx, rec, e, extra...); err != nil {
 		return err
+	}
+	if last {
+		d.h.done, d.h.doneWritten = nil, true
 	}
 	if p := d.superseded; p != nil {
 		d.superseded = nil
@@ -438,6 +453,10 @@ func (d *driver) open(ctx context.Context) (bool, error) {
 	if d.opened {
 		return true, nil
 	}
+	if c := d.h.channel; c != nil && c.bot == d.rec.BotID && c.kind == d.rec.Channel {
+		d.adapter, d.conn, d.opened = c.adapter, c.conn, true // opened by the claim
+		return true, nil
+	}
 	a, conn, err := d.r.channels.Open(ctx, d.rec.BotID, d.rec.Channel)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
@@ -476,6 +495,11 @@ func (d *driver) sendMessage(ctx context.Context, e *Entry, m channel.Message) (
 		m.QuickReplies = false
 	}
 	m.Key = sendKey(d.rec.ID, d.rec.Seq+1, e.StepID)
+	// What decided this send (the event's claim, the run's state) is on disk before the
+	// provider sees it (deferSyncs).
+	if err := store.DeferralOf(ctx).Sync(ctx); err != nil {
+		return "", fmt.Errorf("runtime: sync before sending: %w", err)
+	}
 	id, err := d.adapter.Send(ctx, d.conn, d.sub.ExternalID, m)
 	if err == nil {
 		return id, nil

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/stats"
 	"github.com/botplatform/api/shared/store"
@@ -165,7 +166,7 @@ func (r *Runtime) handleEvent(ctx context.Context, h *handling, ev *event) error
 	cl, err := r.loadClaim(ctx, ev.key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		if cl, err = r.claim(ctx, ev); err != nil {
+		if cl, err = r.claim(ctx, h, ev); err != nil {
 			return err
 		}
 	case err != nil:
@@ -174,17 +175,27 @@ func (r *Runtime) handleEvent(ctx context.Context, h *handling, ev *event) error
 	if cl.Done {
 		return nil
 	}
-	for _, a := range cl.Plan {
-		if err := r.apply(ctx, h, ev, cl, a); err != nil {
-			return err
-		}
-	}
-	cl.Done = true
-	data, err := store.Encode(cl)
+	done := *cl
+	done.Done = true
+	data, err := store.Encode(done)
 	if err != nil {
 		return err
 	}
 	it := store.Item{Key: ev.key, Data: data, Revision: cl.rev + 1, ExpiresAt: cl.ClaimedAt.Add(ClaimRetention)}
+	for i, a := range cl.Plan {
+		if i == len(cl.Plan)-1 && (a.Kind == actStart || a.Kind == actResume) {
+			// The run this last action drives may mark the event done in its own last
+			// write (driver.commit), which is then the handler's last write too.
+			w := store.PutOp(it, store.Always)
+			h.done = &w
+		}
+		if err := r.apply(ctx, h, ev, cl, a); err != nil {
+			return err
+		}
+	}
+	if h.doneWritten {
+		return nil
+	}
 	if err := r.store.Put(ctx, it, store.RevisionIs(cl.rev)); err != nil && !errors.Is(err, store.ErrConditionFailed) {
 		// The work is done; a redelivery finds every action already applied.
 		return fmt.Errorf("runtime: mark event done: %w", err)
@@ -193,71 +204,138 @@ func (r *Runtime) handleEvent(ctx context.Context, h *handling, ev *event) error
 }
 
 // claim decides what ev does and writes the decision. When another handler claimed it
-// first, its claim is returned.
-func (r *Runtime) claim(ctx context.Context, ev *event) (*claim, error) {
+// first, its claim is returned. An inbound update's claim commits in the transaction of its
+// sender's upsert, with the sender counted active; a plan that only starts a run creates the
+// run in it too, for h to drive (h.started).
+func (r *Runtime) claim(ctx context.Context, h *handling, ev *event) (*claim, error) {
 	now := r.now()
-	cl := &claim{ClaimedAt: now.UTC(), Plan: []action{}}
-	var extra []store.Write
-	var inbound func() // records the update's events once its claim is stored
-	switch {
-	case ev.delivery != nil:
-		d := ev.delivery
+	cause := ev.key.PK + "/" + ev.key.SK
+	var cl *claim
+	var run *record
+	var events []eventlog.Event // the update's events, appended once its claim is stored
+	var active []store.Write
+	var sender *Subscriber // as the upsert that commits the claim leaves them
+	// decide makes the claim of ev, given its sender (nil: none, or one the subscribers
+	// family refuses), and returns its writes, the claim's first. It only plans: it runs
+	// again when the upsert it commits with meets another writer.
+	decide := func(sub *Subscriber, first, countActive bool) ([]store.Write, error) {
+		cl = &claim{ClaimedAt: now.UTC(), Plan: []action{}}
+		run, events, active, sender = nil, nil, nil, sub
+		var extra []store.Write
+		switch {
+		case ev.delivery != nil:
+			d := ev.delivery
+			if sub == nil {
+				cl.Done = true // a sender the subscribers family refuses: counted, nothing to run
+			} else {
+				cl.SubscriberID = sub.ID
+				var err error
+				if countActive {
+					if active, err = stats.ActiveWrites(ctx, r.store, d.BotID, string(d.Kind), sub.ID, now, first); err != nil {
+						return nil, err
+					}
+				}
+				if cl.Plan, err = r.planInbound(ctx, ev, *sub, first); err != nil {
+					return nil, err
+				}
+				events = r.inboundEvents(d.BotID, sub.ID, string(d.Kind), cause, first)
+			}
+			extra = stats.Increments(d.BotID, string(d.Kind), stats.MessagesIn, 1, now)
+		case ev.label != nil:
+			cl.SubscriberID = ev.label.SubscriberID
+			plan := r.planLabel
+			if ev.label.ReactionID != "" {
+				plan = r.planReaction
+			}
+			p, err := plan(ctx, ev)
+			if err != nil {
+				return nil, err
+			}
+			cl.Plan = p
+		}
+		if len(cl.Plan) == 1 && cl.Plan[0].Kind == actStart && !cl.Done {
+			run = r.newRecord(h, ev.bot, cl.SubscriberID, ev.kind, *cl.Plan[0].Start, cause, now)
+			runWrites, _, err := r.saveWrites(run, nil, stats.Increments(ev.bot, string(ev.kind), stats.ReactionsStarted, 1, now)...)
+			if err != nil {
+				return nil, err
+			}
+			extra = append(extra, runWrites...)
+		}
+		data, err := store.Encode(cl)
+		if err != nil {
+			return nil, err
+		}
+		put := store.PutOp(store.Item{Key: ev.key, Data: data, Revision: 1, ExpiresAt: now.Add(ClaimRetention)}, store.MustNotExist)
+		return append(append([]store.Write{put}, active...), extra...), nil
+	}
+	commit := func(countActive bool) error {
+		if d := ev.delivery; d != nil {
+			ok, err := r.upsert(ctx, d, ev.attempt, func(sub Subscriber, first bool) ([]store.Write, error) {
+				return decide(&sub, first, countActive)
+			})
+			if err != nil || ok {
+				return err
+			}
+		}
+		writes, err := decide(nil, false, false)
+		if err != nil {
+			return err
+		}
+		return r.store.Transact(ctx, writes)
+	}
+
+	if d := ev.delivery; d != nil {
 		// The channel (or its whole bot) may be gone since the webhook accepted the update.
 		// Then nothing of it may be written back, least of all a subscriber of a deleted bot
 		// whose data the purge is erasing: the update is settled as done.
 		a, conn, err := r.channels.Open(ctx, d.BotID, d.Kind)
 		if errors.Is(err, ErrNotFound) {
 			r.log.InfoContext(ctx, "runtime: update for a channel that is gone ignored", "channel_id", d.ChannelID)
-			cl.Done = true
-			break
+			cl = &claim{ClaimedAt: now.UTC(), Plan: []action{}, Done: true}
+			data, err := store.Encode(cl)
+			if err != nil {
+				return nil, err
+			}
+			err = r.store.Put(ctx, store.Item{Key: ev.key, Data: data, Revision: 1, ExpiresAt: now.Add(ClaimRetention)}, store.MustNotExist)
+			if errors.Is(err, store.ErrConditionFailed) {
+				return r.loadClaim(ctx, ev.key)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("runtime: claim event: %w", err)
+			}
+			cl.rev = 1
+			return cl, nil
 		}
 		if err != nil {
 			return nil, err
 		}
 		r.answerCallback(ctx, d, a, conn)
-		sub, first, ok, err := r.upsert(ctx, d, ev.attempt)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			cl.SubscriberID = sub.ID
-			if err := stats.TouchActive(ctx, r.store, d.BotID, string(d.Kind), sub.ID, now); err != nil {
-				return nil, err
-			}
-			if cl.Plan, err = r.planInbound(ctx, ev, sub, first); err != nil {
-				return nil, err
-			}
-			inbound = func() { r.recordInbound(ctx, d.BotID, sub.ID, string(d.Kind), ev.key.PK+"/"+ev.key.SK, first) }
-		} else {
-			cl.Done = true // a sender the subscribers family refuses: counted, nothing to run
-		}
-		extra = stats.Increments(d.BotID, string(d.Kind), stats.MessagesIn, 1, now)
-	case ev.label != nil:
-		cl.SubscriberID = ev.label.SubscriberID
-		plan := r.planLabel
-		if ev.label.ReactionID != "" {
-			plan = r.planReaction
-		}
-		p, err := plan(ctx, ev)
-		if err != nil {
-			return nil, err
-		}
-		cl.Plan = p
+		h.channel = &openChannel{bot: d.BotID, kind: d.Kind, adapter: a, conn: conn}
 	}
-	data, err := store.Encode(cl)
-	if err != nil {
-		return nil, err
+	err := commit(true)
+	if stats.ActiveConflict(err, 1, active) {
+		// Another update of the sender counted them meanwhile: count apart (idempotent).
+		if err = commit(false); err == nil {
+			if err := stats.TouchActive(ctx, r.store, ev.bot, string(ev.kind), cl.SubscriberID, now); err != nil {
+				r.log.WarnContext(ctx, "runtime: could not count an active subscriber", "error", err)
+			}
+		}
 	}
-	put := store.PutOp(store.Item{Key: ev.key, Data: data, Revision: 1, ExpiresAt: now.Add(ClaimRetention)}, store.MustNotExist)
-	err = r.store.Transact(ctx, append([]store.Write{put}, extra...))
-	if errors.Is(err, store.ErrConditionFailed) {
+	var ce *store.ConditionError
+	if errors.As(err, &ce) && ce.Index == 0 {
 		return r.loadClaim(ctx, ev.key) // claimed concurrently: follow that decision
 	}
 	if err != nil {
 		return nil, fmt.Errorf("runtime: claim event: %w", err)
 	}
-	if inbound != nil {
-		inbound()
+	h.sender = sender
+	if run != nil {
+		run.rev = 1
+		h.started = run
+		events = append(events, r.savedEvents(run, true, nil)...)
+	}
+	if r.events != nil {
+		eventlog.EmitAll(ctx, r.events, r.log, events)
 	}
 	cl.rev = 1
 	return cl, nil
@@ -276,33 +354,33 @@ func (r *Runtime) answerCallback(ctx context.Context, d *channel.Delivery, a cha
 	}
 }
 
-// upsert creates or updates the sender. first reports a first contact: the subscriber was
+// upsert creates or updates the sender and commits with it the writes with returns, given
+// the sender as the upsert leaves it and whether this is a first contact: the subscriber was
 // created by this update, or, on a retry (attempt > 1) that finds it created by an earlier
-// attempt, created after the update was received. ok is false when the subscribers family
-// refuses the identity itself (a malformed user id): such an update is counted and
-// otherwise ignored.
-func (r *Runtime) upsert(ctx context.Context, d *channel.Delivery, attempt int) (sub Subscriber, first, ok bool, err error) {
+// attempt, created after the update was received. ok is false, and nothing is written, when
+// the subscribers family refuses the identity itself (a malformed user id): such an update
+// is counted and otherwise ignored.
+func (r *Runtime) upsert(ctx context.Context, d *channel.Delivery, attempt int, with func(sub Subscriber, first bool) ([]store.Write, error)) (ok bool, err error) {
 	in := d.Inbound
 	seen := in.At
 	if now := r.now(); seen.IsZero() || seen.After(now) {
 		seen = now
 	}
+	received := d.ReceivedAt.UTC().Truncate(time.Second)
+	withFirst := func(sub Subscriber, created bool) ([]store.Write, error) {
+		return with(sub, created || (attempt > 1 && !d.ReceivedAt.IsZero() && !sub.CreatedAt.Before(received)))
+	}
 	p := Profile{FirstName: personName(in.FirstName), LastName: personName(in.LastName), Locale: in.Locale, SeenAt: seen}
-	sub, created, err := r.subs.Upsert(ctx, d.BotID, d.Kind, in.UserID, p)
+	_, _, err = r.subs.Upsert(ctx, d.BotID, d.Kind, in.UserID, p, withFirst)
 	if errors.Is(err, ErrInvalid) {
 		// A profile value the subscribers family refuses (an odd locale): keep the identity.
-		sub, created, err = r.subs.Upsert(ctx, d.BotID, d.Kind, in.UserID, Profile{SeenAt: seen})
+		_, _, err = r.subs.Upsert(ctx, d.BotID, d.Kind, in.UserID, Profile{SeenAt: seen}, withFirst)
 	}
 	if errors.Is(err, ErrInvalid) {
 		r.log.WarnContext(ctx, "runtime: the subscribers family refuses this sender's identity; update ignored", "channel_id", d.ChannelID)
-		return Subscriber{}, false, false, nil
+		return false, nil
 	}
-	if err != nil {
-		return Subscriber{}, false, false, err
-	}
-	received := d.ReceivedAt.UTC().Truncate(time.Second)
-	first = created || (attempt > 1 && !d.ReceivedAt.IsZero() && !sub.CreatedAt.Before(received))
-	return sub, first, true, nil
+	return err == nil, err
 }
 
 // personName keeps a messenger user's name within the subscribers family's rules: at most
@@ -466,8 +544,12 @@ func (r *Runtime) apply(ctx context.Context, h *handling, ev *event, cl *claim, 
 }
 
 // startRun creates the run spec describes (counting reactions_started with it), or loads it
-// when an earlier attempt created it.
+// when an earlier attempt (or this handler's claim, h.started) created it.
 func (r *Runtime) startRun(ctx context.Context, h *handling, bot, sub string, k channel.Kind, spec startSpec, cause string) (*record, error) {
+	if rec := h.started; rec != nil && rec.ID == spec.ExecutionID {
+		h.started = nil
+		return rec, nil
+	}
 	rec, err := r.loadRun(ctx, bot, spec.ExecutionID)
 	if err == nil {
 		return rec, nil
@@ -476,14 +558,20 @@ func (r *Runtime) startRun(ctx context.Context, h *handling, bot, sub string, k 
 		return nil, err
 	}
 	now := r.now()
-	rec = newRun(bot, Subscriber{ID: sub, Channel: k}, spec, now)
-	rec.Cause = cause
-	rec.LeaseToken, rec.LeaseUntil = h.token, now.Add(leaseFor)
+	rec = r.newRecord(h, bot, sub, k, spec, cause, now)
 	err = r.save(ctx, rec, nil, stats.Increments(bot, string(k), stats.ReactionsStarted, 1, now)...)
 	if errors.Is(err, errConflict) {
 		return r.loadRun(ctx, bot, spec.ExecutionID)
 	}
 	return rec, err
+}
+
+// newRecord is the record of the run spec describes, starting now for cause, leased to h.
+func (r *Runtime) newRecord(h *handling, bot, sub string, k channel.Kind, spec startSpec, cause string, now time.Time) *record {
+	rec := newRun(bot, Subscriber{ID: sub, Channel: k}, spec, now)
+	rec.Cause = cause
+	rec.LeaseToken, rec.LeaseUntil = h.token, now.Add(leaseFor)
+	return rec
 }
 
 // waitingFor reports whether the run waits for what (time or button) at entry count seq.

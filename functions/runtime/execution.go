@@ -331,36 +331,10 @@ var errConflict = errors.New("runtime: the execution changed concurrently")
 // save writes rec (and entry e, and extra writes) as one transaction. The head's revision
 // condition is what makes a handler that lost its lease stop.
 func (r *Runtime) save(ctx context.Context, rec *record, e *Entry, extra ...store.Write) error {
-	now := r.now()
 	fresh := rec.rev == 0
-	var writes []store.Write
-	if e != nil {
-		w, err := rec.entryWrite(e, now)
-		if err != nil {
-			return err
-		}
-		writes = append(writes, w)
-	}
-	// The flow counters of this transition go in its transaction (at most 6 writes), so
-	// they count each stored step exactly once.
-	lastStep, lastAt := rec.LastStep, rec.LastAt
-	counted := rec.flowCounts(e)
-	restore := func() {
-		if e != nil {
-			rec.Seq--
-		}
-		rec.LastStep, rec.LastAt = lastStep, lastAt
-	}
-	head, err := rec.headWrite(now)
+	writes, restore, err := r.saveWrites(rec, e, extra...)
 	if err != nil {
-		restore()
 		return err
-	}
-	writes = append([]store.Write{head}, append(append(writes, extra...), counted...)...)
-	if rec.rev == 0 || rec.Status != StatusRunning {
-		// The run index lives as long as the run: refreshed when it starts, suspends, ends.
-		writes = append(writes, store.PutOp(store.Item{Key: store.Key{PK: runsPK(rec.BotID), SK: rec.ID},
-			Revision: 1, ExpiresAt: head.Put.ExpiresAt}, store.Always))
 	}
 	err = r.store.Transact(ctx, writes)
 	var ce *store.ConditionError
@@ -375,6 +349,41 @@ func (r *Runtime) save(ctx context.Context, rec *record, e *Entry, extra ...stor
 	rec.rev++
 	r.recordSaved(ctx, rec, fresh, e)
 	return nil
+}
+
+// saveWrites returns the writes of save, the head's first, and moves rec on as they will
+// leave it; restore moves it back, for a transaction that did not commit.
+func (r *Runtime) saveWrites(rec *record, e *Entry, extra ...store.Write) (writes []store.Write, restore func(), err error) {
+	now := r.now()
+	if e != nil {
+		w, err := rec.entryWrite(e, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		writes = append(writes, w)
+	}
+	// The flow counters of this transition go in its transaction (at most 6 writes), so
+	// they count each stored step exactly once.
+	lastStep, lastAt := rec.LastStep, rec.LastAt
+	counted := rec.flowCounts(e)
+	restore = func() {
+		if e != nil {
+			rec.Seq--
+		}
+		rec.LastStep, rec.LastAt = lastStep, lastAt
+	}
+	head, err := rec.headWrite(now)
+	if err != nil {
+		restore()
+		return nil, nil, err
+	}
+	writes = append([]store.Write{head}, append(append(writes, extra...), counted...)...)
+	if rec.rev == 0 || rec.Status != StatusRunning {
+		// The run index lives as long as the run: refreshed when it starts, suspends, ends.
+		writes = append(writes, store.PutOp(store.Item{Key: store.Key{PK: runsPK(rec.BotID), SK: rec.ID},
+			Revision: 1, ExpiresAt: head.Put.ExpiresAt}, store.Always))
+	}
+	return writes, restore, nil
 }
 
 // newRun is the record of a run starting now.

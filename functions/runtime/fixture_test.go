@@ -102,6 +102,8 @@ type fakeAdapter struct {
 	byKey  map[string]string
 	// lose are the Send calls (1-based) that deliver and then lose their answer.
 	lose map[int]bool
+	// before, when set, is called with each Send's context first.
+	before func(ctx context.Context)
 }
 
 func (a *fakeAdapter) Kind() channel.Kind { return channel.Telegram }
@@ -117,7 +119,10 @@ func (a *fakeAdapter) Connect(context.Context, channel.ConnectRequest) (channel.
 func (a *fakeAdapter) Verify(*http.Request, []byte, channel.Connection) error { return nil }
 func (a *fakeAdapter) Parse([]byte) ([]channel.Inbound, error)                { return nil, nil }
 
-func (a *fakeAdapter) Send(_ context.Context, _ channel.Connection, user string, m channel.Message) (string, error) {
+func (a *fakeAdapter) Send(ctx context.Context, _ channel.Connection, user string, m channel.Message) (string, error) {
+	if a.before != nil {
+		a.before(ctx)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.calls++
@@ -212,11 +217,13 @@ type memSubs struct {
 	fields   []Field
 	now      func() time.Time
 	profiles map[string]Profile
+	// st is the store the writes an Upsert commits with go to (the runtime's).
+	st store.Store
 }
 
-func newMemSubs(now func() time.Time) *memSubs {
+func newMemSubs(now func() time.Time, st store.Store) *memSubs {
 	return &memSubs{byID: map[string]*Subscriber{}, byIdent: map[string]string{}, labels: map[string]bool{},
-		now: now, profiles: map[string]Profile{}}
+		now: now, profiles: map[string]Profile{}, st: st}
 }
 
 func (m *memSubs) copyOf(s *Subscriber) Subscriber {
@@ -229,19 +236,37 @@ func (m *memSubs) copyOf(s *Subscriber) Subscriber {
 	return c
 }
 
-func (m *memSubs) Upsert(_ context.Context, bot string, k channel.Kind, ext string, p Profile) (Subscriber, bool, error) {
+// Upsert commits with's writes to m.st, and changes m only once they are committed.
+func (m *memSubs) Upsert(ctx context.Context, bot string, k channel.Kind, ext string, p Profile,
+	with func(Subscriber, bool) ([]store.Write, error)) (Subscriber, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	key := bot + "/" + string(k) + "/" + ext
 	if p.Locale == "bad" {
 		return Subscriber{}, false, ErrInvalid
 	}
+	commit := func(s *Subscriber, created bool) error {
+		if with == nil {
+			return nil
+		}
+		writes, err := with(m.copyOf(s), created)
+		if err != nil || len(writes) == 0 {
+			return err
+		}
+		return m.st.Transact(ctx, writes)
+	}
 	if id, ok := m.byIdent[key]; ok {
+		if err := commit(m.byID[id], false); err != nil {
+			return Subscriber{}, false, err
+		}
 		m.profiles[id] = p
 		return m.copyOf(m.byID[id]), false, nil
 	}
 	now := m.now()
 	s := &Subscriber{ID: ids.At("sub", now), Channel: k, ExternalID: ext, Fields: map[string]any{}, CreatedAt: now.UTC().Truncate(time.Second)}
+	if err := commit(s, true); err != nil {
+		return Subscriber{}, false, err
+	}
 	m.byID[s.ID], m.byIdent[key] = s, s.ID
 	m.profiles[s.ID] = p
 	return m.copyOf(s), true, nil
@@ -392,7 +417,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	c := &clock{}
 	st := sqlitetest.Open(t, sqlite.WithClock(c.Now))
-	f := &fixture{t: t, st: st, clock: c, q: &memQueue{}, adapter: &fakeAdapter{}, subs: newMemSubs(c.Now),
+	f := &fixture{t: t, st: st, clock: c, q: &memQueue{}, adapter: &fakeAdapter{}, subs: newMemSubs(c.Now, st),
 		rx: &memReactions{flows: map[string]Flow{}}, bot: ids.New("bot"), events: eventlogtest.NewMemory()}
 	f.chans = &memChannels{a: f.adapter}
 	rt, err := New(Deps{Store: st, Queue: f.q, Channels: f.chans, Subscribers: f.subs, Reactions: f.rx, Events: f.events,

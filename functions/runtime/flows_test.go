@@ -10,6 +10,7 @@ import (
 
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/store"
 )
 
 // A refusal by the provider fails the run at that step, recorded in the trace; nothing is
@@ -134,15 +135,18 @@ func TestFirstContactSurvivesARetry(t *testing.T) {
 	f := newFixture(t)
 	f.publish(`{"name":"start","trigger":{"type":"start"},"steps":[{"id":"s","type":"send_text","text":"welcome"}]}`)
 	m := f.inboundFrom("9", "u1", "hi", "")
-	// The first attempt creates the subscriber and fails before claiming (the queue is down).
-	f.q.fail = fmt.Errorf("queue down")
+	// Something created the subscriber after the update arrived and before its claim (the
+	// claim commits with the upsert, so here a stand-in that writes no claim).
 	d := channel.Delivery{}
 	require.NoError(t, m.Decode(&d))
-	_, first, ok, err := f.rt.upsert(t.Context(), &d, 1)
+	var first bool
+	ok, err := f.rt.upsert(t.Context(), &d, 1, func(_ Subscriber, f bool) ([]store.Write, error) {
+		first = f
+		return nil, nil
+	})
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.True(t, first)
-	f.q.fail = nil
 	m.Attempt = 2
 	require.NoError(t, f.deliver(m))
 	assert.Equal(t, []string{"welcome"}, f.adapter.texts())
@@ -369,7 +373,7 @@ func TestFieldConditions(t *testing.T) {
 	s := f.field("city", "string")
 	d := f.field("since", "datetime")
 	b := f.field("paid", "boolean")
-	sub, _, err := f.subs.Upsert(t.Context(), f.bot, channel.Telegram, "42", Profile{})
+	sub, _, err := f.subs.Upsert(t.Context(), f.bot, channel.Telegram, "42", Profile{}, nil)
 	require.NoError(t, err)
 	for id, v := range map[string]any{n: 7.0, s: "Paris", d: "2026-01-02T00:00:00Z", b: true} {
 		_, err := f.subs.SetField(t.Context(), f.bot, sub.ID, id, v)

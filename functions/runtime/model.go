@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/store"
 )
 
 // Flow is one published version of a reaction, as the runtime executes it. Its JSON form is
@@ -172,7 +173,13 @@ type Field struct {
 // Subscribers is what the runtime needs of the subscribers family.
 type Subscribers interface {
 	// Upsert creates or updates the subscriber of a channel identity; created says which.
-	Upsert(ctx context.Context, bot string, k channel.Kind, externalID string, p Profile) (sub Subscriber, created bool, err error)
+	// with, when not nil, returns writes to commit in the upsert's transaction, after the
+	// upsert's own, given the subscriber as the upsert leaves it: it only plans, since it
+	// runs again when another writer changed the subscriber meanwhile. A failed condition
+	// of its writes fails the upsert with a *store.ConditionError whose Index counts from
+	// with's first write, and nothing is written.
+	Upsert(ctx context.Context, bot string, k channel.Kind, externalID string, p Profile,
+		with func(sub Subscriber, created bool) ([]store.Write, error)) (sub Subscriber, created bool, err error)
 	// Get returns a subscriber; ErrNotFound when erased.
 	Get(ctx context.Context, bot, id string) (Subscriber, error)
 	// SetField sets (nil: clears) a custom field by id; ErrNotFound when the subscriber is

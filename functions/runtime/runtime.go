@@ -81,9 +81,30 @@ func New(d Deps) (*Runtime, error) {
 
 // Register adds the runtime's message handlers to mux.
 func (r *Runtime) Register(mux *queue.Mux) {
-	mux.HandleFunc(InboundMessage, r.handleInbound)
-	mux.HandleFunc(ResumeMessage, r.handleResume)
-	mux.HandleFunc(TriggerMessage, r.handleTrigger)
+	mux.HandleFunc(InboundMessage, deferSyncs(r.handleInbound))
+	mux.HandleFunc(ResumeMessage, deferSyncs(r.handleResume))
+	mux.HandleFunc(TriggerMessage, deferSyncs(r.handleTrigger))
+}
+
+// deferSyncs runs h with the disk syncs of its writes deferred (store.Deferral): a handler
+// writes a dozen times (the claim, the subscriber, counters, each step of a run, events),
+// and a store that syncs each write before it returns (the local SQLite files) would have
+// the handler wait for a dozen syncs. Two make the same promise: before a message goes to a
+// provider, what decided it (the claim's plan, the run's state, from which the send's
+// idempotency key derives) is synced (driver.sendMessage), so a power loss cannot make a
+// redelivery send it under another key; and before the handler returns, and so before the
+// queue deletes the message, everything it wrote is synced. A kill -9 loses nothing either
+// way: a commit is in the WAL, which the OS holds, before it returns.
+func deferSyncs(h func(context.Context, queue.Message) error) func(context.Context, queue.Message) error {
+	return func(ctx context.Context, m queue.Message) error {
+		dctx, d := store.DeferSync(ctx)
+		err := h(dctx, m)
+		if serr := d.Settle(context.WithoutCancel(ctx)); serr != nil && err == nil {
+			// Committed, but not known to be on disk: let the queue deliver it again.
+			err = fmt.Errorf("runtime: sync the handler's writes: %w", serr)
+		}
+		return err
+	}
 }
 
 // Unavailable registers handlers that fail every message, for a process that cannot run
@@ -113,6 +134,27 @@ type handling struct {
 	// touched: the subscriber was counted active by this handler already (an inbound
 	// update counts its sender), so the runs it drives need not count them again.
 	touched bool
+	// started is the run the event's claim created with it, until startRun takes it.
+	started *record
+	// done is the write that marks the handler's event done (its claim's last revision),
+	// for the run the event's last action drives to commit with its last write; doneWritten
+	// says it did. Either write of the mark is the same (the claim's plan never changes),
+	// so it is written unconditionally.
+	done        *store.Write
+	doneWritten bool
+	// sender is the inbound update's sender as this handler's upsert left it, for the first
+	// run it drives (a later run may follow steps that changed them); channel is the bot's
+	// channel the update came on, opened by the claim, for the runs to send on.
+	sender  *Subscriber
+	channel *openChannel
+}
+
+// openChannel is a bot's channel of one type, opened.
+type openChannel struct {
+	bot     string
+	kind    channel.Kind
+	adapter channel.Adapter
+	conn    channel.Connection
 }
 
 // keepVisible extends the queue message's visibility when the handler has run long, so the

@@ -1,14 +1,22 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/eventlog"
+	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/store"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 // Every send carries an idempotency key: the same on each retry of one step's send, another
@@ -118,4 +126,103 @@ func TestLabelAddedOverTheAPI(t *testing.T) {
 
 	_, err = LabelAddedMessage(f.bot, sub.ID, channel.Telegram, vip, 0)
 	assert.Error(t, err)
+}
+
+// A handler's writes skip their own disk syncs (deferSyncs), but whatever decided a send is
+// on disk before the provider sees it, and everything the handler wrote is on disk when it
+// returns (before the queue deletes the message).
+func TestWritesAreSyncedBeforeASendAndBeforeTheHandlerReturns(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	st := f.st.(*sqlitetest.Store)
+	var atSend []uint64
+	f.adapter.before = func(ctx context.Context) {
+		require.NotNil(t, store.DeferralOf(ctx), "the handler's writes are deferred")
+		atSend = append(atSend, st.Unsynced())
+	}
+	f.publish(`{"name":"W","trigger":{"type":"start"},"steps":[
+		{"id":"a","type":"send_text","text":"one"},
+		{"id":"b","type":"send_text","text":"two"}]}`)
+	require.NoError(t, f.deliver(f.inbound("/start", "")))
+	assert.Equal(t, []uint64{0, 0}, atSend, "synced before each send")
+	assert.Zero(t, st.Unsynced(), "synced before the handler returned")
+	assert.Equal(t, []string{"one", "two"}, f.adapter.texts())
+}
+
+// writeCounter counts the writes made on a store, each its own commit.
+type writeCounter struct {
+	store.Store
+	n atomic.Int64
+}
+
+func (w *writeCounter) Put(ctx context.Context, it store.Item, c store.Condition) error {
+	w.n.Add(1)
+	return w.Store.Put(ctx, it, c)
+}
+
+func (w *writeCounter) Delete(ctx context.Context, k store.Key, c store.Condition) error {
+	w.n.Add(1)
+	return w.Store.Delete(ctx, k, c)
+}
+
+func (w *writeCounter) Add(ctx context.Context, k store.Key, d int64, exp time.Time) (int64, error) {
+	w.n.Add(1)
+	return w.Store.Add(ctx, k, d, exp)
+}
+
+func (w *writeCounter) Transact(ctx context.Context, writes []store.Write) error {
+	w.n.Add(1)
+	return w.Store.Transact(ctx, writes)
+}
+
+// An update that starts a one-step reaction commits twice: the sender's upsert with the
+// claim, the sender counted active and the run created, then the step with the run's end
+// and the event's done mark. Its events go in two appends (the subscribers family's own, on
+// a first contact, are that family's).
+func TestAnUpdateCommitsTwice(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	wc := &writeCounter{Store: f.st}
+	f.subs.st = wc
+	events := &appendCounter{Log: f.events}
+	rt, err := New(Deps{Store: wc, Queue: f.q, Channels: f.chans, Subscribers: f.subs, Reactions: f.rx, Events: events,
+		Now: f.clock.Now, Log: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	f.mux = queue.NewMux()
+	rt.Register(f.mux)
+	f.publish(`{"name":"W","trigger":{"type":"start"},"steps":[{"id":"a","type":"send_text","text":"hi"}]}`)
+
+	for i := range 2 { // a first contact, then the same subscriber again
+		wc.n.Store(0)
+		events.n.Store(0)
+		m := f.inbound("/start", "")
+		require.NoError(t, f.deliver(m))
+		assert.Equal(t, int64(2), wc.n.Load(), "update %d", i)
+		assert.Equal(t, int64(2), events.n.Load(), "update %d", i)
+		require.NoError(t, f.deliver(m), "a redelivery")
+		assert.Equal(t, int64(2), wc.n.Load(), "a redelivery finds the event done: no write")
+	}
+	assert.Equal(t, []string{"hi", "hi"}, f.adapter.texts())
+	runs := f.runs(f.subs.only(t).ID)
+	require.Len(t, runs, 2)
+	for _, r := range runs {
+		assert.Equal(t, StatusCompleted, r.Status)
+		assert.Equal(t, EndLastStep, *r.EndReason)
+		assert.Len(t, r.Steps, 1)
+	}
+	assert.Equal(t, int64(2), f.counter("messages_in"))
+	assert.Equal(t, int64(2), f.counter("messages_out"))
+	assert.Equal(t, int64(2), f.counter("reactions_started"))
+	assert.Equal(t, int64(1), f.counter("active_subscribers"))
+}
+
+// appendCounter counts the appends made to an event log.
+type appendCounter struct {
+	eventlog.Log
+	n atomic.Int64
+}
+
+func (a *appendCounter) Append(ctx context.Context, events ...eventlog.Event) (int, error) {
+	a.n.Add(1)
+	return a.Log.Append(ctx, events...)
 }

@@ -138,7 +138,7 @@ func (h *Handlers) upsert(w http.ResponseWriter, r *http.Request) error {
 	if err := httpapi.Decode(w, r, &req); err != nil {
 		return err
 	}
-	sub, created, err := h.svc.upsert(r.Context(), bot(r), req.Channel, req.ExternalID, req.changes, true)
+	sub, created, err := h.svc.upsert(r.Context(), bot(r), req.Channel, req.ExternalID, req.changes, true, nil)
 	if err != nil {
 		return err
 	}

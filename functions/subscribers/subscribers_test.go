@@ -13,6 +13,7 @@ import (
 
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/stats"
+	"github.com/botplatform/api/shared/store"
 )
 
 func TestUpsertCreatesThenUpdates(t *testing.T) {
@@ -344,4 +345,51 @@ func TestDeleteErasesPersonalData(t *testing.T) {
 	series, err := stats.Query(t.Context(), f.store, f.bot, stats.Day, t0.Add(-time.Hour), t0.Add(time.Hour))
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), series.Total[stats.NewSubscribers])
+}
+
+// UpsertWith commits the caller's writes in the upsert's own transaction, on a create, a
+// change and a change of nothing; a failed condition of the caller's writes names its
+// index among them and commits nothing, the subscriber included.
+func TestUpsertWithCommitsTheCallersWrites(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, false)
+	ctx := t.Context()
+	claim := func(sk string) store.Write {
+		return store.PutOp(store.Item{Key: store.Key{PK: "CLAIM", SK: sk}, Revision: 1}, store.MustNotExist)
+	}
+	var saw []Subscriber
+	with := func(sk string) With {
+		return func(sub Subscriber, created bool) ([]store.Write, error) {
+			saw = append(saw, sub)
+			return []store.Write{claim(sk)}, nil
+		}
+	}
+	seen := t0.Add(-time.Hour)
+	sub, created, err := f.svc.UpsertWith(ctx, f.bot, ChannelTelegram, "7", Changes{FirstName: ptr("Ann"), LastSeenAt: &seen}, with("1"))
+	require.NoError(t, err)
+	assert.True(t, created)
+	require.Len(t, saw, 1)
+	assert.Equal(t, sub, saw[0], "with sees the subscriber as the upsert leaves it")
+	later := seen.Add(time.Minute)
+	_, created, err = f.svc.UpsertWith(ctx, f.bot, ChannelTelegram, "7", Changes{LastSeenAt: &later}, with("2"))
+	require.NoError(t, err)
+	assert.False(t, created)
+	_, _, err = f.svc.UpsertWith(ctx, f.bot, ChannelTelegram, "7", Changes{LastSeenAt: &later}, with("3"))
+	require.NoError(t, err, "a change of nothing commits the caller's writes alone")
+	for _, sk := range []string{"1", "2", "3"} {
+		_, err := f.store.Get(ctx, store.Key{PK: "CLAIM", SK: sk})
+		assert.NoError(t, err, sk)
+	}
+
+	// The caller's second write fails its condition: nothing is committed.
+	_, _, err = f.svc.UpsertWith(ctx, f.bot, ChannelTelegram, "8", Changes{FirstName: ptr("Bo")},
+		func(Subscriber, bool) ([]store.Write, error) { return []store.Write{claim("4"), claim("1")}, nil })
+	var ce *store.ConditionError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, 1, ce.Index)
+	_, err = f.store.Get(ctx, store.Key{PK: "CLAIM", SK: "4"})
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	list, _, err := f.svc.List(ctx, f.bot, Filter{}, 10, "")
+	require.NoError(t, err)
+	assert.Len(t, list, 1, "Bo was not created")
 }

@@ -16,12 +16,26 @@ import (
 // revision. This is the import route's operation and the conversation runtime's first step
 // for every incoming message.
 func (s *Service) Upsert(ctx context.Context, bot, channel, externalID string, c Changes) (sub Subscriber, created bool, err error) {
-	return s.upsert(ctx, bot, channel, externalID, c, false)
+	return s.upsert(ctx, bot, channel, externalID, c, false, nil)
+}
+
+// With returns writes for an upsert to commit with its own, in one transaction, given the
+// subscriber as the upsert leaves it and whether it creates it (UpsertWith).
+type With func(sub Subscriber, created bool) ([]store.Write, error)
+
+// UpsertWith is Upsert that commits the writes with returns in the upsert's own transaction,
+// after the upsert's writes (the conversation runtime's claim of the update that names the
+// subscriber: one commit instead of two). with is called once per attempt, so it may be
+// called again when another writer changed the subscriber meanwhile; it must only plan. A
+// condition of with's writes that fails fails the upsert with a *store.ConditionError whose
+// Index counts from with's first write; nothing is committed then.
+func (s *Service) UpsertWith(ctx context.Context, bot, channel, externalID string, c Changes, with With) (sub Subscriber, created bool, err error) {
+	return s.upsert(ctx, bot, channel, externalID, c, false, with)
 }
 
 // upsert is Upsert; hooked (the route's) adds the LabelHook's writes to a change that adds
-// labels.
-func (s *Service) upsert(ctx context.Context, bot, channel, externalID string, c Changes, hooked bool) (sub Subscriber, created bool, err error) {
+// labels; with (UpsertWith) adds the caller's.
+func (s *Service) upsert(ctx context.Context, bot, channel, externalID string, c Changes, hooked bool, with With) (sub Subscriber, created bool, err error) {
 	var p httpapi.Problems
 	checkIdentity(&p, channel, externalID)
 	values, err := s.prepare(ctx, bot, &c, &p, labelsPath)
@@ -37,7 +51,7 @@ func (s *Service) upsert(ctx context.Context, bot, channel, externalID string, c
 		}
 		id, err := s.nameHolder(ctx, identityKey(bot, channel, externalID))
 		if errors.Is(err, store.ErrNotFound) {
-			sub, err := s.create(ctx, bot, channel, externalID, c, values, hooked)
+			sub, err := s.create(ctx, bot, channel, externalID, c, values, hooked, with)
 			if errors.Is(err, errRetry) {
 				continue // created by someone else meanwhile: update theirs
 			}
@@ -56,7 +70,7 @@ func (s *Service) upsert(ctx context.Context, bot, channel, externalID string, c
 		if err != nil {
 			return Subscriber{}, false, err
 		}
-		sub, err := s.change(ctx, bot, rec, c, values, hooked)
+		sub, err := s.change(ctx, bot, rec, c, values, hooked, with)
 		if errors.Is(err, errRetry) {
 			continue
 		}
@@ -79,7 +93,7 @@ func addedLabels(before, after []string) []string {
 	return out
 }
 
-func (s *Service) create(ctx context.Context, bot, channel, externalID string, c Changes, values map[string]any, hooked bool) (Subscriber, error) {
+func (s *Service) create(ctx context.Context, bot, channel, externalID string, c Changes, values map[string]any, hooked bool, with With) (Subscriber, error) {
 	now := s.now()
 	rec := record{ID: ids.At("sub", now), Channel: channel, ExternalID: externalID, CreatedAt: stamp(now), UpdatedAt: stamp(now)}
 	c.apply(&rec, values)
@@ -92,25 +106,54 @@ func (s *Service) create(ctx context.Context, bot, channel, externalID string, c
 	if err != nil {
 		return Subscriber{}, err
 	}
-	if err := pl.explain(s.store.Transact(ctx, pl.writes)); err != nil {
+	rec.revision = 1
+	sub, err := s.renderOne(ctx, bot, rec)
+	if err != nil {
+		return Subscriber{}, err
+	}
+	if err := s.commit(ctx, &pl, with, sub, true); err != nil {
 		return Subscriber{}, err
 	}
 	committed(ctx)
-	rec.revision = 1
 	s.recordChange(ctx, bot, nil, rec, 1, now)
-	return s.renderOne(ctx, bot, rec)
+	return sub, nil
+}
+
+// commit commits pl with the writes of with (UpsertWith) for sub, in one transaction.
+func (s *Service) commit(ctx context.Context, pl *plan, with With, sub Subscriber, created bool) error {
+	writes := pl.writes
+	if with != nil {
+		theirs, err := with(sub, created)
+		if err != nil {
+			return err
+		}
+		writes = append(slices.Clip(writes), theirs...)
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	err := s.store.Transact(ctx, writes)
+	if i := failedAt(err); i >= len(pl.writes) {
+		return &store.ConditionError{Index: i - len(pl.writes)} // one of with's
+	}
+	return pl.explain(err)
 }
 
 // change applies c to rec in one conditional transaction; errRetry when rec moved on. With
 // hooked, a change that adds labels carries the LabelHook's writes.
-func (s *Service) change(ctx context.Context, bot string, rec record, c Changes, values map[string]any, hooked bool) (Subscriber, error) {
+func (s *Service) change(ctx context.Context, bot string, rec record, c Changes, values map[string]any, hooked bool, with With) (Subscriber, error) {
 	after := rec.clone()
 	c.apply(&after, values)
 	if len(after.Labels) > MaxLabelsPerSubscriber && len(after.Labels) > len(rec.Labels) {
 		return Subscriber{}, limitReached("a subscriber may have at most %d labels", MaxLabelsPerSubscriber)
 	}
 	if after.sameAs(rec) {
-		return s.renderOne(ctx, bot, rec) // nothing changes, so no new revision
+		// Nothing changes, so no new revision; with's writes commit alone.
+		sub, err := s.renderOne(ctx, bot, rec)
+		if err != nil {
+			return Subscriber{}, err
+		}
+		return sub, s.commit(ctx, &plan{}, with, sub, false)
 	}
 	now := s.now()
 	after.UpdatedAt = stamp(now)
@@ -123,13 +166,17 @@ func (s *Service) change(ctx context.Context, bot string, rec record, c Changes,
 	if err != nil {
 		return Subscriber{}, err
 	}
-	if err := pl.explain(s.store.Transact(ctx, pl.writes)); err != nil {
+	after.revision = rec.revision + 1
+	sub, err := s.renderOne(ctx, bot, after)
+	if err != nil {
+		return Subscriber{}, err
+	}
+	if err := s.commit(ctx, &pl, with, sub, false); err != nil {
 		return Subscriber{}, err
 	}
 	committed(ctx)
-	after.revision = rec.revision + 1
 	s.recordChange(ctx, bot, &rec, after, after.revision, now)
-	return s.renderOne(ctx, bot, after)
+	return sub, nil
 }
 
 // Update applies the changes to a subscriber if its revision is still expected.
@@ -194,7 +241,7 @@ func (s *Service) modify(ctx context.Context, bot, id string, expected *int64, c
 		if expected != nil && rec.revision != *expected {
 			return Subscriber{}, httpapi.StaleRevision(rec.revision)
 		}
-		sub, err := s.change(ctx, bot, rec, c, values, hooked)
+		sub, err := s.change(ctx, bot, rec, c, values, hooked, nil)
 		if err == nil {
 			return sub, nil
 		}

@@ -123,6 +123,41 @@ func TouchActive(ctx context.Context, st store.Store, bot, channel, subscriber s
 	return nil
 }
 
+// ActiveWrites returns TouchActive's writes for the caller to commit in a transaction of its
+// own (one commit instead of three): for each bucket of t in which subscriber is not counted
+// yet, its marker, written only if absent, and the count. created says the subscriber was
+// created just now, so that no marker can exist and none is read. If another writer counts
+// the subscriber between the read and the commit, the transaction fails at a marker
+// (ActiveConflict): the caller commits without these writes and calls TouchActive.
+func ActiveWrites(ctx context.Context, st store.Store, bot, channel, subscriber string, t time.Time, created bool) ([]store.Write, error) {
+	var out []store.Write
+	for _, g := range []Granularity{Hour, Day} {
+		b := g.Bucket(t)
+		marker := store.Key{PK: activePartition(bot, g, b), SK: subscriber}
+		if !created {
+			_, err := st.Get(ctx, marker)
+			if err == nil {
+				continue // counted in this bucket already
+			}
+			if !errors.Is(err, store.ErrNotFound) {
+				return nil, fmt.Errorf("stats: count active subscriber: %w", err)
+			}
+		}
+		out = append(out,
+			store.PutOp(store.Item{Key: marker, Revision: 1, ExpiresAt: b.Add(g.width() + 24*time.Hour)}, store.MustNotExist),
+			store.AddOp(counterKey(bot, g, b, ActiveSubscribers, channel), 1, b.Add(g.width()+g.retention())))
+	}
+	return out, nil
+}
+
+// ActiveConflict reports that err is the failure of a transaction at one of ActiveWrites'
+// writes, placed in it from index first on (only their markers carry a condition): the
+// subscriber was counted meanwhile.
+func ActiveConflict(err error, first int, writes []store.Write) bool {
+	var ce *store.ConditionError
+	return errors.As(err, &ce) && ce.Index >= first && ce.Index < first+len(writes)
+}
+
 // isCondition reports that the marker existed: already counted in this bucket.
 func isCondition(err error) bool {
 	var ce *store.ConditionError

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/shared/purge"
+	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
 )
 
@@ -96,4 +97,43 @@ func TestPurgeStepErasesCountersAndMarkers(t *testing.T) {
 	after, err := st.Mentioning(ctx, "bot_b")
 	require.NoError(t, err)
 	assert.Equal(t, len(before), len(after), "another bot's counters are untouched")
+}
+
+// ActiveWrites counts a subscriber active in the caller's transaction, once per bucket as
+// TouchActive does; a subscriber counted between its read and the commit fails the
+// transaction at a marker, which ActiveConflict recognizes.
+func TestActiveWrites(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Date(2026, 11, 21, 12, 30, 0, 0, time.UTC)
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(func() time.Time { return now }))
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	claim := store.PutOp(store.Item{Key: store.Key{PK: "C", SK: "1"}, Revision: 1}, store.MustNotExist)
+	active := func(t *testing.T) int64 {
+		s, err := Query(ctx, st, "bot_a", Day, now.Truncate(24*time.Hour), now.Truncate(24*time.Hour).Add(24*time.Hour))
+		require.NoError(t, err)
+		return s.Total[ActiveSubscribers]
+	}
+
+	w, err := ActiveWrites(ctx, st, "bot_a", "telegram", "sub_1", now, true)
+	require.NoError(t, err)
+	require.Len(t, w, 4, "a marker and a count per granularity")
+	require.NoError(t, st.Transact(ctx, append([]store.Write{claim}, w...)))
+	assert.Equal(t, int64(1), active(t))
+
+	w, err = ActiveWrites(ctx, st, "bot_a", "telegram", "sub_1", now.Add(time.Minute), false)
+	require.NoError(t, err)
+	assert.Empty(t, w, "counted in both buckets already")
+
+	// Read before another writer counts the subscriber: the transaction fails at a marker.
+	w, err = ActiveWrites(ctx, st, "bot_a", "telegram", "sub_2", now, false)
+	require.NoError(t, err)
+	require.Len(t, w, 4)
+	require.NoError(t, TouchActive(ctx, st, "bot_a", "telegram", "sub_2", now))
+	claim2 := store.PutOp(store.Item{Key: store.Key{PK: "C", SK: "2"}, Revision: 1}, store.MustNotExist)
+	err = st.Transact(ctx, append([]store.Write{claim2}, w...))
+	assert.True(t, ActiveConflict(err, 1, w))
+	assert.False(t, ActiveConflict(st.Transact(ctx, []store.Write{claim}), 1, w), "the claim's own condition")
+	assert.Equal(t, int64(2), active(t))
 }

@@ -6,14 +6,17 @@ import (
 	"sync"
 )
 
-// Deferral lets the writes of one request skip waiting for their own disk sync, because a
-// synced write that follows them in the same request makes them durable together: the
-// kernel's audit event, committed before the response's first byte (shared/httpapi). A store
-// whose commits wait for a sync (the SQLite store under full durability) commits a write
-// made under an open Deferral without that wait and leaves a flush with the Deferral;
-// Settle runs the flushes still needed, so a response never acknowledges a write that a
-// power loss could take back, whatever became of the audit event. Stores that do not wait
-// for a local disk (DynamoDB, memory) ignore it.
+// Deferral lets the writes of one piece of work skip waiting for their own disk sync,
+// because a flush before the work acknowledges anything makes them durable together. Two
+// pieces of work open one: a mutating request (shared/httpapi), whose audit event, a synced
+// commit before the response's first byte, covers the store's deferred writes; and a queue
+// message's handler in the conversation runtime (functions/runtime), which settles before
+// the queue deletes the message and syncs (Sync) before it sends to a provider. A store
+// whose commits wait for a sync (the SQLite store and the SQLite event log under full
+// durability) commits a write made under an open Deferral without that wait and leaves a
+// flush with the Deferral; Settle runs the flushes still needed, so a response never
+// acknowledges a write that a power loss could take back, whatever became of the audit
+// event. Stores that do not wait for a local disk (DynamoDB, memory) ignore it.
 //
 // The win is latency, not safety: a request that writes three times under full durability
 // pays one sync instead of three. Another request may read a deferred write before it is
@@ -86,11 +89,38 @@ func (d *Deferral) Settle(ctx context.Context) error {
 	marks, order := d.marks, d.order
 	d.marks, d.order = nil, nil
 	d.mu.Unlock()
-	var errs []error
-	for _, f := range order {
-		if err := f.Flush(ctx, marks[f]); err != nil {
-			errs = append(errs, err)
-		}
+	return flush(ctx, marks, order)
+}
+
+// Sync flushes what was left with d so far and keeps d open (a nil d has nothing to flush).
+// Work that is about to act outside its stores, say send a message to a provider, calls it
+// first: a power loss after the act must not take back the writes that decided it (the run
+// state the act's idempotency key derives from). What Sync flushed costs Settle nothing.
+func (d *Deferral) Sync(ctx context.Context) error {
+	if d == nil {
+		return nil
 	}
+	d.mu.Lock()
+	marks := make(map[Flusher]uint64, len(d.marks))
+	for f, m := range d.marks {
+		marks[f] = m
+	}
+	order := append([]Flusher(nil), d.order...)
+	d.mu.Unlock()
+	return flush(ctx, marks, order)
+}
+
+// flush flushes each store up to its mark. Different stores are different files, whose
+// syncs run at once rather than one after the other.
+func flush(ctx context.Context, marks map[Flusher]uint64, order []Flusher) error {
+	if len(order) == 1 {
+		return order[0].Flush(ctx, marks[order[0]])
+	}
+	errs := make([]error, len(order))
+	var wg sync.WaitGroup
+	for i, f := range order {
+		wg.Go(func() { errs[i] = f.Flush(ctx, marks[f]) })
+	}
+	wg.Wait()
 	return errors.Join(errs...)
 }

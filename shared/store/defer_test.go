@@ -41,3 +41,22 @@ func TestDeferral(t *testing.T) {
 	require.NoError(t, d.Settle(ctx), "settled once")
 	assert.Len(t, a.marks, 1)
 }
+
+// Sync flushes what was deferred so far and leaves the deferral open; Settle flushes again
+// what came after (a store's flush of a mark it already synced is free).
+func TestDeferralSync(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, (*store.Deferral)(nil).Sync(context.Background()))
+	ctx, d := store.DeferSync(context.Background())
+	a, b := &flushes{}, &flushes{}
+	require.NoError(t, d.Sync(ctx), "nothing deferred: nothing to flush")
+	assert.True(t, d.Defer(a, 1))
+	assert.True(t, d.Defer(b, 4))
+	require.NoError(t, d.Sync(ctx))
+	assert.Equal(t, []uint64{1}, a.marks)
+	assert.Equal(t, []uint64{4}, b.marks)
+	assert.True(t, d.Defer(a, 2), "still open")
+	require.NoError(t, d.Settle(ctx))
+	assert.Equal(t, []uint64{1, 2}, a.marks)
+	assert.Equal(t, []uint64{4, 4}, b.marks)
+}

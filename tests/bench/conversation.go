@@ -51,11 +51,18 @@ func conversationBench(n, conc int) error {
 	}
 	fmt.Printf("\n%d cores (GOMAXPROCS %d), %s, %d updates, %d concurrent webhook clients\n\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), n, conc)
-	fmt.Println("| scenario | messages | seconds | messages/s | vs queue no-op | webhook p50 | webhook p99 |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
-	fmt.Printf("| local queue, no-op handler (baseline) | %d | %.2f | %.0f | 1.00 | | |\n", n, base.Seconds(), float64(n)/base.Seconds())
-	fmt.Printf("| webhook → queue → runtime → send_text (end to end) | %d | %.2f | %.0f | %.2f | %s | %s |\n", n, e2e.total.Seconds(),
-		float64(n)/e2e.total.Seconds(), base.Seconds()/e2e.total.Seconds(), e2e.p50.Round(time.Microsecond), e2e.p99.Round(time.Microsecond))
+	fmt.Println("| scenario | messages | seconds | messages/s | vs queue no-op | webhook p50 | webhook p99 | process CPU per message | process wait for a CPU |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Printf("| local queue, no-op handler (baseline) | %d | %.2f | %.0f | 1.00 | | | | |\n", n, base.Seconds(), float64(n)/base.Seconds())
+	perMsg := func(d time.Duration) string {
+		if d <= 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000/float64(n))
+	}
+	fmt.Printf("| webhook → queue → runtime → send_text (end to end) | %d | %.2f | %.0f | %.2f | %s | %s | %s | %s |\n", n, e2e.total.Seconds(),
+		float64(n)/e2e.total.Seconds(), base.Seconds()/e2e.total.Seconds(), e2e.p50.Round(time.Microsecond), e2e.p99.Round(time.Microsecond),
+		perMsg(e2e.cpu), perMsg(e2e.wait))
 	return nil
 }
 
@@ -116,6 +123,11 @@ func queueBaseline(dir string, n, conc int) (time.Duration, error) {
 type e2eResult struct {
 	total    time.Duration
 	p50, p99 time.Duration
+	// cpu is the CPU time (user and system) the local process spent while the clock ran,
+	// and wait how long its threads waited, runnable, for a CPU (procCPU, procWait; 0 where
+	// /proc cannot tell): on a machine shared with other work, the first varies less than
+	// the rate, and the second says how much of the time the machine took.
+	cpu, wait time.Duration
 }
 
 // endToEnd runs the local process against a fake Bot API and measures n conversations.
@@ -176,6 +188,7 @@ func endToEnd(dir string, n, conc int) (e2eResult, error) {
 	lats := make([]time.Duration, n)
 	var failed atomic.Int64
 	var next atomic.Int64
+	cpu0, wait0 := procCPU(api.Process.Pid), procWait(api.Process.Pid)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range conc {
@@ -217,6 +230,12 @@ func endToEnd(dir string, n, conc int) (e2eResult, error) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	res.total = time.Since(start)
+	if cpu0 > 0 {
+		res.cpu = procCPU(api.Process.Pid) - cpu0
+	}
+	if wait0 > 0 {
+		res.wait = procWait(api.Process.Pid) - wait0
+	}
 	slices.Sort(lats)
 	res.p50, res.p99 = lats[n/2], lats[min(n-1, n*99/100)]
 	if got := len(tg.AllSent()); got != n {

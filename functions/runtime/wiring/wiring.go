@@ -17,6 +17,7 @@ import (
 	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/store"
 )
 
 // Family is the runtime family: the execution traces over HTTP, and the handlers of inbound
@@ -97,7 +98,8 @@ func runtimeSubscriber(s subscribers.Subscriber) runtime.Subscriber {
 		Labels: s.Labels, Fields: s.Fields, CreatedAt: s.CreatedAt}
 }
 
-func (a runtimeSubscribers) Upsert(ctx context.Context, bot string, k channel.Kind, externalID string, p runtime.Profile) (runtime.Subscriber, bool, error) {
+func (a runtimeSubscribers) Upsert(ctx context.Context, bot string, k channel.Kind, externalID string, p runtime.Profile,
+	with func(runtime.Subscriber, bool) ([]store.Write, error)) (runtime.Subscriber, bool, error) {
 	c := subscribers.Changes{LastSeenAt: &p.SeenAt}
 	if p.FirstName != "" {
 		c.FirstName = &p.FirstName
@@ -108,7 +110,13 @@ func (a runtimeSubscribers) Upsert(ctx context.Context, bot string, k channel.Ki
 	if p.Locale != "" {
 		c.Locale = &p.Locale
 	}
-	s, created, err := a.svc.Upsert(ctx, bot, string(k), externalID, c)
+	var w subscribers.With
+	if with != nil {
+		w = func(s subscribers.Subscriber, created bool) ([]store.Write, error) {
+			return with(runtimeSubscriber(s), created)
+		}
+	}
+	s, created, err := a.svc.UpsertWith(ctx, bot, string(k), externalID, c, w)
 	if err != nil {
 		return runtime.Subscriber{}, false, subscriberErr(err)
 	}

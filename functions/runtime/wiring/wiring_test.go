@@ -28,13 +28,13 @@ func TestRuntimeAdapters(t *testing.T) {
 	svc := subscribers.NewService(env.Store, env.Now, nil)
 	subs := runtimeSubscribers{svc}
 
-	sub, created, err := subs.Upsert(ctx, bot, channel.Telegram, "42", runtime.Profile{FirstName: "Ann", Locale: "pt-br", SeenAt: time.Now()})
+	sub, created, err := subs.Upsert(ctx, bot, channel.Telegram, "42", runtime.Profile{FirstName: "Ann", Locale: "pt-br", SeenAt: time.Now()}, nil)
 	require.NoError(t, err)
 	assert.True(t, created)
 	assert.Equal(t, channel.Telegram, sub.Channel)
-	_, _, err = subs.Upsert(ctx, bot, channel.Telegram, "42", runtime.Profile{Locale: "not a locale!", SeenAt: time.Now()})
+	_, _, err = subs.Upsert(ctx, bot, channel.Telegram, "42", runtime.Profile{Locale: "not a locale!", SeenAt: time.Now()}, nil)
 	assert.ErrorIs(t, err, runtime.ErrInvalid)
-	_, _, err = subs.Upsert(ctx, bot, channel.Telegram, "has space", runtime.Profile{SeenAt: time.Now()})
+	_, _, err = subs.Upsert(ctx, bot, channel.Telegram, "has space", runtime.Profile{SeenAt: time.Now()}, nil)
 	assert.ErrorIs(t, err, runtime.ErrInvalid)
 
 	_, err = subs.Get(ctx, bot, ids.New("sub"))

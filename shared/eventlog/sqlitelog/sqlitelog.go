@@ -1,6 +1,9 @@
 // Package sqlitelog is the event log of the local process: indexed tables in an SQLite file
 // of their own beside the store's (modernc.org/sqlite, opened with the store's settings, so
-// as durable as the store: synchronous=FULL unless the process was told otherwise).
+// as durable as the store: under full durability an append is on disk before it returns,
+// unless it was made under an open store.Deferral, which then holds its sync as it holds the
+// store's; the log syncs its WAL itself, as the store does, so that concurrent appends share
+// a sync).
 //
 // A file of its own, not the store's: events are the busiest writes of the platform (every
 // message a bot sends is one), and SQLite has one write lock per file, so the log's appends
@@ -48,9 +51,11 @@ import (
 type Log struct {
 	read  *sql.DB // several connections, query_only
 	write *sql.DB // one connection: our writes never meet SQLITE_BUSY from each other
-	// writer commits appends, batching concurrent ones into one transaction (and, under
-	// synchronous=FULL, one sync).
+	// writer commits appends, batching concurrent ones into one transaction.
 	writer *sqlite.Writer
+	// wal syncs the commits of write under full durability (nil under normal): the write
+	// connection commits as synchronous=NORMAL does, and concurrent appends share a sync.
+	wal *sqlite.WALSync
 
 	insert, count, botID, newBot *sql.Stmt
 }
@@ -87,7 +92,8 @@ func Open(path string, opts ...Option) (*Log, error) {
 	if err := sqlite.CreateFile(path); err != nil {
 		return nil, err
 	}
-	write, err := sql.Open("sqlite", sqlite.DSN(path, o.busyTimeout, o.durability, false))
+	// The commits are synced by wal, not by SQLite.
+	write, err := sql.Open("sqlite", sqlite.DSN(path, o.busyTimeout, sqlite.Normal, false))
 	if err != nil {
 		return nil, fmt.Errorf("sqlitelog: open %s: %w", path, err)
 	}
@@ -105,10 +111,14 @@ func Open(path string, opts ...Option) (*Log, error) {
 	read.SetMaxIdleConns(conns)
 	read.SetConnMaxLifetime(0)
 	read.SetConnMaxIdleTime(0)
-	l := &Log{read: read, write: write}
+	l := &Log{read: read, write: write, wal: sqlite.NewWALSync(path, o.durability)}
 	if err := migrate(context.Background(), write, o.busyTimeout); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("sqlitelog: open %s: %w", path, sqlite.MapErr(err))
+	}
+	if err := l.wal.Committed(context.Background(), "migrate"); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("sqlitelog: open %s: %w", path, err)
 	}
 	if err := l.prepare(context.Background()); err != nil {
 		l.Close()
@@ -316,6 +326,9 @@ func (l *Log) appendNew(ctx context.Context, events []eventlog.Event) ([]bool, e
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlitelog: append: %w", sqlite.MapErr(err))
+	}
+	if err := l.wal.Committed(ctx, "append"); err != nil {
+		return nil, fmt.Errorf("sqlitelog: %w", err)
 	}
 	return added, nil
 }
@@ -644,13 +657,13 @@ func (l *Log) DeleteBot(ctx context.Context, botID string) (bool, error) {
 			return false, fmt.Errorf("sqlitelog: delete bot: %w", sqlite.MapErr(err))
 		}
 		if budget -= n; budget == 0 {
-			return false, commit(tx)
+			return false, l.commit(ctx, tx)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM bots WHERE id = ?1`, bot); err != nil {
 		return false, fmt.Errorf("sqlitelog: delete bot: %w", sqlite.MapErr(err))
 	}
-	return true, commit(tx)
+	return true, l.commit(ctx, tx)
 }
 
 // DeleteSubscriber implements eventlog.Log: at most DeleteBatch of the subscriber's events
@@ -709,12 +722,16 @@ func (l *Log) DeleteSubscriber(ctx context.Context, botID, subscriber string) (b
 			return false, fmt.Errorf("sqlitelog: delete subscriber: %w", sqlite.MapErr(err))
 		}
 	}
-	return n < DeleteBatch, commit(tx)
+	return n < DeleteBatch, l.commit(ctx, tx)
 }
 
-func commit(tx *sql.Tx) error {
+// commit commits tx and makes it durable (wal).
+func (l *Log) commit(ctx context.Context, tx *sql.Tx) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlitelog: commit: %w", sqlite.MapErr(err))
+	}
+	if err := l.wal.Committed(ctx, "commit"); err != nil {
+		return fmt.Errorf("sqlitelog: %w", err)
 	}
 	return nil
 }

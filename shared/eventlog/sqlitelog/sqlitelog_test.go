@@ -11,6 +11,7 @@ import (
 
 	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/eventlog/eventlogtest"
+	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
 )
 
@@ -28,21 +29,39 @@ func TestConformance(t *testing.T) {
 	eventlogtest.Run(t, func(*testing.T) eventlog.Log { return l })
 }
 
-// The log is as durable as the store: synchronous=FULL unless told otherwise, in WAL mode.
+// The log is as durable as the store, in WAL mode: under full durability (the default) the
+// log syncs its WAL itself, after each append or, under an open store.Deferral, at the
+// deferral's Settle; under normal it leaves the syncs to SQLite's checkpoints.
 func TestDurabilityMatchesTheStore(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		opts []Option
-		want int
-	}{{nil, 2}, {[]Option{WithDurability(sqlite.Normal)}, 1}} {
+		full bool
+	}{{nil, true}, {[]Option{WithDurability(sqlite.Normal)}, false}} {
 		l, err := Open(filepath.Join(t.TempDir(), "events.db"), tc.opts...)
 		require.NoError(t, err)
 		var sync int
 		var mode string
 		require.NoError(t, l.write.QueryRow(`PRAGMA synchronous`).Scan(&sync))
 		require.NoError(t, l.write.QueryRow(`PRAGMA journal_mode`).Scan(&mode))
-		assert.Equal(t, tc.want, sync)
+		assert.Equal(t, 1, sync, "NORMAL: the log syncs the WAL itself")
 		assert.Equal(t, "wal", mode)
+		assert.Equal(t, tc.full, l.wal != nil)
+
+		e := eventlog.Event{BotID: "bot_1", SubscriberID: "sub_1", Name: "signup", At: time.Now(), Source: eventlog.SourceCustom}
+		e.ID = "ev_1"
+		_, err = l.Append(t.Context(), e)
+		require.NoError(t, err)
+		assert.Zero(t, l.wal.Unsynced(), "synced before Append returned")
+		ctx, d := store.DeferSync(t.Context())
+		e.ID = "ev_2"
+		_, err = l.Append(ctx, e)
+		require.NoError(t, err)
+		if tc.full {
+			assert.Equal(t, uint64(1), l.wal.Unsynced(), "deferred")
+		}
+		require.NoError(t, d.Settle(t.Context()))
+		assert.Zero(t, l.wal.Unsynced(), "settled")
 		require.NoError(t, l.Close())
 	}
 }

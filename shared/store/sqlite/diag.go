@@ -56,3 +56,9 @@ func mentions(it store.Item, needles []string) bool {
 	}
 	return false
 }
+
+// Unsynced reports how many commits made through s are not known to be on disk yet: those
+// made under an open store.Deferral that nothing has flushed since (always 0 under Normal,
+// which leaves syncs to SQLite). Tests use it to check that a piece of work syncs its
+// deferred writes where it promises to.
+func (s *Store) Unsynced() uint64 { return s.wal.Unsynced() }

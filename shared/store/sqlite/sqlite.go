@@ -13,14 +13,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	msqlite "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -60,12 +58,8 @@ type Store struct {
 	// Under Full durability the write connection commits as SQLite's NORMAL does (the WAL
 	// written, not synced) and the store syncs the WAL itself (durable, Flush): so that
 	// concurrent writers share one sync (group commit) and a request's writes can leave
-	// theirs to its last one (store.Deferral). syncWAL is false under Normal.
-	syncWAL bool
-	walPath string
-	commits atomic.Uint64 // commits made through this Store: the marks of Flush
-	syncMu  sync.Mutex    // one sync at a time; the writers waiting behind it are covered by it
-	synced  uint64        // every commit up to this mark is durable; guarded by syncMu
+	// theirs to its last one (store.Deferral). nil under Normal.
+	wal *WALSync
 }
 
 var (
@@ -159,7 +153,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 
-	// The writes are synced by the store, not by SQLite (see Store.syncWAL).
+	// The writes are synced by the store, not by SQLite (see Store.wal).
 	write, err := sql.Open("sqlite", dsn(path, o.busyTimeout, Normal, false))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -186,7 +180,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 
 	s := &Store{read: read, write: write, now: o.now, queries: make(map[string]*sql.Stmt),
-		syncWAL: o.durability == Full, walPath: path + "-wal"}
+		wal: NewWALSync(path, o.durability)}
 	if s.writer, err = NewWriter(context.Background(), write); err != nil {
 		read.Close()
 		write.Close()
@@ -732,51 +726,15 @@ func (s *Store) DeleteExpired(ctx context.Context, limit int) (int64, error) {
 // before the write is reported done: under Full, synced, or left to the context's open
 // store.Deferral to sync with a later write of the same request.
 func (s *Store) durable(ctx context.Context, op string) error {
-	if !s.syncWAL {
-		return nil
-	}
-	mark := s.commits.Add(1)
-	if store.DeferralOf(ctx).Defer(s, mark) {
-		return nil
-	}
-	if err := s.Flush(ctx, mark); err != nil {
-		return fmt.Errorf("sqlite: %s: %w", op, err)
+	if err := s.wal.Committed(ctx, op); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
 	}
 	return nil
 }
 
-// Flush implements store.Flusher: it returns once every commit up to mark is durable. The
-// writers that queue behind one sync find their commits covered by it, so concurrent
-// writers share syncs (group commit). A commit counts once its write to the WAL returned,
-// so the sync that starts after it covers it; fsync is per file, not per descriptor.
-func (s *Store) Flush(_ context.Context, mark uint64) error {
-	if !s.syncWAL {
-		return nil
-	}
-	s.syncMu.Lock()
-	defer s.syncMu.Unlock()
-	if s.synced >= mark {
-		return nil
-	}
-	target := s.commits.Load()
-	f, err := os.Open(s.walPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		// No WAL: the last connection checkpointed it into the database file, which
-		// SQLite syncs before it removes the WAL.
-		s.synced = target
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("sync the WAL: %w", err)
-	}
-	err = datasync(f)
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("sync the WAL: %w", err)
-	}
-	s.synced = target
-	return nil
-}
+// Flush implements store.Flusher: it returns once every commit up to mark is durable
+// (WALSync.Flush).
+func (s *Store) Flush(ctx context.Context, mark uint64) error { return s.wal.Flush(ctx, mark) }
 
 // mapErr marks lock contention that outlasted the busy timeout as store.ErrUnavailable, so
 // callers answer 503 and clients retry, instead of 500.
