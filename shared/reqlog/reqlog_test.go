@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -17,13 +16,12 @@ import (
 	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 func openLog(t *testing.T, now time.Time) *Log {
 	t.Helper()
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(func() time.Time { return now }))
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, sqlite.WithClock(func() time.Time { return now }))
 	return NewLog(st)
 }
 
@@ -89,9 +87,7 @@ func TestBlocksPageExactlyOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(func() time.Time { return t0.Add(time.Hour) }))
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, sqlite.WithClock(func() time.Time { return t0.Add(time.Hour) }))
 	l := NewLog(st)
 	routes := []string{"GET /api/bots/{botID}", "PATCH /api/bots/{botID}", "GET /api/bots/{botID}/subscribers"}
 	statuses := []int{200, 201, 404, 500, 200}
@@ -166,10 +162,7 @@ func TestSparseFilterPagesOn(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithDurability(sqlite.Normal),
-		sqlite.WithClock(func() time.Time { return t0.Add(time.Hour) }))
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, sqlite.WithDurability(sqlite.Normal), sqlite.WithClock(func() time.Time { return t0.Add(time.Hour) }))
 	l := NewLog(st)
 	const route = "GET /api/bots/{botID}"
 	require.NoError(t, l.RecordRequest(ctx, record(0, "bot_a", route, 503, t0)))
@@ -229,9 +222,7 @@ func TestEntriesExpireAfterRetention(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(func() time.Time { return t0.Add(Retention + time.Second) }))
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, sqlite.WithClock(func() time.Time { return t0.Add(Retention + time.Second) }))
 	l := NewLog(st)
 	require.NoError(t, l.RecordRequest(ctx, record(1, "bot_a", "GET /x", 200, t0)))
 	got, _, err := l.List(ctx, "bot_a", Filter{}, 10, "")
@@ -268,9 +259,7 @@ func TestPurgeStepErasesTheBotsLog(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(func() time.Time { return t0.Add(time.Hour) }))
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, sqlite.WithClock(func() time.Time { return t0.Add(time.Hour) }))
 	l := NewLog(st)
 	routes := []string{"GET /api/bots/{botID}", "PATCH /api/bots/{botID}", "POST /api/bots/{botID}/subscribers"}
 	for i := range 450 {

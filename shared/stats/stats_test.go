@@ -2,7 +2,6 @@ package stats
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,15 +11,14 @@ import (
 	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 func TestCountersAndSeries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	now := time.Date(2026, 11, 21, 12, 30, 0, 0, time.UTC)
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(func() time.Time { return now }))
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, sqlite.WithClock(func() time.Time { return now }))
 
 	day1 := time.Date(2026, 11, 20, 9, 15, 0, 0, time.UTC)
 	day2 := time.Date(2026, 11, 21, 10, 5, 0, 0, time.UTC)
@@ -68,9 +66,7 @@ func TestPurgeStepErasesCountersAndMarkers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	now := time.Date(2026, 11, 21, 12, 30, 0, 0, time.UTC)
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(func() time.Time { return now }))
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, sqlite.WithClock(func() time.Time { return now }))
 
 	for _, bot := range []string{"bot_a", "bot_b"} {
 		for d := 0; d < 400; d += 3 { // every metric, over more than a year of days
@@ -106,9 +102,7 @@ func TestActiveWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	now := time.Date(2026, 11, 21, 12, 30, 0, 0, time.UTC)
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(func() time.Time { return now }))
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t, sqlite.WithClock(func() time.Time { return now }))
 	claim := store.PutOp(store.Item{Key: store.Key{PK: "C", SK: "1"}, Revision: 1}, store.MustNotExist)
 	active := func(t *testing.T) int64 {
 		s, err := Query(ctx, st, "bot_a", Day, now.Truncate(24*time.Hour), now.Truncate(24*time.Hour).Add(24*time.Hour))
