@@ -49,9 +49,6 @@ type Store struct {
 	// writer applies and commits every write (batch.go).
 	writer *Writer
 
-	// cache answers Get while the file has not changed (readcache.go).
-	cache *readCache
-
 	mu      sync.Mutex
 	queries map[string]*sql.Stmt // statements prepared on demand, by SQL text (cachedStmt)
 
@@ -190,7 +187,6 @@ func Open(path string, opts ...Option) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: prepare %s: %w", path, mapErr(err))
 	}
-	s.cache = openReadCache(path + "-shm")
 	// The migration committed through the write connection, unsynced.
 	if err := s.durable(context.Background(), "migrate"); err != nil {
 		s.Close()
@@ -411,7 +407,7 @@ func (s *Store) Close() error {
 			st.Close()
 		}
 	}
-	return errors.Join(s.cache.close(), s.read.Close(), s.write.Close())
+	return errors.Join(s.read.Close(), s.write.Close())
 }
 
 // Get implements store.Store.
@@ -419,24 +415,12 @@ func (s *Store) Get(ctx context.Context, key store.Key) (store.Item, error) {
 	if err := key.Validate(); err != nil {
 		return store.Item{}, fmt.Errorf("sqlite: get: %w", err)
 	}
-	now := s.now()
-	// The header is read before the row: a commit after it, even one the read below
-	// already sees, makes the entry stale at once, never a stale entry current.
-	v, cacheable := s.cache.header()
-	if cacheable {
-		if it, ok := s.cache.get(key, v, now); ok {
-			return it, nil
-		}
-	}
-	it, err := scanItem(s.get.QueryRowContext(ctx, key.PK, key.SK, now.Unix()))
+	it, err := scanItem(s.get.QueryRowContext(ctx, key.PK, key.SK, s.now().Unix()))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Item{}, store.ErrNotFound
 	}
 	if err != nil {
 		return store.Item{}, fmt.Errorf("sqlite: get: %w", mapErr(err))
-	}
-	if cacheable {
-		s.cache.put(key, it, v)
 	}
 	return it, nil
 }
