@@ -86,7 +86,14 @@ func (h *Handlers) update(w http.ResponseWriter, r *http.Request) error {
 	if err := httpapi.Decode(w, r, &req); err != nil {
 		return err
 	}
-	b, err := h.svc.Update(r.Context(), httpapi.Caller(r).AccountID, r.PathValue("botID"), *req.ExpectedRevision, req.Name, req.Settings)
+	account := httpapi.Caller(r).AccountID
+	var b Bot
+	var err error
+	if loaded, ok := httpapi.LoadedBot(r.Context()).(Bot); ok {
+		b, err = h.svc.UpdateLoaded(r.Context(), account, loaded, *req.ExpectedRevision, req.Name, req.Settings)
+	} else {
+		b, err = h.svc.Update(r.Context(), account, r.PathValue("botID"), *req.ExpectedRevision, req.Name, req.Settings)
+	}
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/botplatform/api/shared/jsonguard"
 )
@@ -312,6 +313,23 @@ func (w *walker) walk(t reflect.Type) error {
 // exactField finds the struct field whose JSON name is exactly name, looking through
 // embedded structs as encoding/json does.
 func exactField(t reflect.Type, name string) (reflect.Type, bool) {
+	m, ok := jsonFields.Load(t)
+	if !ok {
+		m, _ = jsonFields.LoadOrStore(t, fieldsOf(t))
+	}
+	ft, ok := m.(map[string]reflect.Type)[name]
+	return ft, ok
+}
+
+// jsonFields holds each request struct type's fields by JSON name (fieldsOf): every body
+// member is looked up, and reflect.VisibleFields allocates its answer anew at each call. The
+// types are the program's own, so the map stays small.
+var jsonFields sync.Map // reflect.Type → map[string]reflect.Type
+
+// fieldsOf maps t's JSON member names to their fields' types; of two fields with one name,
+// the first (as reflect.VisibleFields orders them) wins.
+func fieldsOf(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
 	for _, f := range reflect.VisibleFields(t) {
 		tag := f.Tag.Get("json")
 		ft := f.Type
@@ -325,11 +343,11 @@ func exactField(t reflect.Type, name string) (reflect.Type, bool) {
 		if n == "" {
 			n = f.Name
 		}
-		if n == name {
-			return f.Type, true
+		if _, dup := out[n]; !dup {
+			out[n] = f.Type
 		}
 	}
-	return nil, false
+	return out
 }
 
 func joinPath(path, key string) string {

@@ -245,6 +245,10 @@ func dsn(path string, busy time.Duration, d Durability, readOnly bool) string {
 		q.Add("_pragma", "query_only(1)")
 	} else {
 		q.Set("_txlock", "immediate")
+		// The Writer puts each write of a batch under a savepoint, whose undo pages SQLite
+		// keeps in a sub-journal that spills to a temporary file past 64 KiB: a pwrite per
+		// page and per page number, every commit. In memory it stays one batch's pages.
+		q.Add("_pragma", "temp_store(MEMORY)")
 	}
 	return path + "?" + q.Encode()
 }
