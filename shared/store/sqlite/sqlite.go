@@ -369,7 +369,8 @@ func (s *Store) prepare(ctx context.Context) error {
 		db  *sql.DB
 		sql string
 	}{
-		{&s.get, s.read, `SELECT ` + itemColumns + ` FROM items WHERE pk = ?1 AND sk = ?2 AND ` + live("", 3)},
+		// The key is the caller's: reading it back would only copy it.
+		{&s.get, s.read, `SELECT revision, data, count, expires, gsi1pk, gsi1sk, gsi2pk, gsi2sk FROM items WHERE pk = ?1 AND sk = ?2 AND ` + live("", 3)},
 		{&s.putAlways, s.write, insert},
 		// An expired row is replaced as if it were absent.
 		{&s.putIfAbsent, s.write, insert + ` WHERE NOT ` + live("items.", 11)},
@@ -419,7 +420,7 @@ func (s *Store) Get(ctx context.Context, key store.Key) (store.Item, error) {
 	if err := key.Validate(); err != nil {
 		return store.Item{}, fmt.Errorf("sqlite: get: %w", err)
 	}
-	it, err := scanItem(s.get.QueryRowContext(ctx, key.PK, key.SK, s.now().Unix()))
+	it, err := scanValue(s.get.QueryRowContext(ctx, key.PK, key.SK, s.now().Unix()), key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Item{}, store.ErrNotFound
 	}
@@ -790,10 +791,28 @@ func scanItem(row interface{ Scan(...any) error }) (store.Item, error) {
 	if err := row.Scan(&it.PK, &it.SK, &it.Revision, &it.Data, &it.Count, &expires, &g1pk, &g1sk, &g2pk, &g2sk); err != nil {
 		return store.Item{}, err
 	}
+	return finishItem(it, expires, g1pk, g1sk, g2pk, g2sk), nil
+}
+
+// scanValue reads the item at key from a row of every column but the key's.
+func scanValue(row *sql.Row, key store.Key) (store.Item, error) {
+	var (
+		it                     = store.Item{Key: key}
+		expires                int64
+		g1pk, g1sk, g2pk, g2sk sql.NullString
+	)
+	if err := row.Scan(&it.Revision, &it.Data, &it.Count, &expires, &g1pk, &g1sk, &g2pk, &g2sk); err != nil {
+		return store.Item{}, err
+	}
+	return finishItem(it, expires, g1pk, g1sk, g2pk, g2sk), nil
+}
+
+// finishItem sets what the row's nullable and encoded columns say.
+func finishItem(it store.Item, expires int64, g1pk, g1sk, g2pk, g2sk sql.NullString) store.Item {
 	if expires != 0 {
 		it.ExpiresAt = time.Unix(expires, 0).UTC()
 	}
 	it.GSI1 = store.IndexKey{PK: g1pk.String, SK: g1sk.String}
 	it.GSI2 = store.IndexKey{PK: g2pk.String, SK: g2sk.String}
-	return it, nil
+	return it
 }
