@@ -11,6 +11,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -32,9 +33,10 @@ import (
 type Store struct {
 	read  *sql.DB // several connections, query_only
 	write *sql.DB // exactly one connection: serializes our writes without SQLITE_BUSY
-	now   func() time.Time
+	// points serves Get on query_only connections of its own (points.go).
+	points *points
+	now    func() time.Time
 
-	get           *sql.Stmt
 	putAlways     *sql.Stmt
 	putIfAbsent   *sql.Stmt
 	putIfLive     *sql.Stmt
@@ -176,9 +178,16 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, mapErr(err))
 	}
 
-	s := &Store{read: read, write: write, now: o.now, queries: make(map[string]*sql.Stmt),
-		wal: NewWALSync(path, o.durability)}
+	pointDB, err := sql.Open("sqlite", dsn(path, o.busyTimeout, o.durability, true))
+	if err != nil {
+		read.Close()
+		write.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	s := &Store{read: read, write: write, points: newPoints(pointDB, readConns), now: o.now,
+		queries: make(map[string]*sql.Stmt), wal: NewWALSync(path, o.durability)}
 	if s.writer, err = NewWriter(context.Background(), write); err != nil {
+		s.points.close()
 		read.Close()
 		write.Close()
 		return nil, fmt.Errorf("sqlite: prepare %s: %w", path, mapErr(err))
@@ -369,8 +378,6 @@ func (s *Store) prepare(ctx context.Context) error {
 		db  *sql.DB
 		sql string
 	}{
-		// The key is the caller's: reading it back would only copy it.
-		{&s.get, s.read, `SELECT revision, data, count, expires, gsi1pk, gsi1sk, gsi2pk, gsi2sk FROM items WHERE pk = ?1 AND sk = ?2 AND ` + live("", 3)},
 		{&s.putAlways, s.write, insert},
 		// An expired row is replaced as if it were absent.
 		{&s.putIfAbsent, s.write, insert + ` WHERE NOT ` + live("items.", 11)},
@@ -406,13 +413,13 @@ func (s *Store) Close() error {
 		delete(s.queries, k)
 	}
 	s.mu.Unlock()
-	for _, st := range []*sql.Stmt{s.get, s.putAlways, s.putIfAbsent, s.putIfLive, s.putIfRevision,
+	for _, st := range []*sql.Stmt{s.putAlways, s.putIfAbsent, s.putIfLive, s.putIfRevision,
 		s.delAlways, s.delIfLive, s.delIfRevision, s.add, s.current, s.sweep} {
 		if st != nil {
 			st.Close()
 		}
 	}
-	return errors.Join(s.read.Close(), s.write.Close())
+	return errors.Join(s.points.close(), s.read.Close(), s.write.Close())
 }
 
 // Get implements store.Store.
@@ -420,12 +427,15 @@ func (s *Store) Get(ctx context.Context, key store.Key) (store.Item, error) {
 	if err := key.Validate(); err != nil {
 		return store.Item{}, fmt.Errorf("sqlite: get: %w", err)
 	}
-	it, err := scanValue(s.get.QueryRowContext(ctx, key.PK, key.SK, s.now().Unix()), key)
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.Item{}, store.ErrNotFound
-	}
+	it := store.Item{Key: key}
+	found, err := s.points.get(ctx, []driver.NamedValue{
+		{Ordinal: 1, Value: key.PK}, {Ordinal: 2, Value: key.SK}, {Ordinal: 3, Value: s.now().Unix()},
+	}, func(row []driver.Value) error { return scanPoint(row, &it) })
 	if err != nil {
 		return store.Item{}, fmt.Errorf("sqlite: get: %w", mapErr(err))
+	}
+	if !found {
+		return store.Item{}, store.ErrNotFound
 	}
 	return it, nil
 }
@@ -791,28 +801,10 @@ func scanItem(row interface{ Scan(...any) error }) (store.Item, error) {
 	if err := row.Scan(&it.PK, &it.SK, &it.Revision, &it.Data, &it.Count, &expires, &g1pk, &g1sk, &g2pk, &g2sk); err != nil {
 		return store.Item{}, err
 	}
-	return finishItem(it, expires, g1pk, g1sk, g2pk, g2sk), nil
-}
-
-// scanValue reads the item at key from a row of every column but the key's.
-func scanValue(row *sql.Row, key store.Key) (store.Item, error) {
-	var (
-		it                     = store.Item{Key: key}
-		expires                int64
-		g1pk, g1sk, g2pk, g2sk sql.NullString
-	)
-	if err := row.Scan(&it.Revision, &it.Data, &it.Count, &expires, &g1pk, &g1sk, &g2pk, &g2sk); err != nil {
-		return store.Item{}, err
-	}
-	return finishItem(it, expires, g1pk, g1sk, g2pk, g2sk), nil
-}
-
-// finishItem sets what the row's nullable and encoded columns say.
-func finishItem(it store.Item, expires int64, g1pk, g1sk, g2pk, g2sk sql.NullString) store.Item {
 	if expires != 0 {
 		it.ExpiresAt = time.Unix(expires, 0).UTC()
 	}
 	it.GSI1 = store.IndexKey{PK: g1pk.String, SK: g1sk.String}
 	it.GSI2 = store.IndexKey{PK: g2pk.String, SK: g2sk.String}
-	return it
+	return it, nil
 }
