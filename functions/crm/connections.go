@@ -225,7 +225,7 @@ func (s *Service) revoke(ctx context.Context, bot string, c Connection) {
 		s.log.WarnContext(ctx, "crm: revoke: credentials do not open", "connection", c.ID, "error", err)
 		return
 	}
-	cl, err := s.newClient(c.Provider, creds)
+	cl, err := s.newClient(c.Provider, creds, c.entities())
 	if err != nil {
 		s.log.WarnContext(ctx, "crm: revoke: no client", "connection", c.ID, "provider", c.Provider, "error", err)
 		return
