@@ -77,8 +77,9 @@ type DynamicsRequest struct {
 	// Login is the application user's name (UPN) in the environment; when given, the
 	// credentials must act as it.
 	Login string `json:"login"`
-	// Entities are the entity sets of contacts and deals; members left out are the
-	// defaults (contacts, opportunities).
+	// Entities are the entity sets of contacts (where subscriber records are written) and
+	// deals; members left out are the defaults (contacts, opportunities). Deals can only be
+	// opportunities.
 	Entities *Entities `json:"entities"`
 }
 
@@ -116,10 +117,14 @@ func (r *DynamicsRequest) Validate() error {
 		e.Contacts = cmpOr(r.Entities.Contacts, e.Contacts)
 		e.Deals = cmpOr(r.Entities.Deals, e.Deals)
 	}
-	for _, f := range []struct{ name, v string }{{"contacts", e.Contacts}, {"deals", e.Deals}} {
-		if !entityRe.MatchString(f.v) {
-			p.Add("entities."+f.name, "must be a Dataverse entity set name (lower case, such as contacts or leads)")
-		}
+	if !entityRe.MatchString(e.Contacts) {
+		p.Add("entities.contacts", "must be a Dataverse entity set name (lower case, such as contacts or leads)")
+	}
+	// Deals are opportunities: the client reads their salesstage, statecode and
+	// parentcontactid, which another entity set does not have. Refused rather than
+	// accepted and ignored.
+	if e.Deals != DefaultEntities.Deals {
+		p.Add("entities.deals", "must be opportunities (or left out): deals are Dataverse opportunities; another entity set is not supported")
 	}
 	r.Entities = &e
 	return p.Err()

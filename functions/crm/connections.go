@@ -119,7 +119,7 @@ func (s *Service) reconnect(ctx context.Context, bot, id string, c Connection, c
 		return Connection{}, err
 	}
 	now := stamp(s.now())
-	prev := cur.Revision
+	prev, was := cur.Revision, cur.entities()
 	cur.Status, cur.Account, cur.AccountKey, cur.InstanceURL, cur.Login, cur.Entities = StatusActive, c.Account, c.AccountKey, c.InstanceURL, c.Login, c.Entities
 	cur.Revision, cur.UpdatedAt = prev+1, now
 	sealed, err := s.seal(ctx, bot, id, creds)
@@ -137,6 +137,10 @@ func (s *Service) reconnect(ctx context.Context, bot, id string, c Connection, c
 	err = s.store.Transact(ctx, []store.Write{store.PutOp(conn, store.RevisionIs(prev)), store.PutOp(cred, store.RevisionIs(credIt.Revision))})
 	if err != nil {
 		return Connection{}, err
+	}
+	if was != cur.entities() {
+		// The objects and fields cached were another entity set's.
+		s.eraseDiscovery(ctx, bot, id)
 	}
 	return cur, nil
 }
@@ -225,7 +229,7 @@ func (s *Service) revoke(ctx context.Context, bot string, c Connection) {
 		s.log.WarnContext(ctx, "crm: revoke: credentials do not open", "connection", c.ID, "error", err)
 		return
 	}
-	cl, err := s.newClient(c.Provider, creds)
+	cl, err := s.newClient(c.Provider, creds, c.entities())
 	if err != nil {
 		s.log.WarnContext(ctx, "crm: revoke: no client", "connection", c.ID, "provider", c.Provider, "error", err)
 		return

@@ -80,7 +80,7 @@ func (s *Service) clientOf(ctx context.Context, bot string, c Connection) (crmap
 	if err != nil {
 		return nil, err
 	}
-	cl, err := s.newClient(c.Provider, creds)
+	cl, err := s.newClient(c.Provider, creds, c.entities())
 	if err != nil {
 		return nil, httpapi.E(httpapi.KindUnavailable, "provider_unavailable", "this deployment has no client for the connection's CRM").Wrap(err)
 	}

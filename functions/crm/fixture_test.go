@@ -69,7 +69,7 @@ func (p *provider) revocations() []crmapi.Credentials {
 	return slices.Clone(p.revoked)
 }
 
-func (p *provider) newClient(name string, creds crmapi.Credentials) (crmapi.Client, error) {
+func (p *provider) newClient(name string, creds crmapi.Credentials, _ Entities) (crmapi.Client, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.built = append(p.built, creds)

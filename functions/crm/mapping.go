@@ -624,6 +624,21 @@ func (s *Service) eraseMapping(ctx context.Context, bot, id string) {
 	}
 }
 
+// eraseDiscovery removes a connection's discovery cache (best effort: it expires anyway).
+func (s *Service) eraseDiscovery(ctx context.Context, bot, id string) {
+	ctx = context.WithoutCancel(ctx)
+	for {
+		done, err := s.erase(ctx, crmPK(bot), discPrefix(id))
+		if err != nil {
+			s.log.WarnContext(ctx, "crm: erase discovery cache", "connection", id, "error", err)
+			return
+		}
+		if done {
+			return
+		}
+	}
+}
+
 // erase deletes a page of the items of partition pk under prefix; done when none was left.
 func (s *Service) erase(ctx context.Context, pk, prefix string) (bool, error) {
 	page, err := s.store.Query(ctx, store.Query{PK: pk, Prefix: prefix, Limit: store.MaxTransactWrites})

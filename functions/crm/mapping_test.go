@@ -16,21 +16,25 @@ import (
 	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/auth"
 	crmapi "github.com/botplatform/api/shared/crm"
+	"github.com/botplatform/api/shared/crm/dynamics"
 	"github.com/botplatform/api/shared/crm/hubspot"
 	"github.com/botplatform/api/shared/crm/pipedrive"
 	"github.com/botplatform/api/shared/ratelimit"
 	"github.com/botplatform/api/shared/secrets/keyfile"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
+	dynamicsfake "github.com/botplatform/api/tests/fakes/crm/dynamics"
 	hubspotfake "github.com/botplatform/api/tests/fakes/crm/hubspot"
 	pipedrivefake "github.com/botplatform/api/tests/fakes/crm/pipedrive"
 )
 
-// mappingFixture serves the family with the real HubSpot and Pipedrive clients against
-// their fakes, and the real subscribers family beneath the mappings.
+// mappingFixture serves the family with the real HubSpot, Pipedrive and Dynamics clients
+// against their fakes, and the real subscribers family beneath the mappings. The Dynamics
+// connection is made by the tests that want one (connectDynamics).
 type mappingFixture struct {
 	*fixture
 	hs    *hubspotfake.Server
 	pd    *pipedrivefake.Server
+	dyn   *dynamicsfake.Server
 	subs  *subscribers.Service
 	hsID  string // a HubSpot connection of f.bot
 	pdID  string // a Pipedrive connection of f.bot
@@ -41,10 +45,12 @@ type mappingFixture struct {
 
 func newMappingFixture(t *testing.T) *mappingFixture {
 	t.Helper()
-	f := &mappingFixture{fixture: newFixture(t), hs: hubspotfake.New(t), pd: pipedrivefake.New(t), jobs: &starts{}}
+	f := &mappingFixture{fixture: newFixture(t), hs: hubspotfake.New(t), pd: pipedrivefake.New(t), dyn: dynamicsfake.New(t), jobs: &starts{}}
 	f.subs = subscribers.NewService(f.raw, f.clock.Now, nil)
-	newClient := func(provider string, creds crmapi.Credentials) (crmapi.Client, error) {
+	newClient := func(provider string, creds crmapi.Credentials, entities Entities) (crmapi.Client, error) {
 		switch provider {
+		case crmapi.Dynamics:
+			return dynamics.New(dynamics.Config{LoginURL: f.dyn.URL(), AllowPrivate: true, Contacts: entities.Contacts}, creds)
 		case crmapi.HubSpot:
 			return hubspot.New(hubspot.Config{BaseURL: f.hs.URL(), AllowPrivate: true}, creds)
 		case crmapi.Pipedrive:

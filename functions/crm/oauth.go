@@ -264,7 +264,7 @@ func tokenError(err error) error {
 
 // account checks credentials against the provider: who they act as.
 func (s *Service) account(ctx context.Context, provider string, creds crmapi.Credentials) (crmapi.Account, error) {
-	cl, err := s.newClient(provider, creds)
+	cl, err := s.newClient(provider, creds, DefaultEntities)
 	if err != nil {
 		// The client refuses what it may not call (an instance URL that is not https, on a
 		// deployment that allows only public addresses): nothing the caller can fix.

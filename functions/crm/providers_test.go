@@ -53,7 +53,7 @@ func (p realProviders) settings(allowPrivate bool) Settings {
 	}
 }
 
-func (p realProviders) newClient(provider string, creds crmapi.Credentials) (crmapi.Client, error) {
+func (p realProviders) newClient(provider string, creds crmapi.Credentials, _ Entities) (crmapi.Client, error) {
 	switch provider {
 	case crmapi.HubSpot:
 		return hubspot.New(hubspot.Config{BaseURL: p.hs.URL(), AllowPrivate: true}, creds)

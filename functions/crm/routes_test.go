@@ -296,6 +296,13 @@ func TestConnectDynamics(t *testing.T) {
 	res = f.Do(t, "POST", f.base+"/dynamics", `{"tenant_id":"x","client_id":"y","client_secret":"z","environment_url":"https://acme.crm4.dynamics.com","entities":{"deals":"Opportunities!"}}`)
 	require.Equal(t, http.StatusBadRequest, res.Code)
 	assert.Len(t, res.JSON["errors"], 3, "tenant_id, client_id, entities.deals: %s", res.Body)
+	// Deals are opportunities: another entity set is refused, not accepted and ignored.
+	res = f.Do(t, "POST", f.base+"/dynamics", fmt.Sprintf(`{"tenant_id":%q,"client_id":%q,"client_secret":"s","environment_url":"https://acme.crm4.dynamics.com","entities":{"contacts":"new_subscribers","deals":"new_deals"}}`,
+		dynamicsTenant, dynamicsClient))
+	require.Equal(t, http.StatusBadRequest, res.Code, res.Body)
+	require.Len(t, res.JSON["errors"], 1, "%s", res.Body)
+	assert.Equal(t, "entities.deals", res.JSON["errors"].([]any)[0].(map[string]any)["field"], "%s", res.Body)
+	assert.Contains(t, res.Body, "opportunities")
 
 	res = f.Do(t, "POST", f.base+"/dynamics", body(dynamicsSecret, "https://acme.crm4.dynamics.com/", "someone@contoso.com"))
 	assert.Equal(t, http.StatusUnprocessableEntity, res.Code, res.Body)

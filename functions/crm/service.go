@@ -36,8 +36,10 @@ const StateTTL = 5 * time.Minute
 const refreshBefore = time.Minute
 
 // NewClient builds the client of one connection: the provider package's, with the
-// deployment's base URLs.
-type NewClient func(provider string, creds crmapi.Credentials) (crmapi.Client, error)
+// deployment's base URLs. entities are the connection's Dataverse entity sets (Dynamics;
+// DefaultEntities for the other providers and for a connection that has none): the
+// Dynamics client writes subscriber records to entities.Contacts.
+type NewClient func(provider string, creds crmapi.Credentials, entities Entities) (crmapi.Client, error)
 
 // OAuthApp is the deployment's OAuth application at one provider: without its client id,
 // secret and redirect URL, starts answer 503 oauth_not_configured.
@@ -222,7 +224,9 @@ type Connection struct {
 }
 
 // Entities are the Dataverse entity sets (plural logical names, as the Web API addresses
-// them) the platform writes subscribers and deals to.
+// them) the platform writes subscribers and deals to. Contacts is where a Dynamics
+// connection's subscriber records are searched, written and pulled from (the mapping's
+// object contacts addresses it); Deals is always opportunities (DynamicsRequest.Validate).
 type Entities struct {
 	Contacts string `json:"contacts"`
 	Deals    string `json:"deals"`
@@ -230,6 +234,15 @@ type Entities struct {
 
 // DefaultEntities are Dynamics 365 Sales' own: contacts and opportunities.
 var DefaultEntities = Entities{Contacts: "contacts", Deals: "opportunities"}
+
+// entities returns the connection's entity sets, DefaultEntities when it has none (every
+// provider but Dynamics).
+func (c Connection) entities() Entities {
+	if c.Entities == nil {
+		return DefaultEntities
+	}
+	return *c.Entities
+}
 
 // credRecord is a connection's stored credentials item.
 type credRecord struct {

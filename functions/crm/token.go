@@ -31,7 +31,7 @@ func (s *Service) client(ctx context.Context, bot, id string) (crmapi.Client, er
 	if err != nil {
 		return nil, err
 	}
-	return s.newClient(c.Provider, creds)
+	return s.newClient(c.Provider, creds, c.entities())
 }
 
 // needsRefresh reports whether creds need a new access token now.

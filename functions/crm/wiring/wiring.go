@@ -239,7 +239,7 @@ func Service(env *family.Env, cfg Config) *crm.Service {
 // https unless cfg allows private addresses.
 func Clients(cfg Config, httpClient *http.Client) crm.NewClient {
 	allow := cfg.Settings.AllowPrivate
-	return func(provider string, creds crmapi.Credentials) (crmapi.Client, error) {
+	return func(provider string, creds crmapi.Credentials, entities crm.Entities) (crmapi.Client, error) {
 		var (
 			c   crmapi.Client
 			err error
@@ -252,7 +252,8 @@ func Clients(cfg Config, httpClient *http.Client) crm.NewClient {
 		case crmapi.Pipedrive:
 			c, err = pipedrive.New(pipedrive.Config{BaseURL: cfg.Settings.PipedriveURL, HTTPClient: httpClient, AllowPrivate: allow}, creds)
 		case crmapi.Dynamics:
-			c, err = dynamics.New(dynamics.Config{LoginURL: cfg.Settings.DynamicsLoginURL, HTTPClient: httpClient, AllowPrivate: allow}, creds)
+			c, err = dynamics.New(dynamics.Config{LoginURL: cfg.Settings.DynamicsLoginURL, HTTPClient: httpClient, AllowPrivate: allow,
+				Contacts: entities.Contacts}, creds)
 		default:
 			return nil, fmt.Errorf("crm wiring: unknown provider %q", provider)
 		}

@@ -81,22 +81,22 @@ func TestClients(t *testing.T) {
 		crmapi.Pipedrive: fmt.Sprint(pipedrivefake.CompanyID), crmapi.Dynamics: dynamicsfake.OrganizationID}
 	newClient := Clients(cfg, nil)
 	for provider, c := range creds {
-		cl, err := newClient(provider, c)
+		cl, err := newClient(provider, c, crm.DefaultEntities)
 		require.NoError(t, err, provider)
 		acct, err := cl.Account(t.Context())
 		require.NoError(t, err, provider)
 		assert.Equal(t, want[provider], acct.ID, provider)
 	}
-	_, err := newClient("zoho", crmapi.Credentials{})
+	_, err := newClient("zoho", crmapi.Credentials{}, crm.DefaultEntities)
 	assert.Error(t, err)
 
 	// By default only public https addresses: a fake's http://127.0.0.1 is refused, before
 	// any request (an instance URL) or at the dial (a base URL).
 	strict := cfg
 	strict.Settings.AllowPrivate = false
-	_, err = Clients(strict, nil)(crmapi.Pipedrive, creds[crmapi.Pipedrive])
+	_, err = Clients(strict, nil)(crmapi.Pipedrive, creds[crmapi.Pipedrive], crm.DefaultEntities)
 	assert.Error(t, err, "a plain-http instance URL")
-	cl, err := Clients(strict, nil)(crmapi.HubSpot, creds[crmapi.HubSpot])
+	cl, err := Clients(strict, nil)(crmapi.HubSpot, creds[crmapi.HubSpot], crm.DefaultEntities)
 	require.NoError(t, err)
 	before := hs.Requests()
 	_, err = cl.Account(t.Context())

@@ -5,6 +5,8 @@
 // options, the opportunity sales stages as the pipeline, $filter queries then PATCH or POST
 // for upserts, PATCH by id for updates, modifiedon for changes, annotations for notes, and
 // opportunities queried through their parentcontactid (or parentaccountid) lookup for deals.
+// Subscriber records live in the connection's contacts entity set (Config.Contacts: contacts,
+// leads or a custom set), which the object name "contacts" addresses.
 // Dataverse has no revocation of client-credentials tokens: Revoke returns nil (the customer
 // removes the application user).
 package dynamics
@@ -20,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -52,13 +55,22 @@ type Config struct {
 	AllowPrivate bool
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// Contacts is the connection's entity set of subscriber records (its entities.contacts):
+	// contacts when empty, leads, or a custom entity set (new_subscribers) whose logical name
+	// and primary key the client reads from EntityDefinitions. The object name "contacts"
+	// addresses it, so that a mapping of contacts writes where the connection says.
+	Contacts string
 }
 
 // Client is a Dataverse environment connection. It is safe for concurrent use.
 type Client struct {
-	api  string
-	http crmhttp.Client
-	now  func() time.Time
+	api      string
+	http     crmhttp.Client
+	now      func() time.Time
+	contacts string // the entity set "contacts" addresses (Config.Contacts)
+
+	mu     sync.Mutex
+	custom *entity // contacts when it is a custom entity set, once EntityDefinitions answered
 }
 
 var _ crm.Client = (*Client)(nil)
@@ -87,6 +99,13 @@ func New(cfg Config, creds crm.Credentials) (*Client, error) {
 	case strings.TrimSpace(creds.ClientID) == "" || creds.ClientSecret == "":
 		return nil, errors.New("dynamics: client_id and client_secret are required")
 	}
+	contacts := cfg.Contacts
+	if contacts == "" {
+		contacts = "contacts"
+	}
+	if !logicalName.MatchString(contacts) {
+		return nil, fmt.Errorf("dynamics: %q is not an entity set name", contacts)
+	}
 	hc := cfg.HTTPClient
 	if hc == nil {
 		hc = crmhttp.NewHTTPClient(cfg.AllowPrivate)
@@ -101,7 +120,7 @@ func New(cfg Config, creds crm.Credentials) (*Client, error) {
 	// The token source outlives any one call, so its context is not a request's: it carries
 	// only the HTTP client the token requests use (timeouts bound them).
 	src := cc.TokenSource(context.WithValue(context.Background(), oauth2.HTTPClient, hc))
-	c := &Client{api: env + "/api/data/v9.2", now: now}
+	c := &Client{api: env + "/api/data/v9.2", now: now, contacts: contacts}
 	c.http = crmhttp.Client{HTTP: hc, Auth: crmhttp.Bearer(src), Refuse: c.refuse, Now: now}
 	return c, nil
 }
@@ -175,31 +194,83 @@ func (c *Client) Account(ctx context.Context) (crm.Account, error) {
 	return crm.Account{ID: who.OrganizationID, Name: org.Name, User: user}, nil
 }
 
-// objects are the entity sets the platform writes: their logical name and primary key.
-var objects = []struct {
+// entity is an entity set the platform writes (Object.Name), its logical name and primary key.
+type entity struct {
 	crm.Object
 	logical, key string
-}{
+}
+
+// standard are Dynamics 365's own entity sets, known without asking the environment.
+var standard = []entity{
 	{crm.Object{Name: "contacts", Label: "Contacts"}, "contact", "contactid"},
 	{crm.Object{Name: "leads", Label: "Leads"}, "lead", "leadid"},
 	{crm.Object{Name: "accounts", Label: "Accounts"}, "account", "accountid"},
 	{crm.Object{Name: "opportunities", Label: "Opportunities"}, "opportunity", "opportunityid"},
 }
 
-func known(object string) (int, error) {
-	for i, o := range objects {
-		if o.Name == object {
-			return i, nil
+// entity resolves an object name to its entity set: "contacts" is the connection's contacts
+// set (Config.Contacts), which may be another standard set or a custom one; other names are
+// the standard sets.
+func (c *Client) entity(ctx context.Context, object string) (entity, error) {
+	set := object
+	if object == "contacts" {
+		set = c.contacts
+	}
+	for _, e := range standard {
+		if e.Name == set {
+			return e, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: dataverse entity set %q", crm.ErrNotFound, object)
+	if set != c.contacts {
+		return entity{}, fmt.Errorf("%w: dataverse entity set %q", crm.ErrNotFound, object)
+	}
+	return c.customEntity(ctx)
 }
 
-// Objects lists contacts, leads, accounts and opportunities.
-func (c *Client) Objects(context.Context) ([]crm.Object, error) {
-	out := make([]crm.Object, 0, len(objects))
-	for _, o := range objects {
-		out = append(out, o.Object)
+// customEntity reads the definition of the custom contacts set by its EntitySetName (a
+// metadata query; $filter takes any primitive property), once per client.
+func (c *Client) customEntity(ctx context.Context) (entity, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.custom != nil {
+		return *c.custom, nil
+	}
+	var out struct {
+		Value []struct {
+			LogicalName           string `json:"LogicalName"`
+			EntitySetName         string `json:"EntitySetName"`
+			PrimaryIDAttribute    string `json:"PrimaryIdAttribute"`
+			DisplayCollectionName label  `json:"DisplayCollectionName"`
+		} `json:"value"`
+	}
+	u := c.query("EntityDefinitions", [][2]string{{"$select", "LogicalName,EntitySetName,PrimaryIdAttribute,DisplayCollectionName"},
+		{"$filter", "EntitySetName eq " + literal(c.contacts)}})
+	if err := c.do(ctx, http.MethodGet, u, nil, &out, nil); err != nil {
+		return entity{}, err
+	}
+	if len(out.Value) == 0 {
+		return entity{}, fmt.Errorf("%w: dataverse entity set %q", crm.ErrNotFound, c.contacts)
+	}
+	d := out.Value[0]
+	if d.EntitySetName != c.contacts || !logicalName.MatchString(d.LogicalName) || !logicalName.MatchString(d.PrimaryIDAttribute) {
+		return entity{}, &crm.ProviderError{Status: 200, Code: "bad_response", Message: "an entity definition without its names"}
+	}
+	c.custom = &entity{crm.Object{Name: c.contacts, Label: d.DisplayCollectionName.text(c.contacts)}, d.LogicalName, d.PrimaryIDAttribute}
+	return *c.custom, nil
+}
+
+// Objects lists the connection's contacts set (in the place of contacts), then leads,
+// accounts and opportunities.
+func (c *Client) Objects(ctx context.Context) ([]crm.Object, error) {
+	first, err := c.entity(ctx, "contacts")
+	if err != nil {
+		return nil, err
+	}
+	out := []crm.Object{first.Object}
+	for _, e := range standard {
+		if e.Name != "contacts" && e.Name != first.Name {
+			out = append(out, e.Object)
+		}
 	}
 	return out, nil
 }
@@ -260,7 +331,7 @@ func (c *Client) picklists(ctx context.Context, logical string) (map[string][]cr
 // Fields reads the entity's attributes (not the virtual ones a lookup adds) with their
 // types; picklist options are their integer values.
 func (c *Client) Fields(ctx context.Context, object string) ([]crm.Field, error) {
-	i, err := known(object)
+	e, err := c.entity(ctx, object)
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +351,7 @@ func (c *Client) Fields(ctx context.Context, object string) ([]crm.Field, error)
 			} `json:"FormatName"`
 		} `json:"value"`
 	}
-	logical := objects[i].logical
+	logical := e.logical
 	u := c.api + "/EntityDefinitions(LogicalName='" + logical + "')/Attributes" +
 		"?$select=LogicalName,AttributeType,AttributeOf,DisplayName,IsValidForCreate,IsValidForUpdate,RequiredLevel"
 	if err := c.do(ctx, http.MethodGet, u, nil, &out, nil); err != nil {
@@ -398,7 +469,7 @@ func values(props map[string]any) (map[string]any, error) {
 // Upsert finds the record with $filter on key, then PATCHes it (If-Match: * so that a record
 // deleted meanwhile is not recreated) or POSTs a new one, and returns it as stored.
 func (c *Client) Upsert(ctx context.Context, object, key, value string, props map[string]any) (crm.Record, error) {
-	i, err := known(object)
+	e, err := c.entity(ctx, object)
 	if err != nil {
 		return crm.Record{}, err
 	}
@@ -417,14 +488,14 @@ func (c *Client) Upsert(ctx context.Context, object, key, value string, props ma
 		if !guid.MatchString(found.ID) {
 			return crm.Record{}, &crm.ProviderError{Status: 200, Code: "bad_response", Message: "no record id in the answer"}
 		}
-		return c.update(ctx, i, found.ID, vals)
+		return c.update(ctx, object, e, found.ID, vals)
 	}
 	vals[key] = value
 	var out map[string]any
-	if err := c.do(ctx, http.MethodPost, c.api+"/"+object, vals, &out, http.Header{"Prefer": {"return=representation"}}); err != nil {
+	if err := c.do(ctx, http.MethodPost, c.api+"/"+e.Name, vals, &out, http.Header{"Prefer": {"return=representation"}}); err != nil {
 		return crm.Record{}, err
 	}
-	return answered(i, out)
+	return answered(object, e, out)
 }
 
 // Update writes props to the record with that id: one PATCH with If-Match: * (without it
@@ -432,7 +503,7 @@ func (c *Client) Upsert(ctx context.Context, object, key, value string, props ma
 // return=representation, which answers the record. An id Dataverse does not have (deleted)
 // answers 404.
 func (c *Client) Update(ctx context.Context, object, id string, props map[string]any) (crm.Record, error) {
-	i, err := known(object)
+	e, err := c.entity(ctx, object)
 	if err != nil {
 		return crm.Record{}, err
 	}
@@ -443,22 +514,23 @@ func (c *Client) Update(ctx context.Context, object, id string, props map[string
 	if err != nil {
 		return crm.Record{}, err
 	}
-	return c.update(ctx, i, id, vals)
+	return c.update(ctx, object, e, id, vals)
 }
 
-// update PATCHes the existing record id of objects[i] with vals and returns it as answered.
-func (c *Client) update(ctx context.Context, i int, id string, vals map[string]any) (crm.Record, error) {
+// update PATCHes the existing record id of e (which object named) with vals and returns it
+// as answered.
+func (c *Client) update(ctx context.Context, object string, e entity, id string, vals map[string]any) (crm.Record, error) {
 	var out map[string]any
 	h := http.Header{"Prefer": {"return=representation"}, "If-Match": {"*"}}
-	if err := c.do(ctx, http.MethodPatch, c.api+"/"+objects[i].Name+"("+id+")", vals, &out, h); err != nil {
+	if err := c.do(ctx, http.MethodPatch, c.api+"/"+e.Name+"("+id+")", vals, &out, h); err != nil {
 		return crm.Record{}, err
 	}
-	return answered(i, out)
+	return answered(object, e, out)
 }
 
-// answered is the record a write of objects[i] answered (Prefer: return=representation).
-func answered(i int, out map[string]any) (crm.Record, error) {
-	r := record(objects[i].Name, objects[i].key, out)
+// answered is the record a write of e answered (Prefer: return=representation).
+func answered(object string, e entity, out map[string]any) (crm.Record, error) {
+	r := record(object, e.key, out)
 	if !guid.MatchString(r.ID) {
 		return crm.Record{}, &crm.ProviderError{Status: 200, Code: "bad_response", Message: "no record id in the answer"}
 	}
@@ -467,7 +539,7 @@ func answered(i int, out map[string]any) (crm.Record, error) {
 
 // Get reads a record by id.
 func (c *Client) Get(ctx context.Context, object, id string, fields []string) (crm.Record, error) {
-	i, err := known(object)
+	e, err := c.entity(ctx, object)
 	if err != nil {
 		return crm.Record{}, err
 	}
@@ -478,16 +550,16 @@ func (c *Client) Get(ctx context.Context, object, id string, fields []string) (c
 		return crm.Record{}, err
 	}
 	var out map[string]any
-	u := c.api + "/" + object + "(" + id + ")?$select=" + selectList(objects[i].key, fields)
+	u := c.api + "/" + e.Name + "(" + id + ")?$select=" + selectList(e.key, fields)
 	if err := c.do(ctx, http.MethodGet, u, nil, &out, nil); err != nil {
 		return crm.Record{}, err
 	}
-	return record(object, objects[i].key, out), nil
+	return record(object, e.key, out), nil
 }
 
 // Find reads the record whose key equals value.
 func (c *Client) Find(ctx context.Context, object, key, value string, fields []string) (crm.Record, error) {
-	i, err := known(object)
+	e, err := c.entity(ctx, object)
 	if err != nil {
 		return crm.Record{}, err
 	}
@@ -497,7 +569,7 @@ func (c *Client) Find(ctx context.Context, object, key, value string, fields []s
 	var out struct {
 		Value []map[string]any `json:"value"`
 	}
-	u := c.query(object, [][2]string{{"$select", selectList(objects[i].key, fields)}, {"$filter", key + " eq " + literal(value)},
+	u := c.query(e.Name, [][2]string{{"$select", selectList(e.key, fields)}, {"$filter", key + " eq " + literal(value)},
 		{"$orderby", "createdon asc"}, {"$top", "1"}})
 	if err := c.do(ctx, http.MethodGet, u, nil, &out, nil); err != nil {
 		return crm.Record{}, err
@@ -505,14 +577,14 @@ func (c *Client) Find(ctx context.Context, object, key, value string, fields []s
 	if len(out.Value) == 0 {
 		return crm.Record{}, crm.ErrNotFound
 	}
-	return record(object, objects[i].key, out.Value[0]), nil
+	return record(object, e.key, out.Value[0]), nil
 }
 
 // ChangedSince queries records by modifiedon (whole seconds), oldest first, in pages of
 // odata.maxpagesize; the cursor is the @odata.nextLink Dataverse answered, which must stay
 // under this environment's entity set.
 func (c *Client) ChangedSince(ctx context.Context, object string, since time.Time, fields []string, cursor string) ([]crm.Record, string, error) {
-	i, err := known(object)
+	e, err := c.entity(ctx, object)
 	if err != nil {
 		return nil, "", err
 	}
@@ -521,10 +593,10 @@ func (c *Client) ChangedSince(ctx context.Context, object string, since time.Tim
 	}
 	u := cursor
 	if u == "" {
-		u = c.query(object, [][2]string{{"$select", selectList(objects[i].key, fields)},
+		u = c.query(e.Name, [][2]string{{"$select", selectList(e.key, fields)},
 			{"$filter", "modifiedon ge " + since.UTC().Truncate(time.Second).Format(time.RFC3339)},
-			{"$orderby", "modifiedon asc," + objects[i].key + " asc"}})
-	} else if !strings.HasPrefix(cursor, c.api+"/"+object+"?") {
+			{"$orderby", "modifiedon asc," + e.key + " asc"}})
+	} else if !strings.HasPrefix(cursor, c.api+"/"+e.Name+"?") {
 		return nil, "", &crm.ProviderError{Status: 400, Code: "invalid_cursor", Message: "the cursor is not this environment's next link"}
 	}
 	var out struct {
@@ -536,9 +608,9 @@ func (c *Client) ChangedSince(ctx context.Context, object string, since time.Tim
 	}
 	recs := make([]crm.Record, 0, len(out.Value))
 	for _, m := range out.Value {
-		recs = append(recs, record(object, objects[i].key, m))
+		recs = append(recs, record(object, e.key, m))
 	}
-	if out.NextLink != "" && !strings.HasPrefix(out.NextLink, c.api+"/"+object+"?") {
+	if out.NextLink != "" && !strings.HasPrefix(out.NextLink, c.api+"/"+e.Name+"?") {
 		return nil, "", &crm.ProviderError{Status: 200, Code: "bad_response", Message: "a next link outside the environment"}
 	}
 	return recs, out.NextLink, nil
@@ -546,7 +618,7 @@ func (c *Client) ChangedSince(ctx context.Context, object string, since time.Tim
 
 // AddNote creates an annotation regarding the record; its subject is the text's first line.
 func (c *Client) AddNote(ctx context.Context, object, id, text string) error {
-	i, err := known(object)
+	e, err := c.entity(ctx, object)
 	if err != nil {
 		return err
 	}
@@ -559,7 +631,7 @@ func (c *Client) AddNote(ctx context.Context, object, id, text string) error {
 		subject = "Conversation"
 	}
 	note := map[string]any{"subject": subject, "notetext": crmhttp.Truncate(text, maxNoteText),
-		"objectid_" + objects[i].logical + "@odata.bind": "/" + object + "(" + id + ")"}
+		"objectid_" + e.logical + "@odata.bind": "/" + e.Name + "(" + id + ")"}
 	return c.do(ctx, http.MethodPost, c.api+"/annotations", note, nil, nil)
 }
 
@@ -635,16 +707,22 @@ func deals(page []opportunity) ([]crm.Deal, error) {
 	return out, nil
 }
 
-// dealParent checks the record a deal is associated with and returns its lookup.
-func dealParent(object, id string) (string, error) {
-	nav, ok := dealParents[object]
+// dealParent checks the record a deal is associated with and returns its entity set and
+// lookup: a connection whose contacts are leads or a custom set has no parentcontactid to
+// bind.
+func (c *Client) dealParent(ctx context.Context, object, id string) (entity, string, error) {
+	e, err := c.entity(ctx, object)
+	if err != nil {
+		return entity{}, "", err
+	}
+	nav, ok := dealParents[e.Name]
 	if !ok {
-		return "", &crm.ProviderError{Status: 400, Code: "invalid_object", Message: fmt.Sprintf("opportunities are not associated with %q", object)}
+		return entity{}, "", &crm.ProviderError{Status: 400, Code: "invalid_object", Message: fmt.Sprintf("opportunities are not associated with %q", e.Name)}
 	}
 	if !guid.MatchString(id) {
-		return "", fmt.Errorf("%w: %q is not a Dataverse id", crm.ErrNotFound, id)
+		return entity{}, "", fmt.Errorf("%w: %q is not a Dataverse id", crm.ErrNotFound, id)
 	}
-	return nav, nil
+	return e, nav, nil
 }
 
 // parentDeals queries the opportunities whose lookup nav is id, most recently changed first.
@@ -673,7 +751,7 @@ func (c *Client) parentDeals(ctx context.Context, nav, id, filter string, top in
 // pipeline, so every opportunity is in it. One request when an open deal exists, two when
 // one is created.
 func (c *Client) OpenDeal(ctx context.Context, object, contactID string, d crm.DealInput) (crm.Deal, bool, error) {
-	nav, err := dealParent(object, contactID)
+	e, nav, err := c.dealParent(ctx, object, contactID)
 	if err != nil {
 		return crm.Deal{}, false, err
 	}
@@ -692,7 +770,7 @@ func (c *Client) OpenDeal(ctx context.Context, object, contactID string, d crm.D
 		return open[0], false, nil
 	}
 	body := map[string]any{"name": crmhttp.Truncate(d.Name, 300), "salesstage": stage,
-		nav + "@odata.bind": "/" + object + "(" + strings.ToLower(contactID) + ")"}
+		nav + "@odata.bind": "/" + e.Name + "(" + strings.ToLower(contactID) + ")"}
 	var created opportunity
 	h := http.Header{"Prefer": {"return=representation"}}
 	// $select only: a new opportunity has no amount, so its currency is not shown, and a
@@ -708,7 +786,7 @@ func (c *Client) OpenDeal(ctx context.Context, object, contactID string, d crm.D
 // changed first. A filter on an id the environment does not have answers an empty list, so
 // an empty answer costs a second request that reads the record: ErrNotFound when it is gone.
 func (c *Client) Deals(ctx context.Context, object, contactID string) ([]crm.Deal, error) {
-	nav, err := dealParent(object, contactID)
+	e, nav, err := c.dealParent(ctx, object, contactID)
 	if err != nil {
 		return nil, err
 	}
@@ -716,11 +794,7 @@ func (c *Client) Deals(ctx context.Context, object, contactID string) ([]crm.Dea
 	if err != nil || len(out) > 0 {
 		return out, err
 	}
-	i, err := known(object)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.do(ctx, http.MethodGet, c.api+"/"+object+"("+contactID+")?$select="+objects[i].key, nil, nil, nil); err != nil {
+	if err := c.do(ctx, http.MethodGet, c.api+"/"+e.Name+"("+contactID+")?$select="+e.key, nil, nil, nil); err != nil {
 		return nil, err
 	}
 	return out, nil

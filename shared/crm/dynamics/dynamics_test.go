@@ -661,3 +661,117 @@ func TestFakeOpportunities(t *testing.T) {
 	status, _ = send(hc, http.MethodGet, "opportunities?$orderby=nope%20desc", "")
 	assert.Equal(t, http.StatusBadRequest, status)
 }
+
+// A connection whose contacts are leads searches, writes, updates, reads, pulls and notes
+// subscriber records in leads, whether the mapping names contacts or leads; contacts are
+// never touched and the fields are the lead's.
+func TestContactsAreLeads(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c, err := dynamics.New(dynamics.Config{LoginURL: f.URL(), AllowPrivate: true, Contacts: "leads"}, creds(f))
+	require.NoError(t, err)
+	ctx := t.Context()
+
+	objs, err := c.Objects(ctx)
+	require.NoError(t, err)
+	names := []string{}
+	for _, o := range objs {
+		names = append(names, o.Name)
+	}
+	assert.Equal(t, []string{"leads", "accounts", "opportunities"}, names, "leads in the place of contacts")
+
+	fields, err := c.Fields(ctx, "contacts")
+	require.NoError(t, err)
+	have := []string{}
+	for _, fl := range fields {
+		have = append(have, fl.Name)
+		assert.Equal(t, "contacts", fl.Object)
+	}
+	assert.Contains(t, have, "leadid", "EntityDefinitions(LogicalName='lead')")
+	assert.NotContains(t, have, "new_botconversations", "a contact's attribute")
+
+	rec, err := c.Upsert(ctx, "contacts", "emailaddress1", "ada@example.com", map[string]any{"firstname": "Ada"})
+	require.NoError(t, err)
+	assert.Equal(t, 1, f.Count("leads"))
+	assert.Equal(t, 0, f.Count("contacts"))
+	lead, ok := f.Record("leads", rec.ID)
+	require.True(t, ok)
+	assert.Equal(t, "ada@example.com", lead.Props["emailaddress1"])
+
+	again, err := c.Upsert(ctx, "leads", "emailaddress1", "ada@example.com", map[string]any{"lastname": "Lovelace"})
+	require.NoError(t, err)
+	assert.Equal(t, rec.ID, again.ID, "found by its email in leads")
+	_, err = c.Update(ctx, "contacts", rec.ID, map[string]any{"firstname": "Augusta"})
+	require.NoError(t, err)
+	got, err := c.Get(ctx, "contacts", rec.ID, []string{"firstname", "lastname"})
+	require.NoError(t, err)
+	assert.Equal(t, "Augusta", got.Properties["firstname"])
+	assert.Equal(t, "Lovelace", got.Properties["lastname"])
+	found, err := c.Find(ctx, "contacts", "emailaddress1", "ada@example.com", nil)
+	require.NoError(t, err)
+	assert.Equal(t, rec.ID, found.ID)
+
+	page, next, err := c.ChangedSince(ctx, "contacts", time.Time{}, []string{"firstname"}, "")
+	require.NoError(t, err)
+	assert.Empty(t, next)
+	require.Len(t, page, 1)
+	assert.Equal(t, rec.ID, page[0].ID)
+
+	require.NoError(t, c.AddNote(ctx, "contacts", rec.ID, "Hello"))
+	notes := f.Records("annotations")
+	require.Len(t, notes, 1)
+	assert.Equal(t, "lead", notes[0].Props["objecttypecode"])
+	assert.Equal(t, rec.ID, notes[0].Props["_objectid_value"])
+
+	var pe *crm.ProviderError
+	_, _, err = c.OpenDeal(ctx, "contacts", rec.ID, crm.DealInput{Pipeline: "opportunity", Stage: "0", Name: "Order"})
+	require.ErrorAs(t, err, &pe, "an opportunity has no lead lookup the client binds")
+	assert.Equal(t, "invalid_object", pe.Code)
+	assert.Equal(t, 0, f.Count("contacts"))
+	assert.Equal(t, 0, f.Count("opportunities"))
+}
+
+// A custom entity set's logical name and primary key come from EntityDefinitions, read
+// once; a set the environment does not have is not found.
+func TestContactsCustomEntitySet(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	c, err := dynamics.New(dynamics.Config{LoginURL: f.URL(), AllowPrivate: true, Contacts: "new_subscribers"}, creds(f))
+	require.NoError(t, err)
+	ctx := t.Context()
+
+	objs, err := c.Objects(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, crm.Object{Name: "new_subscribers", Label: "Subscribers"}, objs[0])
+	fields, err := c.Fields(ctx, "new_subscribers")
+	require.NoError(t, err)
+	have := []string{}
+	for _, fl := range fields {
+		have = append(have, fl.Name)
+	}
+	assert.Contains(t, have, "new_email")
+
+	before := f.Requests()
+	rec, err := c.Upsert(ctx, "contacts", "new_email", "ada@example.com", map[string]any{"new_name": "Ada"})
+	require.NoError(t, err)
+	assert.Equal(t, 2, f.Requests()-before, "a query and a create: the definition is not read again")
+	assert.Equal(t, 1, f.Count("new_subscribers"))
+	assert.Equal(t, 0, f.Count("contacts"))
+	page, _, err := c.ChangedSince(ctx, "new_subscribers", time.Time{}, []string{"new_name"}, "")
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	assert.Equal(t, rec.ID, page[0].ID)
+	assert.Equal(t, "Ada", page[0].Properties["new_name"])
+	require.NoError(t, c.AddNote(ctx, "contacts", rec.ID, "Hello"))
+	assert.Equal(t, "new_subscriber", f.Records("annotations")[0].Props["objecttypecode"])
+
+	missing, err := dynamics.New(dynamics.Config{LoginURL: f.URL(), AllowPrivate: true, Contacts: "new_customers"}, creds(f))
+	require.NoError(t, err)
+	_, err = missing.Objects(ctx)
+	assert.ErrorIs(t, err, crm.ErrNotFound)
+	_, err = missing.Upsert(ctx, "contacts", "emailaddress1", "ada@example.com", nil)
+	assert.ErrorIs(t, err, crm.ErrNotFound)
+
+	_, err = dynamics.New(dynamics.Config{LoginURL: f.URL(), AllowPrivate: true, Contacts: "Leads')/x"}, creds(f))
+	assert.Error(t, err, "not an entity set name")
+}

@@ -1,7 +1,8 @@
 // Package dynamics is a fake of Microsoft Dynamics 365 on 127.0.0.1, for tests: an Entra ID
 // token endpoint for the OAuth 2.0 client-credentials grant ({tenant}/oauth2/v2.0/token) and
 // the Dataverse Web API v9.2 the platform uses (WhoAmI, organizations, EntityDefinitions
-// attributes and picklist options, contacts/leads/accounts/opportunities with $select,
+// queried by EntitySetName or LogicalName, their attributes and picklist options,
+// contacts/leads/accounts/opportunities and a custom table, new_subscribers, with $select,
 // $filter (comparisons joined by "and"), $orderby (asc, desc), $top, $expand of a lookup and
 // server-driven paging, create and update, annotations, transactioncurrencies). The
 // environment URL and the login URL are the fake's one URL.
@@ -97,8 +98,19 @@ var entities = []entity{
 	}, nil, nil},
 	{"lead", "leads", "leadid", []attribute{
 		{Name: "leadid", Type: "Uniqueidentifier", Label: "Lead", ReadOnly: true},
+		{Name: "firstname", Type: "String", Label: "First Name"},
 		{Name: "lastname", Type: "String", Label: "Last Name"},
 		{Name: "emailaddress1", Type: "String", Label: "Email", Format: "Email"},
+		{Name: "createdon", Type: "DateTime", Label: "Created On", ReadOnly: true},
+		{Name: "modifiedon", Type: "DateTime", Label: "Modified On", ReadOnly: true},
+	}, nil, nil},
+	// A custom table as a customer's maker creates it: the publisher's prefix on its names,
+	// its primary key <logical>id, its primary name column new_name.
+	{"new_subscriber", "new_subscribers", "new_subscriberid", []attribute{
+		{Name: "new_subscriberid", Type: "Uniqueidentifier", Label: "Subscriber", ReadOnly: true},
+		{Name: "new_name", Type: "String", Label: "Name"},
+		{Name: "new_email", Type: "String", Label: "Email", Format: "Email"},
+		{Name: "createdon", Type: "DateTime", Label: "Created On", ReadOnly: true},
 		{Name: "modifiedon", Type: "DateTime", Label: "Modified On", ReadOnly: true},
 	}, nil, nil},
 	{"account", "accounts", "accountid", []attribute{
@@ -408,6 +420,8 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, rest string) {
 			return
 		}
 		fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"systemuserid": AppUserID, "domainname": AppUserName})
+	case rest == "EntityDefinitions" && r.Method == http.MethodGet:
+		s.definitions(w, r)
 	case attrsPath.MatchString(rest) && r.Method == http.MethodGet:
 		m := attrsPath.FindStringSubmatch(rest)
 		s.attributes(w, r, m[1], m[2] != "")
@@ -445,6 +459,48 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, rest string) {
 
 func label(l string) map[string]any {
 	return map[string]any{"UserLocalizedLabel": map[string]any{"Label": l, "LanguageCode": 1033}}
+}
+
+// definitionsFilter is the one $filter the fake takes on EntityDefinitions: a name equal to
+// a literal.
+var definitionsFilter = regexp.MustCompile(`^(EntitySetName|LogicalName) eq '([^']*)'$`)
+
+// definitions answers EntityDefinitions queried by $filter on EntitySetName or LogicalName
+// with a $select of LogicalName, EntitySetName, PrimaryIdAttribute, DisplayName and
+// DisplayCollectionName; MetadataId is always answered. Metadata queries are not paged.
+func (s *Server) definitions(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	m := definitionsFilter.FindStringSubmatch(q.Get("$filter"))
+	if m == nil {
+		writeError(w, http.StatusBadRequest, "0x80060888", "The query parameter $filter is not supported by the fake on EntityDefinitions: "+q.Get("$filter"))
+		return
+	}
+	props := []string{"LogicalName", "EntitySetName", "PrimaryIdAttribute", "DisplayName", "DisplayCollectionName"}
+	sel := props
+	if q.Get("$select") != "" {
+		sel = strings.Split(q.Get("$select"), ",")
+		for _, p := range sel {
+			if !slices.Contains(props, p) {
+				writeError(w, http.StatusBadRequest, "0x80060888", "Could not find a property named '"+p+"' on type 'Microsoft.Dynamics.CRM.EntityMetadata'.")
+				return
+			}
+		}
+	}
+	rows := []map[string]any{}
+	for i, e := range entities {
+		if m[1] == "EntitySetName" && e.set != m[2] || m[1] == "LogicalName" && e.logical != m[2] {
+			continue
+		}
+		all := map[string]any{"LogicalName": e.logical, "EntitySetName": e.set, "PrimaryIdAttribute": e.key,
+			"DisplayName": label(e.attrs[0].Label), "DisplayCollectionName": label(e.attrs[0].Label + "s")}
+		row := map[string]any{"MetadataId": fmt.Sprintf("%08x-0000-0000-0000-000000000000", i+1)}
+		for _, p := range sel {
+			row[p] = all[p]
+		}
+		rows = append(rows, row)
+	}
+	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"@odata.context": s.srv.URL + apiPath + "$metadata#EntityDefinitions(" + strings.Join(sel, ",") + ")",
+		"value": rows})
 }
 
 func (s *Server) attributes(w http.ResponseWriter, r *http.Request, logical string, picklists bool) {
