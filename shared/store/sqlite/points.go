@@ -16,7 +16,7 @@ import (
 
 // pointSQL reads the live value of one key, bound as ?1 and ?2, at the time ?3. It selects
 // the value only: the key is the caller's.
-const pointSQL = `SELECT revision, data, count, expires, gsi1pk, gsi1sk, gsi2pk, gsi2sk FROM items WHERE pk = ?1 AND sk = ?2 AND ` + "(expires = 0 OR expires > ?3)"
+var pointSQL = `SELECT revision, data, count, expires, gsi1pk, gsi1sk, gsi2pk, gsi2sk FROM items WHERE pk = ?1 AND sk = ?2 AND ` + live("", 3)
 
 // points runs Store.Get, the read under every request (the kernel's tenancy check), on
 // read-only connections of its own, each holding its statement prepared on the driver's

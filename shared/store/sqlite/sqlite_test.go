@@ -215,6 +215,7 @@ func TestQueryPlans(t *testing.T) {
 	}
 	s.mu.Unlock()
 	require.NotEmpty(t, texts)
+	texts = append(texts, pointSQL) // Get's, prepared on its own connections
 	for _, text := range texts {
 		n := strings.Count(text, "?")
 		args := make([]any, n)
