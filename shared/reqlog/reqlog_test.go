@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -275,4 +277,53 @@ func TestPurgeStepErasesTheBotsLog(t *testing.T) {
 	kept, _, err := l.List(ctx, "bot_b", Filter{}, 50, "")
 	require.NoError(t, err)
 	assert.Len(t, kept, 1, "another bot's log is untouched")
+}
+
+// emptyPages is a store whose first queries of the log answer pages without items but with
+// a next cursor, as DynamoDB does when a page's items have all expired (the store filters
+// them out after the read): the listing must carry on from the store's cursor.
+type emptyPages struct {
+	store.Store
+	left int // empty pages still to answer
+}
+
+const emptyCursor = "empty|"
+
+func (e *emptyPages) Query(ctx context.Context, q store.Query) (store.Page, error) {
+	if e.left > 0 && (q.Cursor == "" || strings.HasPrefix(q.Cursor, emptyCursor)) {
+		e.left--
+		return store.Page{Next: emptyCursor + strconv.Itoa(e.left)}, nil
+	}
+	if strings.HasPrefix(q.Cursor, emptyCursor) {
+		q.Cursor = "" // past the expired items: the live ones from the start
+	}
+	return e.Store.Query(ctx, q)
+}
+
+// A page that sees no block in maxScans store pages stops with a store cursor, and the next
+// page goes on from it: every entry comes back once.
+func TestEmptyStorePagesPageOn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	st := &emptyPages{Store: sqlitetest.Open(t, sqlite.WithDurability(sqlite.Normal), sqlite.WithClock(func() time.Time { return t0.Add(time.Hour) })),
+		left: maxScans + 3}
+	l := NewLog(st)
+	for i := range 5 {
+		require.NoError(t, l.RecordRequest(ctx, record(i, "bot_a", "GET /api/bots/{botID}", 200, t0.Add(time.Duration(i)*time.Millisecond))))
+	}
+	page, next, err := l.List(ctx, "bot_a", Filter{}, 10, "")
+	require.NoError(t, err)
+	assert.Empty(t, page, "maxScans pages without items")
+	require.True(t, strings.HasPrefix(next, storeCursor), "a store cursor: %q", next)
+	// The next pages read the three empty pages left, then the entries, two at a time.
+	var ids []string
+	for next != "" {
+		page, next, err = l.List(ctx, "bot_a", Filter{}, 2, next)
+		require.NoError(t, err)
+		for _, e := range page {
+			ids = append(ids, e.RequestID)
+		}
+	}
+	assert.Equal(t, []string{"req-4", "req-3", "req-2", "req-1", "req-0"}, ids)
 }
