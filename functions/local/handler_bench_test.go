@@ -19,19 +19,7 @@ import (
 // BenchmarkGetBotHandler measures the in-process cost of an authenticated bot read, without
 // the network, for profiling: go test -run - -bench GetBotHandler -cpuprofile cpu.out ./functions/local/
 func BenchmarkGetBotHandler(b *testing.B) {
-	a, err := openApp(b.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer a.Close()
-	requests := reqlog.NewBuffered(a.RequestLog, a.Log, 100*time.Millisecond)
-	defer requests.Close(context.Background())
-	a.Requests = requests // as serve runs it
-	mux, _ := a.handler()
-	res, err := a.bootstrap(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
+	mux, res := benchApp(b)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -50,19 +38,7 @@ func BenchmarkGetBotHandler(b *testing.B) {
 // store's writer and its commits included), each goroutine on its own bot so that every
 // write succeeds: go test -run - -bench PatchBotHandler -cpuprofile cpu.out ./functions/local/
 func BenchmarkPatchBotHandler(b *testing.B) {
-	a, err := openApp(b.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer a.Close()
-	requests := reqlog.NewBuffered(a.RequestLog, a.Log, 100*time.Millisecond)
-	defer requests.Close(context.Background())
-	a.Requests = requests
-	mux, _ := a.handler()
-	res, err := a.bootstrap(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
+	mux, res := benchApp(b)
 	var next atomic.Int64
 	b.SetParallelism(8) // 16 writers on 2 cores, as tests/bench's 16 connections
 	b.ReportAllocs()
@@ -90,4 +66,26 @@ func BenchmarkPatchBotHandler(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchApp opens the local process's app on a fresh data directory, with request logs
+// buffered as serve runs them, and returns its handler and its demo account's bot and token.
+func benchApp(b *testing.B) (http.Handler, bootstrapResult) {
+	a, err := openApp(b.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { a.Close() })
+	requests := reqlog.NewBuffered(a.RequestLog, a.Log, 100*time.Millisecond)
+	b.Cleanup(func() { requests.Close(context.Background()) }) // runs before a.Close
+	a.Requests = requests
+	mux, err := a.handler()
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, err := a.bootstrap(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return mux, res
 }
