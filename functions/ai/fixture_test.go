@@ -11,6 +11,8 @@ import (
 	aiapi "github.com/botplatform/api/shared/ai"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/secrets/keyfile"
+	"github.com/botplatform/api/shared/secrets/kms"
+	"github.com/botplatform/api/shared/secrets/secretstest"
 	"github.com/botplatform/api/shared/store/sqlite"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
@@ -121,9 +123,17 @@ func newFixture(t *testing.T) *fixture {
 	}
 	sealer, err := keyfile.New(make([]byte, 32))
 	require.NoError(t, err)
-	f.svc = New(Config{Store: raw, Sealer: sealer, Now: clock.Now, Clients: clients,
+	f.svc = New(Config{Store: raw, Sealer: secretstest.Wrap(sealer, kms.PurposeSecrets), Now: clock.Now, Clients: clients,
 		Keys: map[string]string{aiapi.OpenAI: "managed-openai", aiapi.Anthropic: "managed-anthropic", aiapi.Gemini: "managed-gemini"}})
 	f.Server = httpapitest.New(t, httpapitest.Config{Now: clock.Now, Store: raw})
 	Routes(f.Mux, f.svc)
 	return f
+}
+
+// setKey stores an account's own key of provider as the operator's admin command does
+// (functions/local, ai set-key): no Lambda seals one (the ai Lambda is granted only
+// kms:Decrypt), so what it does is not recorded for the ai Lambda (accesstest).
+func (f *fixture) setKey(t *testing.T, account, provider, key string) (KeyInfo, error) {
+	t.Helper()
+	return f.svc.SetKey(sqlitetest.Unrecorded(t.Context()), account, provider, key)
 }

@@ -24,7 +24,7 @@ func TestReconcile(t *testing.T) {
 	}
 	res := f.respond(t, "c", body("fast", "hello")) // a replay meters nothing
 	require.Equal(t, "true", res.Header.Get("Idempotent-Replayed"))
-	_, err := f.svc.SetKey(t.Context(), f.Account.ID, aiapi.Gemini, "own-key")
+	_, err := f.setKey(t, f.Account.ID, aiapi.Gemini, "own-key")
 	require.NoError(t, err)
 	res = f.respond(t, "own", body("fast", "hello"))
 	require.Equal(t, "byok", res.JSON["billing"], res.Body)

@@ -185,7 +185,7 @@ func TestFallback(t *testing.T) {
 func TestBYOK(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	info, err := f.svc.SetKey(t.Context(), f.Account.ID, aiapi.OpenAI, "sk-own-123")
+	info, err := f.setKey(t, f.Account.ID, aiapi.OpenAI, "sk-own-123")
 	require.NoError(t, err)
 	assert.Len(t, info.Fingerprint, 12)
 	keys, err := f.svc.Keys(t.Context(), f.Account.ID)
@@ -231,7 +231,7 @@ func TestReplayOutlivesThePlan(t *testing.T) {
 	delete(f.svc.keys, aiapi.Anthropic) // no managed Anthropic: only an own key reaches it
 	req := body("fast", "hi")
 	req["provider"] = aiapi.Anthropic
-	_, err := f.svc.SetKey(t.Context(), f.Account.ID, aiapi.Anthropic, "sk-ant-own")
+	_, err := f.setKey(t, f.Account.ID, aiapi.Anthropic, "sk-ant-own")
 	require.NoError(t, err)
 	first := f.respond(t, "plan-1", req)
 	require.Equal(t, http.StatusOK, first.Code, first.Body)
@@ -246,7 +246,7 @@ func TestReplayOutlivesThePlan(t *testing.T) {
 	res = f.respond(t, "plan-2", req)
 	assert.Equal(t, http.StatusServiceUnavailable, res.Code, res.Body)
 	assert.Equal(t, "provider_not_configured", res.Problem())
-	_, err = f.svc.SetKey(t.Context(), f.Account.ID, aiapi.Anthropic, "sk-ant-own")
+	_, err = f.setKey(t, f.Account.ID, aiapi.Anthropic, "sk-ant-own")
 	require.NoError(t, err)
 	res = f.respond(t, "plan-2", req)
 	require.Equal(t, http.StatusOK, res.Code, res.Body, "the failed plan released the key")

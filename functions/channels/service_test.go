@@ -16,6 +16,8 @@ import (
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/secrets"
 	"github.com/botplatform/api/shared/secrets/keyfile"
+	"github.com/botplatform/api/shared/secrets/kms"
+	"github.com/botplatform/api/shared/secrets/secretstest"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
@@ -66,7 +68,7 @@ func newService(t *testing.T, publicURL string, adapters ...channel.Adapter) *Se
 	t.Helper()
 	key, err := keyfile.New(make([]byte, 32))
 	require.NoError(t, err)
-	return NewService(sqlitetest.Open(t), key, adapters, func() time.Time { return time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC) }, publicURL)
+	return NewService(sqlitetest.Open(t), secretstest.Wrap(key, kms.PurposeSecrets), adapters, func() time.Time { return time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC) }, publicURL)
 }
 
 func problemCode(err error) string {
@@ -210,7 +212,7 @@ func TestOpenedCredentialsAreCachedWhileTheRecordHoldsThem(t *testing.T) {
 	st := sqlitetest.Open(t)
 	now := func() time.Time { return time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC) }
 	wa := &fakeAdapter{kind: channel.WhatsApp, lookup: "phone-1"}
-	sealer := &countingSealer{Sealer: key}
+	sealer := &countingSealer{Sealer: secretstest.Wrap(key, kms.PurposeSecrets)}
 	a := NewService(st, sealer, []channel.Adapter{wa}, now, "")
 	b := NewService(st, key, []channel.Adapter{wa}, now, "") // another process
 

@@ -18,6 +18,8 @@ import (
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/secrets/keyfile"
+	"github.com/botplatform/api/shared/secrets/kms"
+	"github.com/botplatform/api/shared/secrets/secretstest"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 	fake "github.com/botplatform/api/tests/fakes/whatsapp"
@@ -57,7 +59,7 @@ func newTServer(t *testing.T, withService bool) *tserver {
 	adapters := []channel.Adapter{whatsapp.New(whatsapp.Config{BaseURL: wa.URL(), AppID: fake.AppID, AppSecret: fake.AppSecret, AllowPrivateDownloads: true}), tg}
 	s := &tserver{Server: srv, wa: wa, tg: tg, trail: trail}
 	if withService {
-		s.svc = NewService(st, key, adapters, clock.Now, "")
+		s.svc = NewService(st, secretstest.Wrap(key, kms.PurposeSecrets), adapters, clock.Now, "")
 	}
 	Routes(s.Mux, s.svc, s.Cursors)
 

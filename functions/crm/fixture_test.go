@@ -28,13 +28,16 @@ import (
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/ratelimit"
 	"github.com/botplatform/api/shared/secrets/keyfile"
+	"github.com/botplatform/api/shared/secrets/kms"
+	"github.com/botplatform/api/shared/secrets/secretstest"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
-// The store operations these tests make must be granted to the crm Lambda (infra/access).
-func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "crm")) }
+// The store operations these tests make must be granted to the crm Lambda (infra/access),
+// and so must exactly the uses of the secrets key they make (accesstest.KMSComplete).
+func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "crm", accesstest.KMSComplete())) }
 
 // The credentials the fakes accept.
 const (
@@ -340,7 +343,7 @@ func (f *fixture) service(t *testing.T, st store.Store) *Service {
 	t.Helper()
 	key, err := keyfile.New(make([]byte, 32))
 	require.NoError(t, err)
-	svc, err := New(Config{Store: st, Sealer: key, Bots: bots{account: f.Account.ID, ids: []string{f.bot, f.otherBot}},
+	svc, err := New(Config{Store: st, Sealer: secretstest.Wrap(key, kms.PurposeCRMCredentials), Bots: bots{account: f.Account.ID, ids: []string{f.bot, f.otherBot}},
 		Audit: sink{audit.NewLog(st)}, Limiter: ratelimit.New(st, f.clock.Now), NewClient: f.provider.newClient,
 		HTTPClient: f.auth.Client(), Settings: settings(f.auth), Log: slog.New(slog.DiscardHandler), Now: f.clock.Now})
 	require.NoError(t, err)

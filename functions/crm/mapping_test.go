@@ -21,6 +21,8 @@ import (
 	"github.com/botplatform/api/shared/crm/pipedrive"
 	"github.com/botplatform/api/shared/ratelimit"
 	"github.com/botplatform/api/shared/secrets/keyfile"
+	"github.com/botplatform/api/shared/secrets/kms"
+	"github.com/botplatform/api/shared/secrets/secretstest"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 	dynamicsfake "github.com/botplatform/api/tests/fakes/crm/dynamics"
 	hubspotfake "github.com/botplatform/api/tests/fakes/crm/hubspot"
@@ -60,7 +62,7 @@ func newMappingFixture(t *testing.T) *mappingFixture {
 	}
 	key, err := keyfile.New(make([]byte, 32))
 	require.NoError(t, err)
-	f.svc, err = New(Config{Store: f.raw, Sealer: key, Bots: bots{account: f.Account.ID, ids: []string{f.bot, f.otherBot}},
+	f.svc, err = New(Config{Store: f.raw, Sealer: secretstest.Wrap(key, kms.PurposeCRMCredentials), Bots: bots{account: f.Account.ID, ids: []string{f.bot, f.otherBot}},
 		Audit: sink{audit.NewLog(f.raw)}, Limiter: ratelimit.New(f.raw, f.clock.Now), NewClient: newClient,
 		Subscribers: SubscribersOf(f.subs), HTTPClient: f.auth.Client(), Settings: settings(f.auth), Jobs: f.jobs,
 		Log: slog.New(slog.DiscardHandler), Now: f.clock.Now})

@@ -20,6 +20,8 @@ import (
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ratelimit"
 	"github.com/botplatform/api/shared/secrets/keyfile"
+	"github.com/botplatform/api/shared/secrets/kms"
+	"github.com/botplatform/api/shared/secrets/secretstest"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 	"github.com/botplatform/api/tests/fakes/crm/crmfake"
@@ -68,7 +70,7 @@ func (p realProviders) service(t *testing.T, f *fixture, st store.Store, allowPr
 	t.Helper()
 	key, err := keyfile.New(make([]byte, 32))
 	require.NoError(t, err)
-	svc, err := New(Config{Store: st, Sealer: key, Bots: bots{account: f.Account.ID, ids: []string{f.bot, f.otherBot}},
+	svc, err := New(Config{Store: st, Sealer: secretstest.Wrap(key, kms.PurposeCRMCredentials), Bots: bots{account: f.Account.ID, ids: []string{f.bot, f.otherBot}},
 		Audit: sink{audit.NewLog(st)}, Limiter: ratelimit.New(st, f.clock.Now), NewClient: p.newClient,
 		HTTPClient: crmhttp.NewHTTPClient(true), Settings: p.settings(allowPrivate), Log: slog.New(slog.DiscardHandler), Now: f.clock.Now})
 	require.NoError(t, err)

@@ -8,5 +8,6 @@ import (
 )
 
 // The store operations these tests make must be granted to the customersdk Lambda
-// (infra/access).
-func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "customersdk")) }
+// (infra/access), and so must exactly the uses of the secrets key they make
+// (accesstest.KMSComplete).
+func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "customersdk", accesstest.KMSComplete())) }

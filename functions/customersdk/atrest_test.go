@@ -12,6 +12,7 @@ import (
 
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/store"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 // rawItems is every stored item of the bot's SDK partition, and the token lookup of each
@@ -61,15 +62,15 @@ func TestIdentitySecretSealedAtRest(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, rec.Sealed)
 	require.NotEmpty(t, rec.PreviousSealed)
-	got, err := f.svc.sealer.Open(t.Context(), rec.Sealed, secretAAD(f.bot, 2))
+	got, err := f.svc.sealer.Open(sqlitetest.Unrecorded(t.Context()), rec.Sealed, secretAAD(f.bot, 2))
 	require.NoError(t, err)
 	assert.Equal(t, fresh, string(got))
-	got, err = f.svc.sealer.Open(t.Context(), rec.PreviousSealed, secretAAD(f.bot, 1))
+	got, err = f.svc.sealer.Open(sqlitetest.Unrecorded(t.Context()), rec.PreviousSealed, secretAAD(f.bot, 1))
 	require.NoError(t, err)
 	assert.Equal(t, old, string(got))
-	_, err = f.svc.sealer.Open(t.Context(), rec.Sealed, secretAAD(f.bot, 1))
+	_, err = f.svc.sealer.Open(sqlitetest.Unrecorded(t.Context()), rec.Sealed, secretAAD(f.bot, 1))
 	assert.Error(t, err, "sealed under its version")
-	_, err = f.svc.sealer.Open(t.Context(), rec.Sealed, secretAAD("bot_other", 2))
+	_, err = f.svc.sealer.Open(sqlitetest.Unrecorded(t.Context()), rec.Sealed, secretAAD("bot_other", 2))
 	assert.Error(t, err, "sealed under its bot")
 }
 
@@ -134,19 +135,19 @@ func TestPushCredentialsSealedAtRest(t *testing.T) {
 	}
 	pr, err := store.Decode[pushRecord](it)
 	require.NoError(t, err)
-	opened, err := f.svc.sealer.Open(t.Context(), pr.Sealed, pushAAD(f.bot, sub.ID))
+	opened, err := f.svc.sealer.Open(sqlitetest.Unrecorded(t.Context()), pr.Sealed, pushAAD(f.bot, sub.ID))
 	require.NoError(t, err)
 	var c webPushCredentials
 	require.NoError(t, json.Unmarshal(opened, &c))
 	assert.Equal(t, webPushCredentials{Endpoint: endpoint, P256dh: p256dh, Auth: authKey}, c)
-	_, err = f.svc.sealer.Open(t.Context(), pr.Sealed, pushAAD(f.bot, tokRec.ID))
+	_, err = f.svc.sealer.Open(sqlitetest.Unrecorded(t.Context()), pr.Sealed, pushAAD(f.bot, tokRec.ID))
 	assert.Error(t, err, "sealed under its own push token id")
 
 	it, err = f.svc.store.Get(t.Context(), pushKey(f.bot, tokRec.ID))
 	require.NoError(t, err)
 	pr, err = store.Decode[pushRecord](it)
 	require.NoError(t, err)
-	opened, err = f.svc.sealer.Open(t.Context(), pr.Sealed, pushAAD(f.bot, tokRec.ID))
+	opened, err = f.svc.sealer.Open(sqlitetest.Unrecorded(t.Context()), pr.Sealed, pushAAD(f.bot, tokRec.ID))
 	require.NoError(t, err)
 	assert.Equal(t, apns, string(opened))
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/secrets/keyfile"
+	"github.com/botplatform/api/shared/secrets/kms"
+	"github.com/botplatform/api/shared/secrets/secretstest"
 	"github.com/botplatform/api/shared/store/sqlite"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
@@ -31,7 +33,7 @@ func newServer(t *testing.T) *server {
 	s := httpapitest.New(t, httpapitest.Config{Now: c.Now, Store: st, BotIDs: []string{bot}})
 	sealer, err := keyfile.New([]byte("0123456789abcdef0123456789abcdef"))
 	require.NoError(t, err)
-	svc := NewService(Config{Store: st, Sealer: sealer, Key: sdkKey, Now: c.Now})
+	svc := NewService(Config{Store: st, Sealer: secretstest.Wrap(sealer, kms.PurposeSecrets), Key: sdkKey, Now: c.Now})
 	Routes(s.Mux, svc)
 	return &server{Server: s, svc: svc, bot: bot, base: "/api/bots/" + bot + "/customer-sdk"}
 }

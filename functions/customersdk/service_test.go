@@ -15,6 +15,8 @@ import (
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/pushendpoint"
 	"github.com/botplatform/api/shared/secrets/keyfile"
+	"github.com/botplatform/api/shared/secrets/kms"
+	"github.com/botplatform/api/shared/secrets/secretstest"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
@@ -36,7 +38,7 @@ func newFixture(t *testing.T, key []byte) *fixture {
 	st := sqlitetest.Open(t, sqlite.WithClock(c.Now))
 	sealer, err := keyfile.New([]byte("0123456789abcdef0123456789abcdef"))
 	require.NoError(t, err)
-	return &fixture{svc: NewService(Config{Store: st, Sealer: sealer, Key: key, Now: c.Now}), clock: c, bot: ids.At("bot", t0)}
+	return &fixture{svc: NewService(Config{Store: st, Sealer: secretstest.Wrap(sealer, kms.PurposeSecrets), Key: key, Now: c.Now}), clock: c, bot: ids.At("bot", t0)}
 }
 
 var sdkKey = []byte("sdk-key-sdk-key-sdk-key-sdk-key-!")

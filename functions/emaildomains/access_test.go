@@ -8,5 +8,6 @@ import (
 )
 
 // The store operations these tests make must be granted to the emaildomains Lambda
-// (infra/access).
-func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "emaildomains")) }
+// (infra/access), and so must exactly the uses of the secrets key they make
+// (accesstest.KMSComplete).
+func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "emaildomains", accesstest.KMSComplete())) }

@@ -22,6 +22,8 @@ import (
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/secrets/keyfile"
+	"github.com/botplatform/api/shared/secrets/kms"
+	"github.com/botplatform/api/shared/secrets/secretstest"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
@@ -256,7 +258,7 @@ func newFixture(t *testing.T, opts ...func(*Config)) *fixture {
 		ids:  &fakeIdentities{registered: map[string]string{}, keys: map[string][]byte{}},
 		acts: &fakeActions{}, logs: &syncBuffer{}}
 	cfg := Config{
-		Store: st, Sealer: key, Resolver: NewResolver(f.dns.addr), Identities: f.ids, Actions: f.acts,
+		Store: st, Sealer: secretstest.Wrap(key, kms.PurposeSecrets), Resolver: NewResolver(f.dns.addr), Identities: f.ids, Actions: f.acts,
 		Records:       RecordValues{Region: "eu-west-1", TrackingHost: trackingHost},
 		InboundSecret: testSecret,
 		GenerateKey:   func() (*rsa.PrivateKey, error) { return testKey(), nil },

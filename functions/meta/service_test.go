@@ -27,6 +27,8 @@ import (
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/ratelimit"
 	"github.com/botplatform/api/shared/secrets/keyfile"
+	"github.com/botplatform/api/shared/secrets/kms"
+	"github.com/botplatform/api/shared/secrets/secretstest"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
@@ -162,7 +164,7 @@ func newFixture(t *testing.T) *fixture {
 	key, err := keyfile.New(make([]byte, 32))
 	require.NoError(t, err)
 	f := &fixture{fake: metafake.New(t), clock: clock, chans: &fakeChannels{}, queue: &sentQueue{}, st: st, bot: ids.At("bot", t0)}
-	f.svc, err = New(Config{Store: st, Sealer: key, Bots: bots{"acct_a": {f.bot}}, Audit: audit.NewLog(st), Channels: f.chans,
+	f.svc, err = New(Config{Store: st, Sealer: secretstest.Wrap(key, kms.PurposeCRMCredentials), Bots: bots{"acct_a": {f.bot}}, Audit: audit.NewLog(st), Channels: f.chans,
 		Queue: f.queue, Settings: Settings{AppID: metafake.AppID, AppSecret: metafake.AppSecret, RedirectURL: metafake.RedirectURI,
 			GraphURL: f.fake.URL(), DialogURL: f.fake.URL()},
 		Log: slog.New(slog.DiscardHandler), Now: clock.Now})

@@ -7,5 +7,6 @@ import (
 	"github.com/botplatform/api/infra/access/accesstest"
 )
 
-// The store operations these tests make must be granted to the sdk Lambda (infra/access).
-func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "sdk")) }
+// The store operations these tests make must be granted to the sdk Lambda (infra/access),
+// and so must exactly the uses of the secrets key they make (accesstest.KMSComplete).
+func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "sdk", accesstest.KMSComplete())) }

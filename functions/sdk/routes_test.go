@@ -21,6 +21,8 @@ import (
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/ratelimit"
 	"github.com/botplatform/api/shared/secrets/keyfile"
+	"github.com/botplatform/api/shared/secrets/kms"
+	"github.com/botplatform/api/shared/secrets/secretstest"
 )
 
 const shop = "https://shop.example"
@@ -50,7 +52,7 @@ func newServerWith(t *testing.T, set func(*sdk.Config)) *server {
 	hs := httpapitest.New(t, httpapitest.Config{Now: clock.Now})
 	sealer, err := keyfile.New([]byte("0123456789abcdef0123456789abcdef"))
 	require.NoError(t, err)
-	svc := customersdk.NewService(customersdk.Config{Store: hs.Store, Sealer: sealer, Key: []byte("sdk-key-sdk-key-sdk-key-sdk-key-!"), Now: clock.Now})
+	svc := customersdk.NewService(customersdk.Config{Store: hs.Store, Sealer: secretstest.Wrap(sealer, kms.PurposeSecrets), Key: []byte("sdk-key-sdk-key-sdk-key-sdk-key-!"), Now: clock.Now})
 	bot := ids.At("bot", t0)
 	p, secret, _, err := svc.Enable(t.Context(), bot, customersdk.Settings{WebOrigins: &[]string{shop},
 		IOSBundleIDs: &[]string{iosApp}, AndroidPackages: &[]string{androidApp}})

@@ -27,13 +27,16 @@ import (
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/ratelimit"
 	"github.com/botplatform/api/shared/secrets/keyfile"
+	"github.com/botplatform/api/shared/secrets/kms"
+	"github.com/botplatform/api/shared/secrets/secretstest"
 	"github.com/botplatform/api/shared/store/sqlite"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 // The store operations these tests make must be granted to the webpush Lambda
-// (infra/access).
-func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "webpush")) }
+// (infra/access), and so must exactly the uses of the secrets key they make
+// (accesstest.KMSComplete).
+func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "webpush", accesstest.KMSComplete())) }
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
@@ -250,7 +253,7 @@ func newFixture(t *testing.T) *fixture {
 		content: fakeContent{"doc_push": {DocumentID: "doc_push", Version: 2, Title: "Sale", Body: "Up to 50% off",
 			URL: "https://shop.example/sale", Actions: []Action{{Title: "Open", URL: "https://shop.example/"}}}},
 		push: newPushService(t)}
-	f.svc, err = New(Config{Store: raw, Sealer: key, Subscriptions: f.subs, Content: f.content,
+	f.svc, err = New(Config{Store: raw, Sealer: secretstest.Wrap(key, kms.PurposeSecrets), Subscriptions: f.subs, Content: f.content,
 		Push: NewPusher(PushOptions{AllowLoopback: true}), Limiter: ratelimit.New(raw, c.Now),
 		Log: slog.New(slog.DiscardHandler), Now: c.Now})
 	require.NoError(t, err)

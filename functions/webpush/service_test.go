@@ -72,7 +72,7 @@ func TestEnableMakesKeysOnceAndSealsThePrivateKey(t *testing.T) {
 
 func (f *fixture) sealOpen(t *testing.T, r record, bot string) ([]byte, error) {
 	t.Helper()
-	return f.svc.sealer.Open(t.Context(), r.SealedPrivateKey, aad(bot, r.KeyVersion))
+	return f.svc.sealer.Open(sqlitetest.Unrecorded(t.Context()), r.SealedPrivateKey, aad(bot, r.KeyVersion))
 }
 
 func TestUpdateChecksRevisionAndFields(t *testing.T) {

@@ -139,7 +139,11 @@ func ServiceRoles() []string {
 // transactions have no IAM action of their own: TransactWriteItems is authorized per
 // contained operation (Put -> PutItem, Update -> UpdateItem, Delete -> DeleteItem,
 // ConditionCheck -> ConditionCheckItem). UpdateItem is what store.Add and store.AddOp
-// (atomic counters) become.
+// (atomic counters) become. The grants on SecretsKey are held to the tests' seals
+// (kms:GenerateDataKey) and opens (kms:Decrypt) the same way, each under its sealer's
+// purpose, which a grant's CRMCredentials condition must match (secretstest); where a
+// family's tests reach every sealer its Lambda holds, a grant they never needed fails too
+// (accesstest.KMSComplete).
 //
 // KMS Decrypt/GenerateDataKey on SecretsKey goes to the Lambdas that seal or open provider
 // credentials (the channels family), which also gives them SECRETS_KEY_ID; under the

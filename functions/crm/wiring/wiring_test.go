@@ -30,7 +30,9 @@ import (
 	salesforcefake "github.com/botplatform/api/tests/fakes/crm/salesforce"
 )
 
-func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "crm")) }
+// The store operations these tests make must be granted to the crm Lambda (infra/access),
+// and so must exactly the uses of the secrets key they make (accesstest.KMSComplete).
+func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "crm", accesstest.KMSComplete())) }
 
 func TestConfigFromEnv(t *testing.T) {
 	t.Parallel()

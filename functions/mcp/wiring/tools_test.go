@@ -28,8 +28,9 @@ import (
 )
 
 // The store operations the tools make in these tests must be granted to the mcp Lambda
-// (infra/access): it runs every tool it serves.
-func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "mcp")) }
+// (infra/access): it runs every tool it serves. Its uses of the secrets key (the CRM read
+// tools') must be exactly its grants on it (accesstest.KMSComplete).
+func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "mcp", accesstest.KMSComplete())) }
 
 // lambdaTools composes env as the MCP Lambda does (the mcp family, and the families it
 // serves for their tools alone) and returns its tools by name.

@@ -18,13 +18,16 @@ import (
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/secrets/keyfile"
+	"github.com/botplatform/api/shared/secrets/kms"
+	"github.com/botplatform/api/shared/secrets/secretstest"
 	"github.com/botplatform/api/shared/store/sqlite"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 // The store operations these tests make (the customer SDK's and content's reads and writes,
-// through their services) are the webpush Lambda's.
-func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "webpush")) }
+// through their services) are the webpush Lambda's, and so are their uses of the secrets
+// key, which must be exactly its grants on it (accesstest.KMSComplete).
+func TestMain(m *testing.M) { os.Exit(accesstest.Main(m, "webpush", accesstest.KMSComplete())) }
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
@@ -37,7 +40,7 @@ func TestSubscriptionsOverTheCustomerSDK(t *testing.T) {
 	st := sqlitetest.Open(t, sqlite.WithClock(c.Now))
 	key, err := keyfile.New(make([]byte, 32))
 	require.NoError(t, err)
-	sdk := customersdk.NewService(customersdk.Config{Store: st, Sealer: key, Key: make([]byte, 32), Region: "local", Now: c.Now,
+	sdk := customersdk.NewService(customersdk.Config{Store: st, Sealer: secretstest.Wrap(key, kms.PurposeSecrets), Key: make([]byte, 32), Region: "local", Now: c.Now,
 		Log: slog.New(slog.DiscardHandler)})
 	bot := ids.At("bot", t0)
 	const origin = "https://shop.example"

@@ -58,9 +58,17 @@ func As(ctx context.Context, lambda string) context.Context {
 // through another family): no Lambda of the family does that, so it is not recorded.
 func Unrecorded(ctx context.Context) context.Context { return As(ctx, unrecorded) }
 
+// Lambda returns the Lambda ctx's operations are made as ("" for the family's own, As for
+// another), and false for a test's own setup (Unrecorded). The other recorders of the binary
+// (secretstest) attribute what they record by it.
+func Lambda(ctx context.Context) (lambda string, recorded bool) {
+	lambda, _ = ctx.Value(lambdaKey{}).(string)
+	return lambda, lambda != unrecorded
+}
+
 func note(ctx context.Context, method string, writes []store.Write, what string) {
-	lambda, _ := ctx.Value(lambdaKey{}).(string)
-	if lambda == unrecorded {
+	lambda, recorded := Lambda(ctx)
+	if !recorded {
 		return
 	}
 	acts := dynamo.Actions(method, writes)
