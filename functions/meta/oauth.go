@@ -167,7 +167,7 @@ func (s *Service) finish(ctx context.Context, pd pending, q url.Values) (Connect
 	}
 	// The user's id keys their connection (userKey): Graph's ids are numeric.
 	if !graphID.MatchString(fetched.User.ID) {
-		s.fail(ctx, account, id, StatusFailed, "assets_unreadable")
+		s.fail(ctx, account, id, StatusFailed, "user_unreadable")
 		return Connection{}, httpapi.E(httpapi.KindUnavailable, "provider_unavailable",
 			"the Graph API did not answer who granted the token; start the connection again shortly")
 	}
