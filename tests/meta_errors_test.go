@@ -147,7 +147,8 @@ func TestMetaErrors(t *testing.T) {
 		assert.Equal(t, channelID, pr["channel_id"])
 	})
 
-	// A second connection of the same Facebook user sees the same number.
+	// A second connection, of another admin of the business, sees the same number.
+	e.fb.SignInAs(metafake.SecondUserID, metafake.SecondUserName)
 	before := len(e.fb.LongLived())
 	second, q := e.start(t, tok)
 	res = e.callback(t, q)

@@ -295,12 +295,17 @@ func TestMetaConnections(t *testing.T) {
 
 	t.Run("refresh", func(t *testing.T) {
 		// A token that expires within 7 days is refreshed by the job the callback starts.
+		// Another admin of the business connects (the same user would update the first
+		// connection: TestMetaReconnect).
 		e.fb.SetLongLivedTTL(6 * 24 * time.Hour)
 		defer e.fb.SetLongLivedTTL(60 * 24 * time.Hour)
+		e.fb.SignInAs(metafake.SecondUserID, metafake.SecondUserName)
+		defer e.fb.SignInAs(metafake.UserID, metafake.UserName)
 		before := len(e.fb.LongLived())
 		rid, q := e.start(t, tok)
 		res := e.callback(t, q)
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		require.Equal(t, rid, res.JSON(t)["id"], "another user, another connection")
 		rev := res.JSON(t)["revision"].(float64)
 		require.Eventually(t, func() bool { return len(e.fb.LongLived()) >= before+2 }, 20*time.Second, 50*time.Millisecond,
 			"the refresh job exchanged the long-lived token")
@@ -351,6 +356,90 @@ func TestMetaConnections(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	assert.Contains(t, string(res.Body), "GET /api/meta/callback")
 	assert.Contains(t, string(res.Body), "POST /api/meta/connections/{connectionID}/attachments")
+}
+
+// The same Facebook user connecting again, through the real process: the callback answers
+// 200 with the user's connection (Content-Location its URL, not the start's), updated in
+// place: new token and expiry, revision incremented, the selection and the attached channel
+// kept; the start's pending connection is gone, the list has one connection, and the
+// callback is audited as the start's caller's (200). Two callbacks of a user at once still
+// leave one. (That the channel is given the new token: functions/meta's
+// TestReconnectUpdatesInPlace.)
+func TestMetaReconnect(t *testing.T) {
+	t.Parallel()
+	e := startMeta(t)
+	s := e.s
+	tok, bot := s.demo.Token, s.demo.BotID
+
+	id, q := e.start(t, tok)
+	res := e.callback(t, q)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	first := res.JSON(t)
+	assert.Equal(t, "/api/meta/connections/"+id, res.Header.Get("Content-Location"))
+	a := e.get(tok, "/api/meta/connections/"+id+"/assets").JSON(t)
+	phone := "phone:" + metafake.PhoneNumberID
+	res = e.put(tok, "/api/meta/connections/"+id+"/selection", map[string]any{"asset_ids": []string{phone}, "expected_revision": a["revision"]})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	e.wa.AddToken(e.fb.LongLived()[0], fakewhatsapp.BusinessAccountID)
+	res = e.post(tok, "/api/meta/connections/"+id+"/attachments", map[string]any{"asset_id": phone, "bot_id": bot})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	channelID := res.JSON(t)["id"].(string)
+
+	// The token is about to lapse: the user connects again.
+	e.fb.SetLongLivedTTL(90 * 24 * time.Hour)
+	pending, q := e.start(t, tok)
+	res = e.callback(t, q)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	assert.Equal(t, "/api/meta/connections/"+id, res.Header.Get("Content-Location"))
+	again := res.JSON(t)
+	assert.Equal(t, id, again["id"], "the user's connection, not a second one")
+	assert.Equal(t, "active", again["status"])
+	assert.Greater(t, again["revision"].(float64), first["revision"].(float64))
+	assert.Greater(t, again["expires_at"].(string), first["expires_at"].(string), "the new token's expiry")
+	assert.Equal(t, first["created_at"], again["created_at"])
+
+	res = e.get(tok, "/api/meta/connections/"+pending)
+	assert.Equal(t, http.StatusNotFound, res.Status, "the start's pending connection was folded into it: %s", res.Body)
+	res = e.get(tok, "/api/meta/connections")
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	list := res.JSON(t)["data"].([]any)
+	require.Len(t, list, 1)
+	assert.Equal(t, id, list[0].(map[string]any)["id"])
+	a = e.get(tok, "/api/meta/connections/"+id+"/assets").JSON(t)
+	mine := a["whatsapp_business_accounts"].([]any)[0].(map[string]any)["phone_numbers"].([]any)[0].(map[string]any)
+	assert.Equal(t, true, mine["selected"])
+	assert.Equal(t, channelID, mine["channel_id"])
+
+	// Two first callbacks of a user at once (another account: 3 starts a minute): one
+	// connection still, which both answer.
+	other := s.newAccount("Meta reconnect")
+	_, q1 := e.start(t, other.Token)
+	_, q2 := e.start(t, other.Token)
+	got := make([]any, 2)
+	var wg sync.WaitGroup
+	for i, q := range []url.Values{q1, q2} {
+		wg.Go(func() {
+			res := e.callback(t, q)
+			assert.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+			got[i] = res.JSON(t)["id"]
+		})
+	}
+	wg.Wait()
+	list = e.get(other.Token, "/api/meta/connections").JSON(t)["data"].([]any)
+	require.Len(t, list, 1)
+	assert.Equal(t, []any{list[0].(map[string]any)["id"], list[0].(map[string]any)["id"]}, got)
+
+	res = e.get(tok, "/api/audit-events?limit=200")
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	callbacks := 0
+	for _, ev := range res.JSON(t)["data"].([]any) {
+		m := ev.(map[string]any)
+		if m["route"] == "GET /api/meta/callback" {
+			callbacks++
+			assert.Equal(t, float64(http.StatusOK), m["status"], "audited as an update")
+		}
+	}
+	assert.Equal(t, 2, callbacks)
 }
 
 // Without a Facebook app, starts answer 503 meta_not_configured, before anything is counted.

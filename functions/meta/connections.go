@@ -101,47 +101,193 @@ func (s *Service) fail(ctx context.Context, account, id, status, reason string) 
 	}
 }
 
-// activate stores the sealed token and the fetched assets, and makes the connection active.
-func (s *Service) activate(ctx context.Context, account, id, token string, expiry time.Time, f fetched) (Connection, error) {
+// errGone is what a reconnection returns when the connection the user's reservation named
+// was deleted meanwhile: the callback looks again.
+var errGone = errors.New("meta: the user's connection was deleted meanwhile")
+
+// activate stores what the callback of the pending connection id read under the connection
+// of the Facebook user who granted it: a connection is identified by the account and the
+// Meta user id (userKey). The user's first time, the pending connection becomes active and
+// reserves the user (MustNotExist, in the same transaction). When the user has a connection
+// already, that one is updated in place (reconnect) and the pending one deleted. Of two
+// callbacks of one user racing, the second to commit finds the user reserved (its condition
+// fails) and looks again: it reconnects into the first one's connection. It reports whether
+// it reconnected.
+func (s *Service) activate(ctx context.Context, account, id, token string, expiry time.Time, f fetched) (Connection, bool, error) {
+	for range updateAttempts {
+		target, refRev, err := s.connectionOf(ctx, account, f.User.ID, id)
+		if err != nil {
+			return Connection{}, false, err
+		}
+		var c Connection
+		if target == "" {
+			c, err = s.activatePending(ctx, account, id, token, expiry, f)
+		} else {
+			c, err = s.reconnect(ctx, account, target, refRev, id, token, expiry, f)
+		}
+		if errors.Is(err, store.ErrConditionFailed) || errors.Is(err, errGone) {
+			continue
+		}
+		if err != nil {
+			return Connection{}, false, err
+		}
+		return c, target != "", nil
+	}
+	return Connection{}, false, httpapi.E(httpapi.KindConflict, "concurrent_update", "the connection changed concurrently too often; retry")
+}
+
+// connectionOf finds the connection of the Facebook user metaUser, other than the pending
+// one: the one its reservation names, with the reservation's revision; "" for none.
+// Connections made before reservations existed have none: the oldest connection of the
+// user is adopted (0: the reconnection writes its reservation). Its duplicates, if the user
+// connected more than once then, stay as they are until deleted.
+func (s *Service) connectionOf(ctx context.Context, account, metaUser, pending string) (string, int64, error) {
+	it, err := s.store.Get(ctx, userKey(account, metaUser))
+	if err == nil {
+		ref, err := store.Decode[userRef](it)
+		return ref.ConnectionID, it.Revision, err
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return "", 0, err
+	}
+	// Oldest first: connection ids sort by creation time.
+	q := store.Query{PK: metaPK(account), Prefix: connPrefix, Limit: 100}
+	for {
+		page, err := s.store.Query(ctx, q)
+		if err != nil {
+			return "", 0, err
+		}
+		for _, it := range page.Items {
+			rec, err := store.Decode[record](it)
+			if err != nil {
+				return "", 0, err
+			}
+			if rec.User != nil && rec.User.ID == metaUser && rec.ID != pending {
+				return rec.ID, 0, nil
+			}
+		}
+		if page.Next == "" {
+			return "", 0, nil
+		}
+		q.Cursor = page.Next
+	}
+}
+
+// activatePending makes the pending connection id active with the sealed token and the
+// fetched assets, and reserves its user for it.
+func (s *Service) activatePending(ctx context.Context, account, id, token string, expiry time.Time, f fetched) (Connection, error) {
 	sealed, err := s.sealer.Seal(ctx, []byte(token), credAAD(account, id))
 	if err != nil {
 		return Connection{}, fmt.Errorf("meta: seal token: %w", err)
 	}
-	for range updateAttempts {
-		rec, err := s.load(ctx, account, id)
-		if err != nil {
-			return Connection{}, err
-		}
-		now := stamp(s.now())
-		prev := rec.Revision
-		rec.Status, rec.FailureReason, rec.User = StatusActive, "", &f.User
-		rec.GrantedPermissions, rec.DeclinedPermissions = f.Granted, f.Declined
-		rec.ExpiresAt, rec.RefreshedAt = expiryPtr(expiry), &now
-		rec.AssetCounts = counts(f.Assets)
-		rec.Revision, rec.UpdatedAt = prev+1, now
-		conn, err := item(connKey(account, id), rec.Revision, rec)
-		if err != nil {
-			return Connection{}, err
-		}
-		cred, err := item(credKey(account, id), 1, credRecord{Sealed: sealed, Expiry: expiry.UTC(), UpdatedAt: now})
-		if err != nil {
-			return Connection{}, err
-		}
-		assets, err := item(assetsKey(account, id), 1, assetsRecord{Assets: f.Assets, Truncated: f.Truncated, RefreshedAt: now})
-		if err != nil {
-			return Connection{}, err
-		}
-		err = s.store.Transact(ctx, []store.Write{store.PutOp(conn, store.RevisionIs(prev)),
-			store.PutOp(cred, store.Always), store.PutOp(assets, store.Always)})
-		if errors.Is(err, store.ErrConditionFailed) {
-			continue
-		}
-		if err != nil {
-			return Connection{}, err
-		}
-		return s.view(rec), nil
+	rec, err := s.load(ctx, account, id)
+	if err != nil {
+		return Connection{}, err
 	}
-	return Connection{}, httpapi.E(httpapi.KindConflict, "concurrent_update", "the connection changed concurrently too often; retry")
+	now := stamp(s.now())
+	prev := rec.Revision
+	rec.Status, rec.FailureReason, rec.User = StatusActive, "", &f.User
+	rec.GrantedPermissions, rec.DeclinedPermissions = f.Granted, f.Declined
+	rec.ExpiresAt, rec.RefreshedAt = expiryPtr(expiry), &now
+	rec.AssetCounts = counts(f.Assets)
+	rec.Revision, rec.UpdatedAt = prev+1, now
+	conn, err := item(connKey(account, id), rec.Revision, rec)
+	if err != nil {
+		return Connection{}, err
+	}
+	cred, err := item(credKey(account, id), 1, credRecord{Sealed: sealed, Expiry: expiry.UTC(), UpdatedAt: now})
+	if err != nil {
+		return Connection{}, err
+	}
+	assets, err := item(assetsKey(account, id), 1, assetsRecord{Assets: f.Assets, Truncated: f.Truncated, RefreshedAt: now})
+	if err != nil {
+		return Connection{}, err
+	}
+	ref, err := item(userKey(account, f.User.ID), 1, userRef{ConnectionID: id})
+	if err != nil {
+		return Connection{}, err
+	}
+	err = s.store.Transact(ctx, []store.Write{store.PutOp(conn, store.RevisionIs(prev)),
+		store.PutOp(cred, store.Always), store.PutOp(assets, store.Always), store.PutOp(ref, store.MustNotExist)})
+	if err != nil {
+		return Connection{}, err
+	}
+	return s.view(rec), nil
+}
+
+// reconnect updates the user's connection target in place with what the callback of the
+// pending connection read: the new token (a new revision, which the refresh job passes on
+// to the channels attached from it), its expiry, the permissions, the assets read again
+// (selection and attachments kept, as a check keeps them); active again, revision
+// incremented. In the same transaction the pending connection is deleted and the user's
+// reservation checked (refRev), or written for a connection that had none (refRev 0).
+func (s *Service) reconnect(ctx context.Context, account, target string, refRev int64, pending, token string, expiry time.Time, f fetched) (Connection, error) {
+	rec, err := s.load(ctx, account, target)
+	if httpapi.KindOf(err) == httpapi.KindNotFound {
+		return Connection{}, errGone
+	}
+	if err != nil {
+		return Connection{}, err
+	}
+	pend, err := s.load(ctx, account, pending)
+	if err != nil {
+		return Connection{}, err // deleted since the start: 404
+	}
+	sealed, err := s.sealer.Seal(ctx, []byte(token), credAAD(account, target))
+	if err != nil {
+		return Connection{}, fmt.Errorf("meta: seal token: %w", err)
+	}
+	credCond, credRev := store.MustNotExist, int64(1)
+	switch it, err := s.store.Get(ctx, credKey(account, target)); {
+	case err == nil:
+		credCond, credRev = store.RevisionIs(it.Revision), it.Revision+1
+	case !errors.Is(err, store.ErrNotFound):
+		return Connection{}, err
+	}
+	assetsCond, assetsRev := store.MustNotExist, int64(1)
+	ar, arRev, err := s.loadAssets(ctx, account, target)
+	switch {
+	case err == nil:
+		assetsCond, assetsRev = store.RevisionIs(arRev), arRev+1
+	case !errors.Is(err, errNoAssets):
+		return Connection{}, err
+	}
+	now := stamp(s.now())
+	ar.Assets, ar.Truncated, ar.RefreshedAt = merge(ar.Assets, f.Assets), f.Truncated, now
+
+	prev := rec.Revision
+	rec.Status, rec.FailureReason, rec.User = StatusActive, "", &f.User
+	rec.GrantedPermissions, rec.DeclinedPermissions = f.Granted, f.Declined
+	rec.ExpiresAt, rec.RefreshedAt = expiryPtr(expiry), &now
+	rec.AssetCounts = counts(ar.Assets)
+	rec.Revision, rec.UpdatedAt = prev+1, now
+	conn, err := item(connKey(account, target), rec.Revision, rec)
+	if err != nil {
+		return Connection{}, err
+	}
+	cred, err := item(credKey(account, target), credRev, credRecord{Sealed: sealed, Expiry: expiry.UTC(), UpdatedAt: now})
+	if err != nil {
+		return Connection{}, err
+	}
+	assets, err := item(assetsKey(account, target), assetsRev, ar)
+	if err != nil {
+		return Connection{}, err
+	}
+	writes := []store.Write{store.PutOp(conn, store.RevisionIs(prev)), store.PutOp(cred, credCond), store.PutOp(assets, assetsCond),
+		store.DeleteOp(connKey(account, pending), store.RevisionIs(pend.Revision))}
+	if refRev > 0 {
+		writes = append(writes, store.CheckOp(userKey(account, f.User.ID), store.RevisionIs(refRev)))
+	} else {
+		ref, err := item(userKey(account, f.User.ID), 1, userRef{ConnectionID: target})
+		if err != nil {
+			return Connection{}, err
+		}
+		writes = append(writes, store.PutOp(ref, store.MustNotExist))
+	}
+	if err := s.store.Transact(ctx, writes); err != nil {
+		return Connection{}, err
+	}
+	return s.view(rec), nil
 }
 
 func expiryPtr(t time.Time) *time.Time {
@@ -232,11 +378,30 @@ func (s *Service) Delete(ctx context.Context, account, id string) error {
 	if tokErr != nil && !errors.Is(tokErr, errNoToken) {
 		s.log.WarnContext(ctx, "meta: the token of a deleted connection cannot be opened; not revoked", "connection", id, "error", tokErr)
 	}
-	err = s.store.Transact(ctx, []store.Write{
+	writes := []store.Write{
 		store.DeleteOp(connKey(account, id), store.RevisionIs(rec.Revision)),
 		store.DeleteOp(credKey(account, id), store.Always),
 		store.DeleteOp(assetsKey(account, id), assetsCond),
-	})
+	}
+	// The user's reservation goes with the connection it names (the user can connect anew).
+	// A connection made before reservations existed may have none, or be a duplicate whose
+	// user's reservation names another one: that one is left alone.
+	if rec.User != nil {
+		ref, err := s.store.Get(ctx, userKey(account, rec.User.ID))
+		switch {
+		case err == nil:
+			r, err := store.Decode[userRef](ref)
+			if err != nil {
+				return err
+			}
+			if r.ConnectionID == id {
+				writes = append(writes, store.DeleteOp(ref.Key, store.RevisionIs(ref.Revision)))
+			}
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+	}
+	err = s.store.Transact(ctx, writes)
 	if errors.Is(err, store.ErrConditionFailed) {
 		return httpapi.E(httpapi.KindConflict, "concurrent_update", "the connection changed while it was being deleted; retry")
 	}

@@ -11,6 +11,8 @@ import (
 //	                             CRED#<connection>     its sealed long-lived token and expiry
 //	                             ASSETS#<connection>   its assets, selection and attachments
 //	                                                   (revisioned on their own)
+//	                             USER#<Meta user id>   the connection of that Facebook user
+//	                                                   (written with MustNotExist: one a user)
 //	METASTATE#<sha256 of state>  STATE                 a pending start: expires after 5
 //	                                                   minutes, deleted by its callback
 //
@@ -29,6 +31,17 @@ func credKey(account, id string) store.Key { return store.Key{PK: metaPK(account
 
 func assetsKey(account, id string) store.Key {
 	return store.Key{PK: metaPK(account), SK: "ASSETS#" + id}
+}
+
+// userKey is the item that reserves a Facebook user for one connection of the account
+// (userRef): a connection is identified by the account and the Meta user id.
+func userKey(account, metaUser string) store.Key {
+	return store.Key{PK: metaPK(account), SK: "USER#" + metaUser}
+}
+
+// userRef is the connection a Facebook user's userKey reserves.
+type userRef struct {
+	ConnectionID string `json:"connection_id"`
 }
 
 // stateFamily is the partition prefix of the pending starts (shared/oauthstate).

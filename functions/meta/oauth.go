@@ -98,7 +98,9 @@ var errInvalidState = httpapi.E(httpapi.KindInvalid, "invalid_state",
 // Callback finishes a start: it consumes the state (once), then, acting for the start's
 // caller, exchanges the code for a token, that token for a long-lived one, reads who
 // granted it, what they granted and their assets, seals the token and makes the connection
-// active. A denied dialog, or any failure once the state is consumed, marks the connection
+// active. When that Facebook user has a connection of the account already, it is that one
+// that is updated and answered, and the start's pending connection is deleted (activate).
+// A denied dialog, or any failure once the state is consumed, marks the connection
 // failed with the reason (the state cannot be used again). The Actor is nil when the state
 // did not authenticate the call.
 func (s *Service) Callback(ctx context.Context, q url.Values) (Connection, *Actor, error) {
@@ -163,11 +165,22 @@ func (s *Service) finish(ctx context.Context, pd pending, q url.Values) (Connect
 		s.fail(ctx, account, id, StatusFailed, "assets_unreadable")
 		return Connection{}, graphProblem(err)
 	}
-	c, err := s.activate(ctx, account, id, long, expiry, fetched)
+	// The user's id keys their connection (userKey): Graph's ids are numeric.
+	if !graphID.MatchString(fetched.User.ID) {
+		s.fail(ctx, account, id, StatusFailed, "user_unreadable")
+		return Connection{}, httpapi.E(httpapi.KindUnavailable, "provider_unavailable",
+			"the Graph API did not answer who granted the token; start the connection again shortly")
+	}
+	c, reconnected, err := s.activate(ctx, account, id, long, expiry, fetched)
 	if err != nil {
 		return Connection{}, err
 	}
-	s.scheduleRefresh(ctx, account, id, 0)
+	if reconnected {
+		s.log.InfoContext(ctx, "meta: the Facebook user connected again: their connection updated, the start's pending one deleted",
+			"connection", c.ID, "pending", id)
+	}
+	// A reconnection's too: its channels get the new token at once (the refresh passes it on).
+	s.scheduleRefresh(ctx, account, c.ID, 0)
 	return c, nil
 }
 

@@ -124,7 +124,11 @@ func (h *handlers) attach(w http.ResponseWriter, r *http.Request) error {
 // callback serves the dialog's redirect. The kernel audits authenticated routes only; this
 // one acts for the start's caller, so it publishes their audit event itself. The URL holds
 // the code and the state: no cache keeps the answer, no page it leads to learns the URL, and
-// neither the request log nor the process log records a query.
+// neither the request log nor the process log records a query. Success is 200 whether the
+// start's connection became active or the user's existing connection was updated in its
+// place (the start's 201 made the resource; the callback never creates one): the answer is
+// the connection, and Content-Location its URL, which is not the start's when it was a
+// reconnection.
 func (h *handlers) callback(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")
@@ -141,5 +145,6 @@ func (h *handlers) callback(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	w.Header().Set("Content-Location", connectionsP+"/"+c.ID)
 	return httpapi.WriteJSON(w, http.StatusOK, c)
 }

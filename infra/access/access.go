@@ -495,7 +495,9 @@ func Access() map[string][]Grant {
 		// Meta connections and the Facebook Login callback: the connection, its sealed
 		// long-lived token and its assets (TransactWriteItems: PutItem, DeleteItem; PutItem
 		// conditioned on revisions: selection, attachments, the start rate limit), the
-		// pending starts (PutItem, DeleteItem). The token is sealed (GenerateDataKey) and
+		// reservation of a Facebook user for one connection (PutItem MustNotExist,
+		// ConditionCheckItem, DeleteItem, in those transactions; Query: the connections of
+		// before reservations), the pending starts (PutItem, DeleteItem). The token is sealed (GenerateDataKey) and
 		// opened (Decrypt: assets, check, attach, revocation) under CRMCredentials, the
 		// integrations' context the jobs Lambda's token refreshes already seal under;
 		// attaching a phone number connects a WhatsApp channel in process, whose credentials

@@ -8,6 +8,9 @@
 //   - the token endpoint (/<version>/oauth/access_token): the authorization code grant
 //     (app id and secret, the same redirect URI, a code used once within 10 minutes) and
 //     grant_type=fb_exchange_token (a valid user token in, a long-lived one out);
+//   - one Facebook user signed in to the dialog at a time (UserID by default, SignInAs), each
+//     token the user's: me answers the token's user, DELETE me/permissions revokes that
+//     user's tokens;
 //   - Graph reads with a user token (Authorization: Bearer, or access_token): the
 //     appsecret_proof must be the token's HMAC-SHA256 under the app secret; me, me/permissions
 //     (GET and DELETE), me/accounts, me/businesses, {business}/owned_whatsapp_business_accounts
@@ -50,6 +53,9 @@ const (
 
 	UserID   = "10000000000001"
 	UserName = "Dana Demo"
+	// SecondUserID is another admin of the same business (SignInAs): the same assets.
+	SecondUserID   = "10000000000002"
+	SecondUserName = "Sam Second"
 
 	PageID        = "201000000000001"
 	PageName      = "Demo Shop"
@@ -77,6 +83,7 @@ var Scopes = []string{"pages_show_list", "pages_messaging", "instagram_basic", "
 	"whatsapp_business_management", "whatsapp_business_messaging", "business_management", "public_profile"}
 
 type code struct {
+	user     string
 	redirect string
 	expires  time.Time
 	used     bool
@@ -89,9 +96,11 @@ type Server struct {
 
 	mu          sync.Mutex
 	codes       map[string]*code
-	tokens      map[string]bool // valid user tokens (short- and long-lived)
-	long        []string        // long-lived tokens, in the order issued
-	issued      []string        // every token issued
+	tokens      map[string]string // valid user tokens (short- and long-lived) -> their user's id
+	users       map[string]string // user id -> name
+	user        string            // who signs in to the dialog
+	long        []string          // long-lived tokens, in the order issued
+	issued      []string          // every token issued
 	rejected    map[string]bool
 	deny        bool
 	declined    []string
@@ -105,8 +114,8 @@ type Server struct {
 // New starts a fake on 127.0.0.1, closed when the test ends.
 func New(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{codes: map[string]*code{}, tokens: map[string]bool{}, rejected: map[string]bool{},
-		longTTL: 60 * 24 * time.Hour, pageSize: DefaultPageSize}
+	s := &Server{codes: map[string]*code{}, tokens: map[string]string{}, rejected: map[string]bool{},
+		users: map[string]string{UserID: UserName}, user: UserID, longTTL: 60 * 24 * time.Hour, pageSize: DefaultPageSize}
 	s.srv = fakehttp.Start(t, http.HandlerFunc(s.serve))
 	return s
 }
@@ -119,6 +128,16 @@ func (s *Server) Deny(deny bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.deny = deny
+}
+
+// SignInAs makes the dialog sign in as the Facebook user id (named name) from now on: the
+// codes it gives, and the tokens they are exchanged for, are that user's. Every user sees
+// the same assets (admins of the same pages and business).
+func (s *Server) SignInAs(id, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.users[id] = name
+	s.user = id
 }
 
 // Decline makes the user decline these permissions in the dialog.
@@ -247,14 +266,21 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) *apiError {
 	parts := strings.Split(rest, "/")
 	switch {
 	case rest == "me" && r.Method == http.MethodGet:
-		fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"id": UserID, "name": UserName})
+		s.mu.Lock()
+		user := s.tokens[token]
+		name := s.users[user]
+		s.mu.Unlock()
+		fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"id": user, "name": name})
 		return nil
 	case rest == "me/permissions" && r.Method == http.MethodGet:
 		return s.page(w, r, s.permissions())
 	case rest == "me/permissions" && r.Method == http.MethodDelete:
 		s.mu.Lock()
-		for t := range s.tokens {
-			s.rejected[t] = true
+		user := s.tokens[token]
+		for t, u := range s.tokens {
+			if u == user {
+				s.rejected[t] = true
+			}
 		}
 		s.revocations++
 		s.mu.Unlock()
@@ -278,7 +304,6 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) *apiError {
 				"quality_rating": "UNKNOWN", "code_verification_status": "NOT_VERIFIED"},
 		})
 	}
-	_ = token
 	return &apiError{status: 400, code: 100, subcode: 33, message: fmt.Sprintf("Unsupported %s request. Object with ID '%s' does not exist, "+
 		"cannot be loaded due to missing permissions, or does not support this operation.", strings.ToLower(r.Method), parts[0])}
 }
@@ -363,7 +388,7 @@ func (s *Server) authenticate(r *http.Request) (string, *apiError) {
 		return "", &apiError{status: 400, code: 2500, message: "An active access token must be used to query information about the current user."}
 	}
 	s.mu.Lock()
-	valid, rejected := s.tokens[tok], s.rejected[tok]
+	valid, rejected := s.tokens[tok] != "", s.rejected[tok]
 	s.mu.Unlock()
 	if rejected {
 		return "", &apiError{status: 401, code: 190, subcode: 463, message: "Error validating access token: Session has expired."}
@@ -395,7 +420,7 @@ func (s *Server) dialog(w http.ResponseWriter, r *http.Request) {
 		back.Set("error_reason", "user_denied")
 	} else {
 		c := s.mint("AQD")
-		s.codes[c] = &code{redirect: q.Get("redirect_uri"), expires: time.Now().Add(10 * time.Minute)}
+		s.codes[c] = &code{user: s.user, redirect: q.Get("redirect_uri"), expires: time.Now().Add(10 * time.Minute)}
 		back.Set("code", c)
 	}
 	s.mu.Unlock()
@@ -415,11 +440,11 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) *apiError {
 	defer s.mu.Unlock()
 	if f.Get("grant_type") == "fb_exchange_token" {
 		old := f.Get("fb_exchange_token")
-		if !s.tokens[old] || s.rejected[old] {
+		if s.tokens[old] == "" || s.rejected[old] {
 			return &apiError{status: 400, code: 190, message: "Error validating access token: Session has expired."}
 		}
 		tok := s.mint("EAALong")
-		s.tokens[tok] = true
+		s.tokens[tok] = s.tokens[old]
 		s.long = append(s.long, tok)
 		s.issued = append(s.issued, tok)
 		fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"access_token": tok, "token_type": "bearer", "expires_in": int64(s.longTTL / time.Second)})
@@ -431,7 +456,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	c.used = true
 	tok := s.mint("EAAShort")
-	s.tokens[tok] = true
+	s.tokens[tok] = c.user
 	s.issued = append(s.issued, tok)
 	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"access_token": tok, "token_type": "bearer", "expires_in": 5183})
 	return nil
