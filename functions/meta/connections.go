@@ -186,11 +186,7 @@ func (s *Service) activatePending(ctx context.Context, account, id, token string
 	}
 	now := stamp(s.now())
 	prev := rec.Revision
-	rec.Status, rec.FailureReason, rec.User = StatusActive, "", &f.User
-	rec.GrantedPermissions, rec.DeclinedPermissions = f.Granted, f.Declined
-	rec.ExpiresAt, rec.RefreshedAt = expiryPtr(expiry), &now
-	rec.AssetCounts = counts(f.Assets)
-	rec.Revision, rec.UpdatedAt = prev+1, now
+	rec.granted(f, expiry, counts(f.Assets), now)
 	conn, err := item(connKey(account, id), rec.Revision, rec)
 	if err != nil {
 		return Connection{}, err
@@ -256,11 +252,7 @@ func (s *Service) reconnect(ctx context.Context, account, target string, refRev 
 	ar.Assets, ar.Truncated, ar.RefreshedAt = merge(ar.Assets, f.Assets), f.Truncated, now
 
 	prev := rec.Revision
-	rec.Status, rec.FailureReason, rec.User = StatusActive, "", &f.User
-	rec.GrantedPermissions, rec.DeclinedPermissions = f.Granted, f.Declined
-	rec.ExpiresAt, rec.RefreshedAt = expiryPtr(expiry), &now
-	rec.AssetCounts = counts(ar.Assets)
-	rec.Revision, rec.UpdatedAt = prev+1, now
+	rec.granted(f, expiry, counts(ar.Assets), now)
 	conn, err := item(connKey(account, target), rec.Revision, rec)
 	if err != nil {
 		return Connection{}, err
@@ -288,6 +280,16 @@ func (s *Service) reconnect(ctx context.Context, account, target string, refRev 
 		return Connection{}, err
 	}
 	return s.view(rec), nil
+}
+
+// granted makes rec the active connection of what a callback read (f, the token's expiry,
+// the asset counts kept), at its next revision.
+func (rec *record) granted(f fetched, expiry time.Time, assets Counts, now time.Time) {
+	rec.Status, rec.FailureReason, rec.User = StatusActive, "", &f.User
+	rec.GrantedPermissions, rec.DeclinedPermissions = f.Granted, f.Declined
+	rec.ExpiresAt, rec.RefreshedAt = expiryPtr(expiry), &now
+	rec.AssetCounts = assets
+	rec.Revision, rec.UpdatedAt = rec.Revision+1, now
 }
 
 func expiryPtr(t time.Time) *time.Time {
