@@ -90,7 +90,7 @@ func (h *Handlers) update(w http.ResponseWriter, r *http.Request) error {
 	var b Bot
 	var err error
 	if loaded, ok := httpapi.LoadedBot(r.Context()).(Bot); ok {
-		b, err = h.svc.UpdateLoaded(r.Context(), account, loaded, *req.ExpectedRevision, req.Name, req.Settings)
+		b, err = h.svc.update(r.Context(), account, loaded, *req.ExpectedRevision, req.Name, req.Settings)
 	} else {
 		b, err = h.svc.Update(r.Context(), account, r.PathValue("botID"), *req.ExpectedRevision, req.Name, req.Settings)
 	}

@@ -186,13 +186,9 @@ func (s *Service) Update(ctx context.Context, account, id string, expected int64
 	return s.update(ctx, account, b, expected, name, settings)
 }
 
-// UpdateLoaded is Update starting from b, the bot as the caller has just read it (the
-// kernel's tenancy read): the write's revision condition, not the read, is what enforces
-// expected, so a second read would only cost time.
-func (s *Service) UpdateLoaded(ctx context.Context, account string, b Bot, expected int64, name *string, settings *SettingsPatch) (Bot, error) {
-	return s.update(ctx, account, b, expected, name, settings)
-}
-
+// update is Update starting from b, the bot as the caller has just read it (the handler
+// passes the kernel's tenancy read): the write's revision condition, not the read, is what
+// enforces expected, so a second read would only cost time.
 func (s *Service) update(ctx context.Context, account string, b Bot, expected int64, name *string, settings *SettingsPatch) (Bot, error) {
 	id := b.ID
 	if b.Revision != expected {

@@ -82,19 +82,14 @@ func KMSComplete() Option { return func(o *options) { o.kmsComplete = true } }
 // Check returns an error naming every recorded action (with the operation that needed it)
 // that none of lambdas is granted on the table.
 func Check(recorded map[string]string, lambdas ...string) error {
+	grants, err := grantsOn(access.Table, lambdas)
+	if err != nil {
+		return err
+	}
 	granted := map[string]bool{}
-	table := access.Access()
-	for _, l := range lambdas {
-		row, ok := table[l]
-		if !ok {
-			return fmt.Errorf("accesstest: no Lambda %q in infra/access", l)
-		}
-		for _, g := range row {
-			if g.On == access.Table {
-				for _, a := range g.Actions {
-					granted[a] = true
-				}
-			}
+	for _, g := range grants {
+		for _, a := range g.Actions {
+			granted[a] = true
 		}
 	}
 	var missing []string
@@ -115,18 +110,9 @@ func Check(recorded map[string]string, lambdas ...string) error {
 // open that made it) that none of lambdas is granted: a grant on access.SecretsKey of its
 // action, unconditioned or conditioned on its encryption context purpose.
 func CheckKMS(recorded map[secretstest.Use]string, lambdas ...string) error {
-	table := access.Access()
-	var grants []access.Grant
-	for _, l := range lambdas {
-		row, ok := table[l]
-		if !ok {
-			return fmt.Errorf("accesstest: no Lambda %q in infra/access", l)
-		}
-		for _, g := range row {
-			if g.On == access.SecretsKey {
-				grants = append(grants, g)
-			}
-		}
+	grants, err := grantsOn(access.SecretsKey, lambdas)
+	if err != nil {
+		return err
 	}
 	var missing []string
 	for u, op := range recorded {
@@ -158,17 +144,15 @@ func covers(g access.Grant, u secretstest.Use) bool {
 // the narrower grant is what the code needs). A grant the code does not use is one an
 // attacker in the Lambda could.
 func UnusedKMS(recorded map[secretstest.Use]string, lambda string) error {
-	row, ok := access.Access()[lambda]
-	if !ok {
-		return fmt.Errorf("accesstest: no Lambda %q in infra/access", lambda)
+	grants, err := grantsOn(access.SecretsKey, []string{lambda})
+	if err != nil {
+		return err
 	}
 	// One grant per action, so that each is weighed alone.
 	var each []access.Grant
-	for _, g := range row {
-		if g.On == access.SecretsKey {
-			for _, a := range g.Actions {
-				each = append(each, access.Grant{On: g.On, Actions: []string{a}, If: g.If})
-			}
+	for _, g := range grants {
+		for _, a := range g.Actions {
+			each = append(each, access.Grant{On: g.On, Actions: []string{a}, If: g.If})
 		}
 	}
 	var unused []string
@@ -202,4 +186,22 @@ func describe(action string, c access.Condition) string {
 		return action + " under any purpose"
 	}
 	return action + " if " + c.Key + " = " + c.Value
+}
+
+// grantsOn returns the grants on resource of lambdas' rows in the access table.
+func grantsOn(resource access.Resource, lambdas []string) ([]access.Grant, error) {
+	table := access.Access()
+	var out []access.Grant
+	for _, l := range lambdas {
+		row, ok := table[l]
+		if !ok {
+			return nil, fmt.Errorf("accesstest: no Lambda %q in infra/access", l)
+		}
+		for _, g := range row {
+			if g.On == resource {
+				out = append(out, g)
+			}
+		}
+	}
+	return out, nil
 }

@@ -193,10 +193,6 @@ func scanPoint(row []driver.Value, it *store.Item) error {
 			return fmt.Errorf("sqlite: get: index key column is %T, not text", v)
 		}
 	}
-	if expires != 0 {
-		it.ExpiresAt = time.Unix(expires, 0).UTC()
-	}
-	it.GSI1 = store.IndexKey{PK: g[0], SK: g[1]}
-	it.GSI2 = store.IndexKey{PK: g[2], SK: g[3]}
+	setColumns(it, expires, g)
 	return nil
 }

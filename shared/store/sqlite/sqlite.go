@@ -801,10 +801,15 @@ func scanItem(row interface{ Scan(...any) error }) (store.Item, error) {
 	if err := row.Scan(&it.PK, &it.SK, &it.Revision, &it.Data, &it.Count, &expires, &g1pk, &g1sk, &g2pk, &g2sk); err != nil {
 		return store.Item{}, err
 	}
+	setColumns(&it, expires, [4]string{g1pk.String, g1sk.String, g2pk.String, g2sk.String})
+	return it, nil
+}
+
+// setColumns sets what an item's stored expiry and index key columns say (NULL read as "").
+func setColumns(it *store.Item, expires int64, gsi [4]string) {
 	if expires != 0 {
 		it.ExpiresAt = time.Unix(expires, 0).UTC()
 	}
-	it.GSI1 = store.IndexKey{PK: g1pk.String, SK: g1sk.String}
-	it.GSI2 = store.IndexKey{PK: g2pk.String, SK: g2sk.String}
-	return it, nil
+	it.GSI1 = store.IndexKey{PK: gsi[0], SK: gsi[1]}
+	it.GSI2 = store.IndexKey{PK: gsi[2], SK: gsi[3]}
 }
