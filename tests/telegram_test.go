@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -126,6 +127,18 @@ func TestTelegramAdminConnect(t *testing.T) {
 		assert.False(t, ok, "deleteWebhook was called")
 		_, ok = tg.Webhook(shop)
 		assert.True(t, ok, "the other channel's webhook stays")
+
+		// Deleting a bot stops its channels' deliveries too: the bot's purge (a job, in
+		// the worker that holds the secrets key) deletes their webhooks at Telegram.
+		s.admin("channel", "connect", "--bot", bot2, "--type", "telegram", "--token", other.Token)
+		_, ok = tg.Webhook(other)
+		require.True(t, ok)
+		r = s.del(s.demo.Token, "/api/bots/"+bot2)
+		require.Equal(t, 204, r.Status, "%s", r.Body)
+		require.Eventually(t, func() bool { _, ok := tg.Webhook(other); return !ok }, 20*time.Second, 50*time.Millisecond,
+			"deleteWebhook was called for the deleted bot's channel")
+		_, ok = tg.Webhook(shop)
+		assert.True(t, ok, "another bot's channel keeps its webhook")
 	}
 
 	for _, c := range tg.Calls() {

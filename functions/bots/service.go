@@ -43,13 +43,13 @@ type Outbox interface {
 
 // Dependents returns what deleting bot must delete in the same transaction, because it must
 // not outlive the bot for a moment (its channels, which would otherwise accept webhooks
-// until the purge reaches them), and a function to run once that transaction committed.
-type Dependents func(ctx context.Context, bot string) (writes []store.Write, committed func(context.Context), err error)
+// until the purge reaches them).
+type Dependents func(ctx context.Context, bot string) ([]store.Write, error)
 
 // WithDependents returns a copy of s whose Delete also deletes what d returns. The whole
 // transaction must fit store.MaxTransactWrites: 1 + 51 for the bot and its most tokens and
 // 1 for the purge's outbox item leave the rest for dependents, which must stay few (a bot
-// has one channel per type: 3 writes each, 9 in all).
+// has one channel per type: 4 writes each, 12 in all).
 func (s *Service) WithDependents(d ...Dependents) *Service {
 	c := *s
 	c.dependents = append(slices.Clip(c.dependents), d...)
@@ -258,16 +258,12 @@ func (s *Service) Delete(ctx context.Context, account, id string, expected *int6
 			return fmt.Errorf("delete bot: %w", err)
 		}
 		writes = append(writes, purgeWrites...)
-		var after []func(context.Context)
 		for _, d := range s.dependents {
-			ws, committed, err := d(ctx, id)
+			ws, err := d(ctx, id)
 			if err != nil {
 				return fmt.Errorf("delete bot: %w", err)
 			}
 			writes = append(writes, ws...)
-			if committed != nil {
-				after = append(after, committed)
-			}
 		}
 		err = s.store.Transact(ctx, writes)
 		var ce *store.ConditionError
@@ -281,9 +277,6 @@ func (s *Service) Delete(ctx context.Context, account, id string, expected *int6
 		}
 		forget()
 		startPurge(ctx)
-		for _, f := range after {
-			f(ctx)
-		}
 		return nil
 	}
 	return fmt.Errorf("delete bot: its tokens or dependents keep changing: %w", store.ErrUnavailable)

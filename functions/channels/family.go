@@ -21,7 +21,7 @@ func Family() family.Family {
 		svc := FromEnv(env)
 		return family.Parts{
 			Routes: func(mux *httpapi.Mux) { Routes(mux, svc, env.Cursors) },
-			Purge:  PurgeStep(env.Store),
+			Purge:  PurgeStep(env.Store, svc),
 		}
 	}}
 }

@@ -65,12 +65,10 @@ func TestBotDeletesGoWithTheBot(t *testing.T) {
 	mine, other := connectAll(t, s, "bot_a"), connectAll(t, s, "bot_b")
 	before := mentioning(t, s, append(channelIDs(other), "bot_b")...)
 
-	writes, committed, err := BotDeletes(s.store, s)(ctx, "bot_a")
+	writes, err := BotDeletes(s.store, s.now)(ctx, "bot_a")
 	require.NoError(t, err)
 	require.NoError(t, s.store.Transact(ctx, writes), "the bot's deletion transaction")
-	committed(ctx)
 
-	assert.Empty(t, mentioning(t, s, append(channelIDs(mine), "bot_a")...), "records, type keys and lookup keys")
 	for _, c := range mine {
 		_, err := s.Resolve(ctx, c.ID)
 		assert.Error(t, err, "a webhook naming the channel is refused at once")
@@ -79,11 +77,29 @@ func TestBotDeletesGoWithTheBot(t *testing.T) {
 	assert.Error(t, err)
 	_, err = s.ResolveBot(ctx, "bot_a", channel.Telegram)
 	assert.Error(t, err)
+	left := mentioning(t, s, append(channelIDs(mine), "bot_a")...)
+	require.Len(t, left, len(mine), "only the release items are left")
+	for _, it := range left {
+		assert.Equal(t, releasePartition("bot_a"), it.PK)
+		assert.False(t, it.ExpiresAt.IsZero(), "sealed credentials never stay for good")
+		assert.NotContains(t, string(it.Data), "good", "the credentials stay sealed")
+	}
+	assert.Empty(t, vk.released, "the provider is told by the purge, not by the deletion")
+
+	// The purge runs in the jobs worker, which holds the secrets key.
+	jobs := sqlitetest.As(ctx, "jobs")
+	require.NoError(t, purge.Run(jobs, PurgeStep(s.store, s), purge.Payload{AccountID: "acct_bot_a", BotID: "bot_a"}))
 	require.Len(t, vk.released, 1, "the provider's registration is released")
 	assert.Equal(t, mine[2].ID, vk.released[0].ChannelID)
+	assert.JSONEq(t, `{"key":"good"}`, string(vk.released[0].Credentials), "with the channel's opened credentials")
+	assert.Empty(t, mentioning(t, s, append(channelIDs(mine), "bot_a")...), "records, type keys, lookup keys and release items")
 	assert.Equal(t, before, mentioning(t, s, append(channelIDs(other), "bot_b")...), "another bot's channels are untouched")
 
-	writes, _, err = BotDeletes(s.store, nil)(ctx, "bot_none")
+	// A second pass (the purge's sweep) finds nothing to release again.
+	require.NoError(t, purge.Run(jobs, PurgeStep(s.store, s), purge.Payload{AccountID: "acct_bot_a", BotID: "bot_a"}))
+	assert.Len(t, vk.released, 1)
+
+	writes, err = BotDeletes(s.store, s.now)(ctx, "bot_none")
 	require.NoError(t, err)
 	assert.Empty(t, writes, "a bot without channels adds nothing to its deletion")
 }
@@ -91,17 +107,36 @@ func TestBotDeletesGoWithTheBot(t *testing.T) {
 func TestPurgeStepErasesChannels(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, _ := newPurgeService(t)
+	s, vk := newPurgeService(t)
 	mine, other := connectAll(t, s, "bot_a"), connectAll(t, s, "bot_b")
 	before := mentioning(t, s, append(channelIDs(other), "bot_b")...)
 	// A type key whose channel is gone (as a crash between two writes could leave, were
 	// they not one transaction) is erased too.
 	require.NoError(t, s.store.Delete(ctx, recordKey(mine[0].ID), store.Always))
 
-	require.NoError(t, purge.Run(ctx, PurgeStep(s.store), purge.Payload{AccountID: "acct_bot_a", BotID: "bot_a"}))
+	// The channels connected while the bot's deletion was under way: released and erased.
+	require.NoError(t, purge.Run(sqlitetest.As(ctx, "jobs"), PurgeStep(s.store, s), purge.Payload{AccountID: "acct_bot_a", BotID: "bot_a"}))
 
 	assert.Empty(t, mentioning(t, s, append(channelIDs(mine), "bot_a")...), "records, sealed credentials, type and lookup keys")
 	_, err := s.ResolveKey(ctx, channel.WhatsApp, "phone-"+mine[1].ID)
 	assert.Error(t, err)
+	require.Len(t, vk.released, 1)
+	assert.Equal(t, mine[2].ID, vk.released[0].ChannelID)
 	assert.Equal(t, before, mentioning(t, s, append(channelIDs(other), "bot_b")...), "another bot's channels are untouched")
+}
+
+// Without the secrets key (a process that holds none), the purge still erases everything;
+// it only cannot tell the providers.
+func TestPurgeStepWithoutSecrets(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, vk := newPurgeService(t)
+	mine := connectAll(t, s, "bot_a")
+	writes, err := BotDeletes(s.store, s.now)(ctx, "bot_a")
+	require.NoError(t, err)
+	require.NoError(t, s.store.Transact(ctx, writes))
+
+	require.NoError(t, purge.Run(ctx, PurgeStep(s.store, nil), purge.Payload{AccountID: "acct_bot_a", BotID: "bot_a"}))
+	assert.Empty(t, mentioning(t, s, append(channelIDs(mine), "bot_a")...))
+	assert.Empty(t, vk.released)
 }

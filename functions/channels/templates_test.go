@@ -527,7 +527,7 @@ func TestPurgeStepErasesTemplates(t *testing.T) {
 	keep := store.Item{Key: store.Key{PK: templatesPartition(botB), SK: "CHANNEL#ch_x#TEMPLATE#mtpl_x"}, Data: []byte(`{}`), Revision: 1}
 	require.NoError(t, s.Store.Put(t.Context(), keep, store.MustNotExist))
 
-	require.NoError(t, purge.Run(t.Context(), PurgeStep(s.Store), purge.Payload{AccountID: s.Account.ID, BotID: botA}))
+	require.NoError(t, purge.Run(t.Context(), PurgeStep(s.Store, nil), purge.Payload{AccountID: s.Account.ID, BotID: botA}))
 	page, err := s.Store.Query(t.Context(), store.Query{PK: templatesPartition(botA)})
 	require.NoError(t, err)
 	assert.Empty(t, page.Items)

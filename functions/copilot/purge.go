@@ -15,7 +15,7 @@ func PurgeStep(st store.Store) jobs.Step {
 	return purge.Step(st, func(_ context.Context, p purge.Payload) ([]purge.Part, error) {
 		return []purge.Part{{
 			PK: proposalsPK(p.BotID),
-			Delete: func(it store.Item) ([]store.Write, error) {
+			Delete: func(ctx context.Context, it store.Item) ([]store.Write, error) {
 				_, id, _ := strings.Cut(it.SK, "#")
 				return []store.Write{
 					store.DeleteOp(it.Key, store.Always),

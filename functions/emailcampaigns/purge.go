@@ -17,7 +17,7 @@ func PurgeStep(st store.Store) jobs.Step {
 	return purge.Step(st, func(_ context.Context, p purge.Payload) ([]purge.Part, error) {
 		bot := p.BotID
 		return []purge.Part{
-			{Index: store.GSI2, PK: sentIndexPK(bot), Delete: func(it store.Item) ([]store.Write, error) {
+			{Index: store.GSI2, PK: sentIndexPK(bot), Delete: func(ctx context.Context, it store.Item) ([]store.Write, error) {
 				r, err := decodeRow(it)
 				if err != nil {
 					return nil, err

@@ -19,7 +19,7 @@ func PurgeStep(st store.Store) jobs.Step {
 	return purge.Step(st, func(ctx context.Context, p purge.Payload) ([]purge.Part, error) {
 		bot := p.BotID
 		return []purge.Part{
-			{PK: emailPK(bot), Delete: func(it store.Item) ([]store.Write, error) {
+			{PK: emailPK(bot), Delete: func(ctx context.Context, it store.Item) ([]store.Write, error) {
 				writes := []store.Write{store.DeleteOp(it.Key, store.MustExist)}
 				if !strings.HasPrefix(it.SK, domainPrefix) {
 					return writes, nil

@@ -88,8 +88,11 @@ type Part struct {
 	// Delete returns the writes that delete an item, as one transaction, when it must go
 	// together with items of other partitions (a channel with its lookup key). A condition
 	// that fails means the item was deleted meanwhile, by another run of the same step for
-	// one. Without Delete, items are deleted on their own, many per transaction.
-	Delete func(it store.Item) ([]store.Write, error)
+	// one. Without Delete, items are deleted on their own, many per transaction. Delete may
+	// first undo what the item stands for outside the store (a channel's webhook registered
+	// with its provider): it runs at every attempt to delete the item, so that must be safe
+	// to repeat.
+	Delete func(ctx context.Context, it store.Item) ([]store.Write, error)
 }
 
 // Plan lists the partitions of a bot's data in the order they are erased. It is called at
@@ -233,7 +236,7 @@ func (e *eraser) delete(ctx context.Context, part Part, it store.Item) (int, err
 		}
 		return 1, nil
 	}
-	writes, err := part.Delete(it)
+	writes, err := part.Delete(ctx, it)
 	if err != nil {
 		return 0, err
 	}

@@ -139,7 +139,7 @@ func TestStepWithItsOwnDeletes(t *testing.T) {
 		require.NoError(t, st.Put(t.Context(), store.Item{Key: store.Key{PK: fmt.Sprintf("KEY#%d", i), SK: "K"}, Data: []byte(`"bot_1"`)}, store.Always))
 	}
 	plan := func(_ context.Context, p Payload) ([]Part, error) {
-		return []Part{{PK: "BOT#" + p.BotID + "#PTR", Delete: func(it store.Item) ([]store.Write, error) {
+		return []Part{{PK: "BOT#" + p.BotID + "#PTR", Delete: func(ctx context.Context, it store.Item) ([]store.Write, error) {
 			var other string
 			if err := json.Unmarshal(it.Data, &other); err != nil {
 				return nil, err

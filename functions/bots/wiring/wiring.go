@@ -13,7 +13,7 @@ import (
 func Family() family.Family {
 	return family.Family{Name: "bots", Build: func(env *family.Env) family.Parts {
 		svc := bots.NewService(env.Store, env.Auth, env.Now).
-			WithDependents(channels.BotDeletes(env.Store, channels.FromEnv(env))).
+			WithDependents(channels.BotDeletes(env.Store, env.Now)).
 			WithPurge(env.Outbox, env.Log)
 		return family.Parts{
 			Routes: func(mux *httpapi.Mux) { bots.Routes(mux, svc, env.Auth, env.Cursors) },
