@@ -221,21 +221,25 @@ func (s *Service) Respond(ctx context.Context, account, key string, req Response
 	// The plan (a read of the account's own keys, and opening the one it uses) does not
 	// depend on the claim (a write): they run side by side, a read's latency off every
 	// request. The key's outcome comes first: a replay answers even when the plan would
-	// now fail (a key removed since), as Stripe replays whatever the first request got.
+	// now fail (a key removed since), as Stripe replays whatever the first request got, and
+	// without waiting for it: a replay or a refused key cancels the plan (its channel is
+	// buffered, so the goroutine ends on its own).
+	planCtx, cancelPlan := context.WithCancel(ctx)
+	defer cancelPlan()
 	planned := make(chan plan, 1)
 	go func() {
 		var p plan
-		p.calls, p.billing, p.err = s.plan(ctx, account, req)
+		p.calls, p.billing, p.err = s.plan(planCtx, account, req)
 		planned <- p
 	}()
 	c, prior, err := s.claim(ctx, account, key, req.hash())
-	p := <-planned
-	if err != nil || prior != nil {
-		if prior != nil {
-			return *prior, true, nil
-		}
+	if prior != nil {
+		return *prior, true, nil
+	}
+	if err != nil {
 		return Response{}, false, err
 	}
+	p := <-planned
 	if p.err != nil {
 		s.release(context.WithoutCancel(ctx), c)
 		return Response{}, false, p.err

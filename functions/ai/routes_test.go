@@ -2,6 +2,7 @@ package ai
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
+	"github.com/botplatform/api/shared/store"
 )
 
 const responses = "/api/v1/ai/responses"
@@ -252,6 +254,47 @@ func TestReplayOutlivesThePlan(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.Code, res.Body, "the failed plan released the key")
 	assert.Empty(t, res.Header.Get(ReplayedHeader))
 	assert.Equal(t, 2, f.providers[aiapi.Anthropic].callCount())
+}
+
+// heldPlan is a store whose reads of the account's own keys (the plan) wait until held is
+// closed or their context ends, which they report on canceled.
+type heldPlan struct {
+	store.Store
+	held     chan struct{}
+	canceled chan struct{}
+}
+
+func (h *heldPlan) Query(ctx context.Context, q store.Query) (store.Page, error) {
+	if q.Prefix == byokPrefix {
+		select {
+		case <-h.held:
+		case <-ctx.Done():
+			close(h.canceled)
+			return store.Page{}, ctx.Err()
+		}
+	}
+	return h.Store.Query(ctx, q)
+}
+
+// A replay answers from the stored answer without waiting for the plan, which it cancels.
+func TestReplayDoesNotWaitForThePlan(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	first := f.respond(t, "replay-1", body("fast", "hi"))
+	require.Equal(t, http.StatusOK, first.Code, first.Body)
+
+	h := &heldPlan{Store: f.svc.store, held: make(chan struct{}), canceled: make(chan struct{})}
+	f.svc.store = h
+	defer close(h.held)
+	res := f.respond(t, "replay-1", body("fast", "hi"))
+	require.Equal(t, http.StatusOK, res.Code, res.Body)
+	assert.Equal(t, "true", res.Header.Get(ReplayedHeader))
+	assert.Equal(t, first.JSON, res.JSON)
+	select {
+	case <-h.canceled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the plan's read was not canceled")
+	}
 }
 
 // Usage is metered per request and reported by day, profile, provider and billing; costs
