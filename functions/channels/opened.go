@@ -36,7 +36,7 @@ func (o *opened) open(ctx context.Context, sealer secrets.Sealer, rec record) (c
 	e, ok := o.entries[rec.ID]
 	o.mu.Unlock()
 	if ok && bytes.Equal(e.sealedCreds, rec.Credentials) && bytes.Equal(e.sealedSecret, rec.WebhookSecret) {
-		return bytes.Clone(e.creds), e.secret, nil // a caller may keep or change its copy
+		return bytes.Clone(e.creds), bytes.Clone(e.secret), nil // a caller may keep or change its copy
 	}
 	if creds, err = sealer.Open(ctx, rec.Credentials, aad(rec.ID, "credentials")); err != nil {
 		return nil, nil, errOpen("credentials", rec.ID, err)
@@ -49,7 +49,7 @@ func (o *opened) open(ctx context.Context, sealer secrets.Sealer, rec record) (c
 		o.entries = make(map[string]openedEntry)
 	}
 	o.entries[rec.ID] = openedEntry{sealedCreds: bytes.Clone(rec.Credentials), sealedSecret: bytes.Clone(rec.WebhookSecret),
-		creds: creds, secret: secret}
+		creds: bytes.Clone(creds), secret: bytes.Clone(secret)} // the caller's copies stay the caller's
 	o.mu.Unlock()
 	return creds, secret, nil
 }
