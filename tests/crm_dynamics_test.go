@@ -15,7 +15,8 @@ import (
 // A Dynamics connection whose entities.contacts is leads (docs/crm.md): its mapping of
 // contacts, saved while the connection's contacts were contacts, writes the subscribers to
 // the fake's leads, not its contacts, once the connection is made again with leads; discovery
-// then offers leads in the place of contacts. Another entity set for deals is refused.
+// then offers leads in the place of contacts. Another entity set for deals is refused, and so
+// is a contacts set the environment does not have.
 func TestCRMDynamicsContactsAreLeads(t *testing.T) {
 	t.Parallel()
 	dyn := dynamicsfake.New(t)
@@ -36,6 +37,17 @@ func TestCRMDynamicsContactsAreLeads(t *testing.T) {
 	assert.Equal(t, "validation_failed", res.Code(t))
 	assert.Contains(t, string(res.Body), "entities.deals")
 	conforms(t, http.MethodPost, "/api/bots/{botID}/crm/connections/dynamics", path, res)
+
+	// An entity set the environment does not have is refused as the connection is made,
+	// not first by a sync: nothing is stored.
+	res = e.s.post(e.tok, path, body(map[string]any{"contacts": "new_subscriberz"}))
+	require.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s", res.Body)
+	assert.Equal(t, "invalid_entities", res.Code(t))
+	assert.Contains(t, string(res.Body), `"field":"entities.contacts"`)
+	conforms(t, http.MethodPost, "/api/bots/{botID}/crm/connections/dynamics", path, res)
+	res = e.s.get(e.tok, e.api+"/crm/connections")
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	assert.Empty(t, res.JSON(t)["data"], "nothing stored")
 
 	res = e.s.post(e.tok, path, body(nil))
 	c := summary(t, res, http.StatusCreated, "dynamics")

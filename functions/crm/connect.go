@@ -2,6 +2,7 @@ package crm
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"regexp"
 	"slices"
@@ -186,6 +187,40 @@ func (s *Service) ConnectDynamics(ctx context.Context, bot string, req DynamicsR
 		return Connection{}, false, httpapi.Errorf(httpapi.KindUnprocessable, "crm_credentials_rejected",
 			"the credentials act as %s in the environment, not as login %s", acct.User, req.Login)
 	}
+	if err := s.checkEntities(ctx, creds, *req.Entities); err != nil {
+		return Connection{}, false, err
+	}
 	return s.connect(ctx, bot, Connection{Provider: crmapi.Dynamics, Auth: crmapi.AuthOIDC, Account: acct, InstanceURL: req.EnvironmentURL,
 		Login: req.Login, Entities: req.Entities}, creds)
+}
+
+// contactsChecker is a client that can ask its CRM, before a connection is saved, whether
+// the object the connection's settings name as where subscriber records go can hold them
+// (the Dynamics client: entities.contacts).
+type contactsChecker interface {
+	CheckContacts(ctx context.Context) error
+}
+
+// checkEntities asks the environment whether entities.contacts is an entity set subscriber
+// records can be written to, with the credentials just proven: 422 invalid_entities naming
+// entities.contacts when the environment does not have it or it cannot hold them, 503
+// provider_unavailable when the environment cannot be reached, and the usual refusals
+// (crm_permission_denied for an application user that may not read the metadata).
+func (s *Service) checkEntities(ctx context.Context, creds crmapi.Credentials, e Entities) error {
+	cl, err := s.newClient(crmapi.Dynamics, creds, e)
+	if err != nil {
+		return httpapi.Errorf(httpapi.KindUnavailable, "provider_unavailable", "this deployment cannot call %s at this address", crmapi.Dynamics).Wrap(err)
+	}
+	ch, ok := cl.(contactsChecker)
+	if !ok {
+		return nil
+	}
+	err = ch.CheckContacts(ctx)
+	var ue *crmapi.UnusableObjectError
+	if errors.As(err, &ue) {
+		var p httpapi.Problems
+		p.Add("entities.contacts", "%s", ue.Reason)
+		return p.Unprocessable("invalid_entities")
+	}
+	return providerProblem(err)
 }

@@ -112,3 +112,80 @@ func TestDynamicsContactsAreLeads(t *testing.T) {
 	assert.Equal(t, "Smith", *sub.LastName)
 	assert.Equal(t, 0, f.dyn.Count("contacts"))
 }
+
+// The entity set a Dynamics connection writes subscribers to (entities.contacts) is checked
+// with the environment when the connection is saved, not first when a sync runs: a custom
+// set the environment has and that has an email column is accepted; a set it does not have,
+// or a table without an email column, is 422 invalid_entities naming entities.contacts; an
+// environment that cannot be reached at the check is 503 provider_unavailable. Refused or
+// failed, nothing is stored, and a connection made before keeps its entity set. contacts
+// and leads still connect.
+func TestConnectDynamicsChecksEntities(t *testing.T) {
+	t.Parallel()
+	f := newMappingFixture(t)
+	path := f.base + "/dynamics"
+	body := func(contacts string) map[string]any {
+		b := map[string]any{"tenant_id": dynamicsfake.TenantID, "client_id": dynamicsfake.ClientID,
+			"client_secret": dynamicsfake.ClientSecret, "environment_url": f.dyn.URL()}
+		if contacts != "" {
+			b["entities"] = map[string]any{"contacts": contacts}
+		}
+		return b
+	}
+	stored := func() string { return f.partition(t) }
+	before := stored() // what is stored: a refusal leaves it as it is
+	refused := func(contacts, reason string) {
+		t.Helper()
+		res := f.Do(t, "POST", path, body(contacts))
+		require.Equal(t, http.StatusUnprocessableEntity, res.Code, "%s: %s", contacts, res.Body)
+		assert.Equal(t, "invalid_entities", res.Problem())
+		errs := res.JSON["errors"].([]any)
+		require.Len(t, errs, 1, "%s", res.Body)
+		assert.Equal(t, "entities.contacts", errs[0].(map[string]any)["field"])
+		assert.Contains(t, errs[0].(map[string]any)["message"], reason)
+		assert.Equal(t, before, stored(), "nothing stored for %s", contacts)
+	}
+	refused("new_subscriberz", `no entity set "new_subscriberz"`)
+	refused("new_botevents", "no email column")
+
+	// Dynamics goes down after the credentials were checked, as the entity set is.
+	f.beforeDynamics = func(e Entities) {
+		if e.Contacts == "new_subscribers" {
+			f.dyn.FailNext(1, http.StatusServiceUnavailable)
+		}
+	}
+	res := f.Do(t, "POST", path, body("new_subscribers"))
+	require.Equal(t, http.StatusServiceUnavailable, res.Code, res.Body)
+	assert.Equal(t, "provider_unavailable", res.Problem())
+	assert.Equal(t, before, stored(), "nothing stored while Dynamics is down")
+	f.beforeDynamics = nil
+
+	res = f.Do(t, "POST", path, body("new_subscribers"))
+	require.Equal(t, http.StatusCreated, res.Code, res.Body)
+	assert.Equal(t, map[string]any{"contacts": "new_subscribers", "deals": "opportunities"}, res.JSON["entities"])
+	conn := f.base + "/" + res.JSON["id"].(string)
+	objects := f.Do(t, "GET", conn+"/objects", nil)
+	require.Equal(t, http.StatusOK, objects.Code, objects.Body)
+	assert.Equal(t, "new_subscribers", objects.JSON["data"].([]any)[0].(map[string]any)["name"])
+
+	// A refused set on the connection made before leaves it as it was.
+	before = stored()
+	refused("new_botevents", "no email column")
+	res = f.Do(t, "GET", conn, nil)
+	require.Equal(t, http.StatusOK, res.Code, res.Body)
+	assert.Equal(t, map[string]any{"contacts": "new_subscribers", "deals": "opportunities"}, res.JSON["entities"])
+	assert.Equal(t, float64(1), res.JSON["revision"])
+
+	// leads (asked about: an environment without Dynamics 365 Sales has none) and contacts
+	// (every environment's: not asked about) still connect.
+	requests := f.dyn.Requests()
+	res = f.Do(t, "POST", path, body("leads"))
+	require.Equal(t, http.StatusOK, res.Code, res.Body)
+	assert.Equal(t, map[string]any{"contacts": "leads", "deals": "opportunities"}, res.JSON["entities"])
+	assert.Equal(t, 3+2, f.dyn.Requests()-requests, "the account's 3 requests and the entity set's 2")
+	requests = f.dyn.Requests()
+	res = f.Do(t, "POST", path, body(""))
+	require.Equal(t, http.StatusOK, res.Code, res.Body)
+	assert.Equal(t, map[string]any{"contacts": "contacts", "deals": "opportunities"}, res.JSON["entities"])
+	assert.Equal(t, 3, f.dyn.Requests()-requests, "contacts is not asked about")
+}

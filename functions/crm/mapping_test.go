@@ -43,6 +43,9 @@ type mappingFixture struct {
 	hsURL string // its routes' base
 	pdURL string
 	jobs  *starts // the jobs the service started
+	// beforeDynamics, when set, is called as a Dynamics client is built (with the
+	// connection's entities), before it makes any request.
+	beforeDynamics func(Entities)
 }
 
 func newMappingFixture(t *testing.T) *mappingFixture {
@@ -52,6 +55,9 @@ func newMappingFixture(t *testing.T) *mappingFixture {
 	newClient := func(provider string, creds crmapi.Credentials, entities Entities) (crmapi.Client, error) {
 		switch provider {
 		case crmapi.Dynamics:
+			if f.beforeDynamics != nil {
+				f.beforeDynamics(entities)
+			}
 			return dynamics.New(dynamics.Config{LoginURL: f.dyn.URL(), AllowPrivate: true, Contacts: entities.Contacts}, creds)
 		case crmapi.HubSpot:
 			return hubspot.New(hubspot.Config{BaseURL: f.hs.URL(), AllowPrivate: true}, creds)
@@ -62,9 +68,12 @@ func newMappingFixture(t *testing.T) *mappingFixture {
 	}
 	key, err := keyfile.New(make([]byte, 32))
 	require.NoError(t, err)
+	// Dynamics connections are made with the Dynamics fake's Entra ID and environment.
+	set := settings(f.auth)
+	set.DynamicsLoginURL, set.DynamicsOrigins = f.dyn.URL(), []string{f.dyn.URL()}
 	f.svc, err = New(Config{Store: f.raw, Sealer: secretstest.Wrap(key, kms.PurposeCRMCredentials), Bots: bots{account: f.Account.ID, ids: []string{f.bot, f.otherBot}},
 		Audit: sink{audit.NewLog(f.raw)}, Limiter: ratelimit.New(f.raw, f.clock.Now), NewClient: newClient,
-		Subscribers: SubscribersOf(f.subs), HTTPClient: f.auth.Client(), Settings: settings(f.auth), Jobs: f.jobs,
+		Subscribers: SubscribersOf(f.subs), HTTPClient: f.auth.Client(), Settings: set, Jobs: f.jobs,
 		Log: slog.New(slog.DiscardHandler), Now: f.clock.Now})
 	require.NoError(t, err)
 	f.Mux = f.NewMux(t)

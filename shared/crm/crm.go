@@ -239,3 +239,26 @@ type ProviderError struct {
 func (e *ProviderError) Error() string {
 	return fmt.Sprintf("crm: provider answered %d %s: %s", e.Status, e.Code, e.Message)
 }
+
+// UnusableObjectError is a CRM's answer that the object a connection's setting names (the
+// Dataverse entity set of Dynamics' entities.contacts) does not exist there, or cannot hold
+// the records the platform writes: Reason says which, for a person. It wraps ErrNotFound
+// when the CRM has no such object.
+type UnusableObjectError struct {
+	Object string
+	Reason string
+	// Missing is true when the CRM has no such object.
+	Missing bool
+}
+
+func (e *UnusableObjectError) Error() string {
+	return fmt.Sprintf("crm: object %q: %s", e.Object, e.Reason)
+}
+
+// Unwrap makes a missing object ErrNotFound.
+func (e *UnusableObjectError) Unwrap() error {
+	if e.Missing {
+		return ErrNotFound
+	}
+	return nil
+}

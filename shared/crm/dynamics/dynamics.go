@@ -227,36 +227,101 @@ func (c *Client) entity(ctx context.Context, object string) (entity, error) {
 	return c.customEntity(ctx)
 }
 
-// customEntity reads the definition of the custom contacts set by its EntitySetName (a
-// metadata query; $filter takes any primitive property), once per client.
+// definition is what EntityDefinitions says of an entity set.
+type definition struct {
+	LogicalName           string `json:"LogicalName"`
+	EntitySetName         string `json:"EntitySetName"`
+	PrimaryIDAttribute    string `json:"PrimaryIdAttribute"`
+	PrimaryNameAttribute  string `json:"PrimaryNameAttribute"`
+	DisplayCollectionName label  `json:"DisplayCollectionName"`
+}
+
+// definition reads the definition of the entity set by its EntitySetName (a metadata
+// query: EntityDefinitions is keyed by LogicalName only, and $filter takes any primitive
+// property). A set the environment does not have answers an empty list, which is an
+// *crm.UnusableObjectError wrapping crm.ErrNotFound.
+func (c *Client) definition(ctx context.Context, set string) (definition, error) {
+	var out struct {
+		Value []definition `json:"value"`
+	}
+	u := c.query("EntityDefinitions", [][2]string{{"$select", "LogicalName,EntitySetName,PrimaryIdAttribute,PrimaryNameAttribute,DisplayCollectionName"},
+		{"$filter", "EntitySetName eq " + literal(set)}})
+	if err := c.do(ctx, http.MethodGet, u, nil, &out, nil); err != nil {
+		return definition{}, err
+	}
+	if len(out.Value) == 0 {
+		return definition{}, missingSet(set)
+	}
+	d := out.Value[0]
+	if d.EntitySetName != set || !logicalName.MatchString(d.LogicalName) || !logicalName.MatchString(d.PrimaryIDAttribute) {
+		return definition{}, &crm.ProviderError{Status: 200, Code: "bad_response", Message: "an entity definition without its names"}
+	}
+	return d, nil
+}
+
+// missingSet is the error of an entity set the environment does not have.
+func missingSet(set string) error {
+	return &crm.UnusableObjectError{Object: set, Missing: true,
+		Reason: fmt.Sprintf("the environment has no entity set %q (entity set names are plural logical names, such as new_subscribers)", set)}
+}
+
+// customEntity reads the definition of the custom contacts set, once per client.
 func (c *Client) customEntity(ctx context.Context) (entity, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.custom != nil {
 		return *c.custom, nil
 	}
-	var out struct {
-		Value []struct {
-			LogicalName           string `json:"LogicalName"`
-			EntitySetName         string `json:"EntitySetName"`
-			PrimaryIDAttribute    string `json:"PrimaryIdAttribute"`
-			DisplayCollectionName label  `json:"DisplayCollectionName"`
-		} `json:"value"`
-	}
-	u := c.query("EntityDefinitions", [][2]string{{"$select", "LogicalName,EntitySetName,PrimaryIdAttribute,DisplayCollectionName"},
-		{"$filter", "EntitySetName eq " + literal(c.contacts)}})
-	if err := c.do(ctx, http.MethodGet, u, nil, &out, nil); err != nil {
+	d, err := c.definition(ctx, c.contacts)
+	if err != nil {
 		return entity{}, err
-	}
-	if len(out.Value) == 0 {
-		return entity{}, fmt.Errorf("%w: dataverse entity set %q", crm.ErrNotFound, c.contacts)
-	}
-	d := out.Value[0]
-	if d.EntitySetName != c.contacts || !logicalName.MatchString(d.LogicalName) || !logicalName.MatchString(d.PrimaryIDAttribute) {
-		return entity{}, &crm.ProviderError{Status: 200, Code: "bad_response", Message: "an entity definition without its names"}
 	}
 	c.custom = &entity{crm.Object{Name: c.contacts, Label: d.DisplayCollectionName.text(c.contacts)}, d.LogicalName, d.PrimaryIDAttribute}
 	return *c.custom, nil
+}
+
+// CheckContacts asks the environment whether the connection's contacts set (Config.Contacts)
+// can hold subscriber records, as a connection is saved: that the entity set exists
+// (EntityDefinitions filtered on EntitySetName), that its table has a primary name column
+// (an intersect table of a many-to-many relationship has none, and cannot be written to),
+// and that it has an email column a sync can write (records are matched by the
+// subscriber's email unless a mapping says otherwise). Three requests at most; contacts,
+// the default, is every environment's and is not asked about. What the environment refuses
+// is an *crm.UnusableObjectError (wrapping crm.ErrNotFound for a set it does not have);
+// other failures are the client's usual errors. A custom set's definition is kept for the
+// client's later calls; syncs, with their own clients, read it again as they use it.
+func (c *Client) CheckContacts(ctx context.Context) error {
+	if c.contacts == "contacts" {
+		return nil
+	}
+	d, err := c.definition(ctx, c.contacts)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(standard, func(e entity) bool { return e.Name == c.contacts }) {
+		c.mu.Lock()
+		c.custom = &entity{crm.Object{Name: c.contacts, Label: d.DisplayCollectionName.text(c.contacts)}, d.LogicalName, d.PrimaryIDAttribute}
+		c.mu.Unlock()
+	}
+	attrs, err := c.attributes(ctx, d.LogicalName)
+	if errors.Is(err, crm.ErrNotFound) {
+		return missingSet(c.contacts) // deleted between the two requests
+	}
+	if err != nil {
+		return err
+	}
+	unusable := func(format string, args ...any) error {
+		return &crm.UnusableObjectError{Object: c.contacts, Reason: fmt.Sprintf(format, args...)}
+	}
+	if d.PrimaryNameAttribute == "" {
+		return unusable("the table %s has no primary name column: it is not a table records can be written to (an intersect table, say)", d.LogicalName)
+	}
+	for _, a := range attrs {
+		if a.field() && fieldType(a.LogicalName, a.AttributeType, a.format()) == crm.TypeEmail && a.IsValidForCreate && a.IsValidForUpdate {
+			return nil
+		}
+	}
+	return unusable("the table %s has no email column the platform can write: subscriber records are matched by their email", d.LogicalName)
 }
 
 // Objects lists the connection's contacts set (in the place of contacts), then leads,
@@ -328,6 +393,49 @@ func (c *Client) picklists(ctx context.Context, logical string) (map[string][]cr
 	return m, nil
 }
 
+// attributeDef is what EntityDefinitions says of an attribute.
+type attributeDef struct {
+	LogicalName      string  `json:"LogicalName"`
+	AttributeType    string  `json:"AttributeType"`
+	AttributeOf      *string `json:"AttributeOf"`
+	DisplayName      label   `json:"DisplayName"`
+	IsValidForCreate bool    `json:"IsValidForCreate"`
+	IsValidForUpdate bool    `json:"IsValidForUpdate"`
+	RequiredLevel    struct {
+		Value string `json:"Value"`
+	} `json:"RequiredLevel"`
+	FormatName *struct {
+		Value string `json:"Value"`
+	} `json:"FormatName"`
+}
+
+// field reports whether the attribute is one a mapping may name: not one of the virtual
+// ones a lookup adds.
+func (a attributeDef) field() bool {
+	return (a.AttributeOf == nil || *a.AttributeOf == "") && a.AttributeType != "Virtual" && a.AttributeType != "EntityName"
+}
+
+func (a attributeDef) format() string {
+	if a.FormatName == nil {
+		return ""
+	}
+	return a.FormatName.Value
+}
+
+// attributes reads the attributes of the entity with that logical name (404, ErrNotFound,
+// for a table the environment does not have).
+func (c *Client) attributes(ctx context.Context, logical string) ([]attributeDef, error) {
+	var out struct {
+		Value []attributeDef `json:"value"`
+	}
+	u := c.api + "/EntityDefinitions(LogicalName='" + logical + "')/Attributes" +
+		"?$select=LogicalName,AttributeType,AttributeOf,DisplayName,IsValidForCreate,IsValidForUpdate,RequiredLevel"
+	if err := c.do(ctx, http.MethodGet, u, nil, &out, nil); err != nil {
+		return nil, err
+	}
+	return out.Value, nil
+}
+
 // Fields reads the entity's attributes (not the virtual ones a lookup adds) with their
 // types; picklist options are their integer values.
 func (c *Client) Fields(ctx context.Context, object string) ([]crm.Field, error) {
@@ -335,43 +443,21 @@ func (c *Client) Fields(ctx context.Context, object string) ([]crm.Field, error)
 	if err != nil {
 		return nil, err
 	}
-	var out struct {
-		Value []struct {
-			LogicalName      string  `json:"LogicalName"`
-			AttributeType    string  `json:"AttributeType"`
-			AttributeOf      *string `json:"AttributeOf"`
-			DisplayName      label   `json:"DisplayName"`
-			IsValidForCreate bool    `json:"IsValidForCreate"`
-			IsValidForUpdate bool    `json:"IsValidForUpdate"`
-			RequiredLevel    struct {
-				Value string `json:"Value"`
-			} `json:"RequiredLevel"`
-			FormatName *struct {
-				Value string `json:"Value"`
-			} `json:"FormatName"`
-		} `json:"value"`
-	}
-	logical := e.logical
-	u := c.api + "/EntityDefinitions(LogicalName='" + logical + "')/Attributes" +
-		"?$select=LogicalName,AttributeType,AttributeOf,DisplayName,IsValidForCreate,IsValidForUpdate,RequiredLevel"
-	if err := c.do(ctx, http.MethodGet, u, nil, &out, nil); err != nil {
-		return nil, err
-	}
-	options, err := c.picklists(ctx, logical)
+	attrs, err := c.attributes(ctx, e.logical)
 	if err != nil {
 		return nil, err
 	}
-	fields := make([]crm.Field, 0, len(out.Value))
-	for _, a := range out.Value {
-		if a.AttributeOf != nil && *a.AttributeOf != "" || a.AttributeType == "Virtual" || a.AttributeType == "EntityName" {
+	options, err := c.picklists(ctx, e.logical)
+	if err != nil {
+		return nil, err
+	}
+	fields := make([]crm.Field, 0, len(attrs))
+	for _, a := range attrs {
+		if !a.field() {
 			continue
 		}
-		format := ""
-		if a.FormatName != nil {
-			format = a.FormatName.Value
-		}
 		f := crm.Field{Object: object, Name: a.LogicalName, Label: a.DisplayName.text(a.LogicalName),
-			Type:     fieldType(a.LogicalName, a.AttributeType, format),
+			Type:     fieldType(a.LogicalName, a.AttributeType, a.format()),
 			ReadOnly: !a.IsValidForCreate && !a.IsValidForUpdate, Required: a.RequiredLevel.Value == "SystemRequired" || a.RequiredLevel.Value == "ApplicationRequired"}
 		for _, o := range options[a.LogicalName] {
 			f.Options = append(f.Options, o.ID)

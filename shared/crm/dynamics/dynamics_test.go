@@ -2,6 +2,7 @@ package dynamics_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -774,4 +775,86 @@ func TestContactsCustomEntitySet(t *testing.T) {
 
 	_, err = dynamics.New(dynamics.Config{LoginURL: f.URL(), AllowPrivate: true, Contacts: "Leads')/x"}, creds(f))
 	assert.Error(t, err, "not an entity set name")
+}
+
+// CheckContacts asks the environment about the connection's contacts set: a custom set it has
+// with an email column is usable; one it does not have is an UnusableObjectError that is
+// ErrNotFound; a table without an email column is one that is not; leads are asked about,
+// contacts are not; an environment that fails is a temporary ProviderError.
+func TestCheckContacts(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	ctx := t.Context()
+	client := func(contacts string) *dynamics.Client {
+		c, err := dynamics.New(dynamics.Config{LoginURL: f.URL(), AllowPrivate: true, Contacts: contacts}, creds(f))
+		require.NoError(t, err)
+		return c
+	}
+	before := f.Requests()
+	require.NoError(t, client("contacts").CheckContacts(ctx))
+	require.NoError(t, client("").CheckContacts(ctx))
+	assert.Equal(t, before, f.Requests(), "contacts is not asked about")
+	require.NoError(t, client("leads").CheckContacts(ctx))
+	custom := client("new_subscribers")
+	require.NoError(t, custom.CheckContacts(ctx))
+	assert.Equal(t, before+4, f.Requests(), "a definition and its attributes, for each")
+	_, err := custom.Objects(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, before+4, f.Requests(), "the definition the check read is kept")
+
+	var ue *crm.UnusableObjectError
+	err = client("new_subscriberz").CheckContacts(ctx)
+	require.ErrorAs(t, err, &ue)
+	assert.ErrorIs(t, err, crm.ErrNotFound)
+	assert.Equal(t, "new_subscriberz", ue.Object)
+	assert.Contains(t, ue.Reason, `no entity set "new_subscriberz"`)
+
+	err = client("new_botevents").CheckContacts(ctx)
+	require.ErrorAs(t, err, &ue)
+	assert.NotErrorIs(t, err, crm.ErrNotFound)
+	assert.Contains(t, ue.Reason, "new_botevent has no email column")
+
+	f.FailNext(1, http.StatusServiceUnavailable)
+	err = client("new_subscribers").CheckContacts(ctx)
+	var pe *crm.ProviderError
+	require.ErrorAs(t, err, &pe)
+	assert.True(t, pe.Temporary)
+	assert.False(t, errors.As(err, &ue))
+}
+
+// The fake answers a definition read by its key, LogicalName, as Dataverse does: the
+// definition, or 404 with the Web API's error body for a table the environment does not
+// have; a $filter no definition matches is an empty list.
+func TestFakeEntityDefinitions(t *testing.T) {
+	t.Parallel()
+	f := fake.New(t)
+	cc := clientcredentials.Config{ClientID: fake.ClientID, ClientSecret: fake.ClientSecret,
+		TokenURL: f.URL() + "/" + fake.TenantID + "/oauth2/v2.0/token", Scopes: []string{f.URL() + "/.default"},
+		AuthStyle: oauth2.AuthStyleInParams}
+	hc := cc.Client(t.Context())
+	get := func(path string) (int, map[string]any) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, f.URL()+"/api/data/v9.2/"+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("OData-MaxVersion", "4.0")
+		req.Header.Set("OData-Version", "4.0")
+		res, err := hc.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		var out map[string]any
+		require.NoError(t, json.NewDecoder(res.Body).Decode(&out))
+		return res.StatusCode, out
+	}
+	status, out := get("EntityDefinitions(LogicalName='new_subscriber')?$select=EntitySetName,PrimaryNameAttribute")
+	require.Equal(t, http.StatusOK, status, out)
+	assert.Equal(t, "new_subscribers", out["EntitySetName"])
+	assert.Equal(t, "new_name", out["PrimaryNameAttribute"])
+	status, out = get("EntityDefinitions(LogicalName='new_customer')")
+	assert.Equal(t, http.StatusNotFound, status)
+	assert.Equal(t, "0x80040217", out["error"].(map[string]any)["code"], out)
+	status, out = get("EntityDefinitions(LogicalName='new_customer')/Attributes")
+	assert.Equal(t, http.StatusNotFound, status)
+	assert.Equal(t, "0x80040217", out["error"].(map[string]any)["code"], out)
+	status, out = get("EntityDefinitions?$filter=EntitySetName%20eq%20'new_customers'")
+	assert.Equal(t, http.StatusOK, status)
+	assert.Empty(t, out["value"])
 }

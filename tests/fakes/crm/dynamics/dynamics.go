@@ -1,8 +1,10 @@
 // Package dynamics is a fake of Microsoft Dynamics 365 on 127.0.0.1, for tests: an Entra ID
 // token endpoint for the OAuth 2.0 client-credentials grant ({tenant}/oauth2/v2.0/token) and
 // the Dataverse Web API v9.2 the platform uses (WhoAmI, organizations, EntityDefinitions
-// queried by EntitySetName or LogicalName, their attributes and picklist options,
-// contacts/leads/accounts/opportunities and a custom table, new_subscribers, with $select,
+// queried by EntitySetName or LogicalName or read by their key LogicalName (404 for a
+// table it does not have), their attributes and picklist options,
+// contacts/leads/accounts/opportunities and custom tables, new_subscribers and
+// new_botevents (one without an email column), with $select,
 // $filter (comparisons joined by "and"), $orderby (asc, desc), $top, $expand of a lookup and
 // server-driven paging, create and update, annotations, transactioncurrencies). The
 // environment URL and the login URL are the fake's one URL.
@@ -113,6 +115,13 @@ var entities = []entity{
 		{Name: "createdon", Type: "DateTime", Label: "Created On", ReadOnly: true},
 		{Name: "modifiedon", Type: "DateTime", Label: "Modified On", ReadOnly: true},
 	}, nil, nil},
+	// A custom table no subscriber can be written to: it has no email column.
+	{"new_botevent", "new_botevents", "new_boteventid", []attribute{
+		{Name: "new_boteventid", Type: "Uniqueidentifier", Label: "Bot event", ReadOnly: true},
+		{Name: "new_name", Type: "String", Label: "Name"},
+		{Name: "createdon", Type: "DateTime", Label: "Created On", ReadOnly: true},
+		{Name: "modifiedon", Type: "DateTime", Label: "Modified On", ReadOnly: true},
+	}, nil, nil},
 	{"account", "accounts", "accountid", []attribute{
 		{Name: "accountid", Type: "Uniqueidentifier", Label: "Account", ReadOnly: true},
 		{Name: "name", Type: "String", Label: "Account Name"},
@@ -148,6 +157,11 @@ var entities = []entity{
 		{Name: "modifiedon", Type: "DateTime", Label: "Modified On", ReadOnly: true},
 	}, nil, nil},
 }
+
+// primaryNames are the tables' primary name columns (PrimaryNameAttribute): contacts' and
+// leads' fullname is composed by Dataverse from firstname and lastname.
+var primaryNames = map[string]string{"contact": "fullname", "lead": "fullname", "new_subscriber": "new_name", "new_botevent": "new_name",
+	"account": "name", "opportunity": "name", "transactioncurrency": "currencyname", "annotation": "subject"}
 
 func bySet(set string) (entity, bool) {
 	for _, e := range entities {
@@ -395,6 +409,7 @@ var (
 	recordPath = regexp.MustCompile(`^(\w+)\((` + guid + `)\)$`)
 	orgPath    = regexp.MustCompile(`^organizations\((` + guid + `)\)$`)
 	userPath   = regexp.MustCompile(`^systemusers\((` + guid + `)\)$`)
+	defPath    = regexp.MustCompile(`^EntityDefinitions\(LogicalName='(\w+)'\)$`)
 	attrsPath  = regexp.MustCompile(`^EntityDefinitions\(LogicalName='(\w+)'\)/Attributes(/Microsoft\.Dynamics\.CRM\.PicklistAttributeMetadata)?$`)
 	// filterRE is one comparison of a $filter and the rest after " and ", if any.
 	filterRE = regexp.MustCompile(`^(\w+) (eq|ne|ge|gt|le|lt) ('(?:[^']|'')*'|[\w:.\-]+)(?: and (.+))?$`)
@@ -422,6 +437,8 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request, rest string) {
 		fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"systemuserid": AppUserID, "domainname": AppUserName})
 	case rest == "EntityDefinitions" && r.Method == http.MethodGet:
 		s.definitions(w, r)
+	case defPath.MatchString(rest) && r.Method == http.MethodGet:
+		s.definition(w, r, defPath.FindStringSubmatch(rest)[1])
 	case attrsPath.MatchString(rest) && r.Method == http.MethodGet:
 		m := attrsPath.FindStringSubmatch(rest)
 		s.attributes(w, r, m[1], m[2] != "")
@@ -461,13 +478,67 @@ func label(l string) map[string]any {
 	return map[string]any{"UserLocalizedLabel": map[string]any{"Label": l, "LanguageCode": 1033}}
 }
 
+// definitionProps are the properties of an entity definition the fake answers.
+var definitionProps = []string{"LogicalName", "EntitySetName", "PrimaryIdAttribute", "PrimaryNameAttribute", "DisplayName", "DisplayCollectionName"}
+
+// definitionRow is the definition of the i-th entity with the properties sel (MetadataId
+// always).
+func definitionRow(i int, e entity, sel []string) map[string]any {
+	all := map[string]any{"LogicalName": e.logical, "EntitySetName": e.set, "PrimaryIdAttribute": e.key, "PrimaryNameAttribute": primaryNames[e.logical],
+		"DisplayName": label(e.attrs[0].Label), "DisplayCollectionName": label(e.attrs[0].Label + "s")}
+	row := map[string]any{"MetadataId": fmt.Sprintf("%08x-0000-0000-0000-000000000000", i+1)}
+	for _, p := range sel {
+		row[p] = all[p]
+	}
+	return row
+}
+
+// selected checks the $select of an entity definition query: nil and a 400 written for a
+// property an entity definition does not have.
+func selected(w http.ResponseWriter, q url.Values) []string {
+	if q.Get("$select") == "" {
+		return definitionProps
+	}
+	sel := strings.Split(q.Get("$select"), ",")
+	for _, p := range sel {
+		if !slices.Contains(definitionProps, p) {
+			writeError(w, http.StatusBadRequest, "0x80060888", "Could not find a property named '"+p+"' on type 'Microsoft.Dynamics.CRM.EntityMetadata'.")
+			return nil
+		}
+	}
+	return sel
+}
+
+// definition answers EntityDefinitions(LogicalName='...'), the one key of entity
+// definitions: a table the environment does not have is 404 in the Web API's error shape,
+// as Dataverse answers it.
+func (s *Server) definition(w http.ResponseWriter, r *http.Request, logical string) {
+	sel := selected(w, r.URL.Query())
+	if sel == nil {
+		return
+	}
+	for i, e := range entities {
+		if e.logical == logical {
+			row := definitionRow(i, e, sel)
+			row["@odata.context"] = s.srv.URL + apiPath + "$metadata#EntityDefinitions(" + strings.Join(sel, ",") + ")/$entity"
+			fakehttp.WriteJSON(w, http.StatusOK, row)
+			return
+		}
+	}
+	notFoundEntity(w, logical)
+}
+
+// notFoundEntity is Dataverse's answer to a metadata request of a table it does not have.
+func notFoundEntity(w http.ResponseWriter, logical string) {
+	writeError(w, http.StatusNotFound, "0x80040217", "Could not find entity with name "+logical)
+}
+
 // definitionsFilter is the one $filter the fake takes on EntityDefinitions: a name equal to
 // a literal.
 var definitionsFilter = regexp.MustCompile(`^(EntitySetName|LogicalName) eq '([^']*)'$`)
 
 // definitions answers EntityDefinitions queried by $filter on EntitySetName or LogicalName
-// with a $select of LogicalName, EntitySetName, PrimaryIdAttribute, DisplayName and
-// DisplayCollectionName; MetadataId is always answered. Metadata queries are not paged.
+// with a $select of definitionProps; MetadataId is always answered. Metadata queries are not paged.
 func (s *Server) definitions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	m := definitionsFilter.FindStringSubmatch(q.Get("$filter"))
@@ -475,29 +546,18 @@ func (s *Server) definitions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "0x80060888", "The query parameter $filter is not supported by the fake on EntityDefinitions: "+q.Get("$filter"))
 		return
 	}
-	props := []string{"LogicalName", "EntitySetName", "PrimaryIdAttribute", "DisplayName", "DisplayCollectionName"}
-	sel := props
-	if q.Get("$select") != "" {
-		sel = strings.Split(q.Get("$select"), ",")
-		for _, p := range sel {
-			if !slices.Contains(props, p) {
-				writeError(w, http.StatusBadRequest, "0x80060888", "Could not find a property named '"+p+"' on type 'Microsoft.Dynamics.CRM.EntityMetadata'.")
-				return
-			}
-		}
+	sel := selected(w, q)
+	if sel == nil {
+		return
 	}
+	// A filter no definition matches is an empty list, not a 404: only the key lookup
+	// (definition) answers 404.
 	rows := []map[string]any{}
 	for i, e := range entities {
 		if m[1] == "EntitySetName" && e.set != m[2] || m[1] == "LogicalName" && e.logical != m[2] {
 			continue
 		}
-		all := map[string]any{"LogicalName": e.logical, "EntitySetName": e.set, "PrimaryIdAttribute": e.key,
-			"DisplayName": label(e.attrs[0].Label), "DisplayCollectionName": label(e.attrs[0].Label + "s")}
-		row := map[string]any{"MetadataId": fmt.Sprintf("%08x-0000-0000-0000-000000000000", i+1)}
-		for _, p := range sel {
-			row[p] = all[p]
-		}
-		rows = append(rows, row)
+		rows = append(rows, definitionRow(i, e, sel))
 	}
 	fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"@odata.context": s.srv.URL + apiPath + "$metadata#EntityDefinitions(" + strings.Join(sel, ",") + ")",
 		"value": rows})
@@ -506,7 +566,7 @@ func (s *Server) definitions(w http.ResponseWriter, r *http.Request) {
 func (s *Server) attributes(w http.ResponseWriter, r *http.Request, logical string, picklists bool) {
 	e, ok := byLogical(logical)
 	if !ok {
-		writeError(w, http.StatusNotFound, "0x80040217", "Could not find entity with name "+logical)
+		notFoundEntity(w, logical)
 		return
 	}
 	var out []map[string]any
