@@ -113,6 +113,11 @@ var errGone = errors.New("meta: the user's connection was deleted meanwhile")
 // callbacks of one user racing, the second to commit finds the user reserved (its condition
 // fails) and looks again: it reconnects into the first one's connection. It reports whether
 // it reconnected.
+//
+// Either way the connection gets a new refresh chain (RefreshChain), whose first step is
+// staged in the same transaction (newChain): the previous chain of a reconnected connection
+// ends at its next step. activate sends that first step once the transaction has committed
+// (the outbox's sweep sends it if that fails): a connection never commits without it.
 func (s *Service) activate(ctx context.Context, account, id, token string, expiry time.Time, f fetched) (Connection, bool, error) {
 	for range updateAttempts {
 		target, refRev, err := s.connectionOf(ctx, account, f.User.ID, id)
@@ -120,10 +125,11 @@ func (s *Service) activate(ctx context.Context, account, id, token string, expir
 			return Connection{}, false, err
 		}
 		var c Connection
+		var deliver func(context.Context)
 		if target == "" {
-			c, err = s.activatePending(ctx, account, id, token, expiry, f)
+			c, deliver, err = s.activatePending(ctx, account, id, token, expiry, f)
 		} else {
-			c, err = s.reconnect(ctx, account, target, refRev, id, token, expiry, f)
+			c, deliver, err = s.reconnect(ctx, account, target, refRev, id, token, expiry, f)
 		}
 		if errors.Is(err, store.ErrConditionFailed) || errors.Is(err, errGone) {
 			continue
@@ -131,6 +137,7 @@ func (s *Service) activate(ctx context.Context, account, id, token string, expir
 		if err != nil {
 			return Connection{}, false, err
 		}
+		deliver(ctx)
 		return c, target != "", nil
 	}
 	return Connection{}, false, httpapi.E(httpapi.KindConflict, "concurrent_update", "the connection changed concurrently too often; retry")
@@ -174,41 +181,47 @@ func (s *Service) connectionOf(ctx context.Context, account, metaUser, pending s
 }
 
 // activatePending makes the pending connection id active with the sealed token and the
-// fetched assets, and reserves its user for it.
-func (s *Service) activatePending(ctx context.Context, account, id, token string, expiry time.Time, f fetched) (Connection, error) {
+// fetched assets, and reserves its user for it; it names the connection's refresh chain and
+// stages its first step, which deliver sends once the caller saw the transaction commit.
+func (s *Service) activatePending(ctx context.Context, account, id, token string, expiry time.Time, f fetched) (Connection, func(context.Context), error) {
 	sealed, err := s.sealer.Seal(ctx, []byte(token), credAAD(account, id))
 	if err != nil {
-		return Connection{}, fmt.Errorf("meta: seal token: %w", err)
+		return Connection{}, nil, fmt.Errorf("meta: seal token: %w", err)
 	}
 	rec, err := s.load(ctx, account, id)
 	if err != nil {
-		return Connection{}, err
+		return Connection{}, nil, err
+	}
+	chain, chainWrites, deliver, err := s.newChain(account, id)
+	if err != nil {
+		return Connection{}, nil, err
 	}
 	now := stamp(s.now())
 	prev := rec.Revision
 	rec.granted(f, expiry, counts(f.Assets), now)
+	rec.RefreshChain = chain
 	conn, err := item(connKey(account, id), rec.Revision, rec)
 	if err != nil {
-		return Connection{}, err
+		return Connection{}, nil, err
 	}
 	cred, err := item(credKey(account, id), 1, credRecord{Sealed: sealed, Expiry: expiry.UTC(), UpdatedAt: now})
 	if err != nil {
-		return Connection{}, err
+		return Connection{}, nil, err
 	}
 	assets, err := item(assetsKey(account, id), 1, assetsRecord{Assets: f.Assets, Truncated: f.Truncated, RefreshedAt: now})
 	if err != nil {
-		return Connection{}, err
+		return Connection{}, nil, err
 	}
 	ref, err := item(userKey(account, f.User.ID), 1, userRef{ConnectionID: id})
 	if err != nil {
-		return Connection{}, err
+		return Connection{}, nil, err
 	}
-	err = s.store.Transact(ctx, []store.Write{store.PutOp(conn, store.RevisionIs(prev)),
-		store.PutOp(cred, store.Always), store.PutOp(assets, store.Always), store.PutOp(ref, store.MustNotExist)})
-	if err != nil {
-		return Connection{}, err
+	writes := append([]store.Write{store.PutOp(conn, store.RevisionIs(prev)),
+		store.PutOp(cred, store.Always), store.PutOp(assets, store.Always), store.PutOp(ref, store.MustNotExist)}, chainWrites...)
+	if err := s.store.Transact(ctx, writes); err != nil {
+		return Connection{}, nil, err
 	}
-	return s.view(rec), nil
+	return s.view(rec), deliver, nil
 }
 
 // reconnect updates the user's connection target in place with what the callback of the
@@ -216,29 +229,31 @@ func (s *Service) activatePending(ctx context.Context, account, id, token string
 // to the channels attached from it), its expiry, the permissions, the assets read again
 // (selection and attachments kept, as a check keeps them); active again, revision
 // incremented. In the same transaction the pending connection is deleted and the user's
-// reservation checked (refRev), or written for a connection that had none (refRev 0).
-func (s *Service) reconnect(ctx context.Context, account, target string, refRev int64, pending, token string, expiry time.Time, f fetched) (Connection, error) {
+// reservation checked (refRev), or written for a connection that had none (refRev 0), and
+// the connection's refresh chain replaced by a new one whose first step is staged (deliver
+// sends it once the caller saw the transaction commit): the previous chain's next step ends.
+func (s *Service) reconnect(ctx context.Context, account, target string, refRev int64, pending, token string, expiry time.Time, f fetched) (Connection, func(context.Context), error) {
 	rec, err := s.load(ctx, account, target)
 	if httpapi.KindOf(err) == httpapi.KindNotFound {
-		return Connection{}, errGone
+		return Connection{}, nil, errGone
 	}
 	if err != nil {
-		return Connection{}, err
+		return Connection{}, nil, err
 	}
 	pend, err := s.load(ctx, account, pending)
 	if err != nil {
-		return Connection{}, err // deleted since the start: 404
+		return Connection{}, nil, err // deleted since the start: 404
 	}
 	sealed, err := s.sealer.Seal(ctx, []byte(token), credAAD(account, target))
 	if err != nil {
-		return Connection{}, fmt.Errorf("meta: seal token: %w", err)
+		return Connection{}, nil, fmt.Errorf("meta: seal token: %w", err)
 	}
 	credCond, credRev := store.MustNotExist, int64(1)
 	switch it, err := s.store.Get(ctx, credKey(account, target)); {
 	case err == nil:
 		credCond, credRev = store.RevisionIs(it.Revision), it.Revision+1
 	case !errors.Is(err, store.ErrNotFound):
-		return Connection{}, err
+		return Connection{}, nil, err
 	}
 	assetsCond, assetsRev := store.MustNotExist, int64(1)
 	ar, arRev, err := s.loadAssets(ctx, account, target)
@@ -246,24 +261,29 @@ func (s *Service) reconnect(ctx context.Context, account, target string, refRev 
 	case err == nil:
 		assetsCond, assetsRev = store.RevisionIs(arRev), arRev+1
 	case !errors.Is(err, errNoAssets):
-		return Connection{}, err
+		return Connection{}, nil, err
 	}
 	now := stamp(s.now())
 	ar.Assets, ar.Truncated, ar.RefreshedAt = merge(ar.Assets, f.Assets), f.Truncated, now
 
+	chain, chainWrites, deliver, err := s.newChain(account, target)
+	if err != nil {
+		return Connection{}, nil, err
+	}
 	prev := rec.Revision
 	rec.granted(f, expiry, counts(ar.Assets), now)
+	rec.RefreshChain = chain
 	conn, err := item(connKey(account, target), rec.Revision, rec)
 	if err != nil {
-		return Connection{}, err
+		return Connection{}, nil, err
 	}
 	cred, err := item(credKey(account, target), credRev, credRecord{Sealed: sealed, Expiry: expiry.UTC(), UpdatedAt: now})
 	if err != nil {
-		return Connection{}, err
+		return Connection{}, nil, err
 	}
 	assets, err := item(assetsKey(account, target), assetsRev, ar)
 	if err != nil {
-		return Connection{}, err
+		return Connection{}, nil, err
 	}
 	writes := []store.Write{store.PutOp(conn, store.RevisionIs(prev)), store.PutOp(cred, credCond), store.PutOp(assets, assetsCond),
 		store.DeleteOp(connKey(account, pending), store.RevisionIs(pend.Revision))}
@@ -272,14 +292,15 @@ func (s *Service) reconnect(ctx context.Context, account, target string, refRev 
 	} else {
 		ref, err := item(userKey(account, f.User.ID), 1, userRef{ConnectionID: target})
 		if err != nil {
-			return Connection{}, err
+			return Connection{}, nil, err
 		}
 		writes = append(writes, store.PutOp(ref, store.MustNotExist))
 	}
+	writes = append(writes, chainWrites...)
 	if err := s.store.Transact(ctx, writes); err != nil {
-		return Connection{}, err
+		return Connection{}, nil, err
 	}
-	return s.view(rec), nil
+	return s.view(rec), deliver, nil
 }
 
 // granted makes rec the active connection of what a callback read (f, the token's expiry,

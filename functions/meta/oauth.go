@@ -179,8 +179,8 @@ func (s *Service) finish(ctx context.Context, pd pending, q url.Values) (Connect
 		s.log.InfoContext(ctx, "meta: the Facebook user connected again: their connection updated, the start's pending one deleted",
 			"connection", c.ID, "pending", id)
 	}
-	// A reconnection's too: its channels get the new token at once (the refresh passes it on).
-	s.scheduleRefresh(ctx, account, c.ID, 0)
+	// activate started the connection's refresh chain, a reconnection's too: its channels get
+	// the new token at once (the chain's first step passes it on).
 	return c, nil
 }
 

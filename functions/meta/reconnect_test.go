@@ -2,7 +2,6 @@ package meta
 
 import (
 	"context"
-	"encoding/json"
 	"net/url"
 	"strings"
 	"sync"
@@ -105,9 +104,8 @@ func TestReconnectUpdatesInPlace(t *testing.T) {
 	require.Len(t, msgs, 2)
 	assert.Zero(t, msgs[1].Delay)
 	assert.Contains(t, string(msgs[1].Body), first.ID)
-	payload, err := json.Marshal(refreshPayload{Account: "acct_a", Connection: first.ID})
-	require.NoError(t, err)
-	_, _, err = f.svc.RefreshStep(ctx, payload, "")
+	assert.Equal(t, f.chainPayload(t, first.ID), f.stepPayload(t, msgs[1]), "the step of the connection's new chain")
+	_, _, err = f.svc.RefreshStep(ctx, f.stepPayload(t, msgs[1]), "")
 	require.NoError(t, err)
 	got, ok := f.chans.replacedOf(ch.ID)
 	require.True(t, ok, "the attached channel was given the new token")

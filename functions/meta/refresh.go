@@ -10,6 +10,7 @@ import (
 
 	"github.com/botplatform/api/shared/channel/whatsapp"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/store"
@@ -21,16 +22,29 @@ import (
 // new token. The callback starts it; it reschedules itself through the queue's delayed
 // messages (EventBridge Scheduler beyond 15 minutes on AWS, the local queue's due time
 // locally).
+//
+// A connection has one live chain of such steps: the one its record names (RefreshChain).
+// The callback names a new chain in the very transaction that activates or reconnects the
+// connection, and stages that chain's first step in it through the outbox, so the chain is
+// neither lost (a crash or a queue refusing after the commit: the outbox's sweep sends it)
+// nor doubled (the previous chain's next step finds another chain named and ends).
 const JobRefresh = "meta.refresh"
 
 // retryLater is when a refresh Graph refused for a reason other than the token (a bad app
 // configuration, a policy block) is tried again.
 const retryLater = 6 * time.Hour
 
-// refreshPayload names the connection a refresh job keeps.
+// chainPrefix prefixes refresh chain ids.
+const chainPrefix = "mrc"
+
+// refreshPayload names the connection a refresh job keeps, and the chain it belongs to.
 type refreshPayload struct {
 	Account    string `json:"account"`
 	Connection string `json:"connection"`
+	// Chain is the chain the step belongs to: it runs only while the connection's record
+	// names it. Empty in the steps queued before chains were named: such a step adopts a
+	// connection whose record names no chain either (adopt), and ends otherwise.
+	Chain string `json:"chain,omitempty"`
 }
 
 // Steps are the family's job kinds.
@@ -38,27 +52,52 @@ func (s *Service) Steps() map[string]jobs.Step {
 	return map[string]jobs.Step{JobRefresh: s.RefreshStep}
 }
 
-// scheduleRefresh starts the refresh job of a connection after delay (best effort: without a
-// queue, or when sending fails, the token is not refreshed and the connection expires with
-// it; the failure is logged).
-func (s *Service) scheduleRefresh(ctx context.Context, account, id string, delay time.Duration) {
+// newChain returns a new chain id and the writes that stage its first step (at once) in the
+// transaction of the connection write that names it, with the function that sends it once
+// that transaction has committed (the outbox's sweep sends it if that fails). Without an
+// outbox (a process with no queue) nothing is staged, and deliver logs that the connection's
+// token will not be refreshed.
+func (s *Service) newChain(account, id string) (string, []store.Write, func(context.Context), error) {
+	chain := ids.At(chainPrefix, s.now())
+	if s.outbox == nil {
+		return chain, nil, func(ctx context.Context) {
+			s.log.WarnContext(ctx, "meta: this process has no queue: the connection's token will not be refreshed", "connection", id)
+		}, nil
+	}
+	m, err := jobs.StartMessage(0, JobRefresh, refreshPayload{Account: account, Connection: id, Chain: chain})
+	if err != nil {
+		return "", nil, nil, err
+	}
+	writes, deliver, err := s.outbox.Stage(m)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("meta: stage the token refresh: %w", err)
+	}
+	return chain, writes, deliver, nil
+}
+
+// reschedule sends the next step of p's chain, due after delay. A failure is the step's:
+// the queue retries it, and its retry reschedules again (a chain is never dropped silently).
+func (s *Service) reschedule(ctx context.Context, p refreshPayload, delay time.Duration) error {
 	if s.queue == nil {
-		return
+		return errors.New("meta: no queue to schedule the next token refresh on")
 	}
 	delay = min(max(delay, 0), queue.MaxScheduledDelay)
-	m, err := jobs.StartMessage(delay, JobRefresh, refreshPayload{Account: account, Connection: id})
+	m, err := jobs.StartMessage(delay, JobRefresh, p)
 	if err == nil {
 		err = s.queue.Send(context.WithoutCancel(ctx), m)
 	}
 	if err != nil {
-		s.log.WarnContext(ctx, "meta: schedule token refresh", "connection", id, "error", err)
+		return fmt.Errorf("meta: schedule the next token refresh of %s: %w", p.Connection, err)
 	}
+	return nil
 }
 
 // RefreshStep runs one refresh of a connection (one step; the job is done after it). A
-// connection gone or no longer active ends it; a token not yet due reschedules it for when
-// it is; a token Graph refuses (code 190) marks the connection expired; a temporary failure
-// is retried by the queue.
+// connection gone or no longer active ends it, and so does a step of a chain other than the
+// connection's (superseded by a reconnection); a step from before chains were named adopts
+// a connection that names none (adopt). A token not yet due reschedules it for when it is;
+// a token Graph refuses (code 190) marks the connection expired; a temporary failure, or a
+// reschedule the queue refuses, fails the step, which the queue retries.
 func (s *Service) RefreshStep(ctx context.Context, payload json.RawMessage, _ string) (string, bool, error) {
 	var p refreshPayload
 	if err := json.Unmarshal(payload, &p); err != nil {
@@ -67,6 +106,12 @@ func (s *Service) RefreshStep(ctx context.Context, payload json.RawMessage, _ st
 	rec, err := s.load(ctx, p.Account, p.Connection)
 	if err != nil || rec.Status != StatusActive {
 		return "", true, nil // deleted, or failed/expired: nothing to keep fresh
+	}
+	switch {
+	case rec.RefreshChain == "":
+		return "", true, s.adopt(ctx, p)
+	case p.Chain != rec.RefreshChain:
+		return "", true, nil // another chain keeps this connection: this one ends here
 	}
 	// First the channels still on an older token (a run that refreshed the token and then
 	// failed to pass it on is retried by the queue and resumes here).
@@ -82,7 +127,9 @@ func (s *Service) RefreshStep(ctx context.Context, payload json.RawMessage, _ st
 	}
 	now := s.now()
 	if due := cr.Expiry.Add(-RefreshWindow); now.Before(due) {
-		s.scheduleRefresh(ctx, p.Account, p.Connection, due.Sub(now))
+		if err := s.reschedule(ctx, p, due.Sub(now)); err != nil {
+			return "", false, err
+		}
 		return "", true, nil
 	}
 	next, expiry, err := s.graph.exchange(ctx, tok, now)
@@ -95,7 +142,9 @@ func (s *Service) RefreshStep(ctx context.Context, payload json.RawMessage, _ st
 		return "", false, err // the queue retries the step
 	default:
 		s.log.WarnContext(ctx, "meta: Graph refused the token refresh; retrying later", "connection", p.Connection, "error", err)
-		s.scheduleRefresh(ctx, p.Account, p.Connection, retryLater)
+		if err := s.reschedule(ctx, p, retryLater); err != nil {
+			return "", false, err
+		}
 		return "", true, nil
 	}
 	if err := s.storeRefreshed(ctx, p.Account, p.Connection, next, expiry, rev); err != nil {
@@ -108,9 +157,50 @@ func (s *Service) RefreshStep(ctx context.Context, payload json.RawMessage, _ st
 		return "", false, err
 	}
 	if !expiry.IsZero() {
-		s.scheduleRefresh(ctx, p.Account, p.Connection, nextRefresh(now, expiry))
+		// A failure here is retried from the top: the token is fresh by then, so the retry
+		// only reschedules.
+		if err := s.reschedule(ctx, p, nextRefresh(now, expiry)); err != nil {
+			return "", false, err
+		}
 	}
 	return "", true, nil
+}
+
+// adopt gives a connection whose record names no refresh chain one: a connection of before
+// chains were named (or written meanwhile by a process still running the code of then), whose
+// steps in the queue carry no chain, and may be several (each reconnection of then started
+// one). The first of them to run names a new chain on the record and stages its first step in
+// the same conditional write; it ends without refreshing (the new chain does, at once), and
+// the others, finding a chain named that is not theirs, end too. A write that loses to a
+// concurrent one looks again.
+func (s *Service) adopt(ctx context.Context, p refreshPayload) error {
+	for range updateAttempts {
+		rec, err := s.load(ctx, p.Account, p.Connection)
+		if err != nil || rec.Status != StatusActive || rec.RefreshChain != "" {
+			return nil // gone, inactive, or adopted meanwhile
+		}
+		chain, writes, deliver, err := s.newChain(p.Account, p.Connection)
+		if err != nil {
+			return err
+		}
+		prev := rec.Revision
+		rec.RefreshChain, rec.Revision, rec.UpdatedAt = chain, prev+1, stamp(s.now())
+		it, err := item(connKey(p.Account, p.Connection), rec.Revision, rec)
+		if err != nil {
+			return err
+		}
+		err = s.store.Transact(context.WithoutCancel(ctx), append([]store.Write{store.PutOp(it, store.RevisionIs(prev))}, writes...))
+		if errors.Is(err, store.ErrConditionFailed) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		s.log.InfoContext(ctx, "meta: a refresh step of before chains were named adopted its connection", "connection", p.Connection)
+		deliver(ctx)
+		return nil
+	}
+	return fmt.Errorf("meta: adopt the refresh of %s: the connection changed concurrently too often", p.Connection)
 }
 
 // passOn gives the connection's current token to the channels attached from its assets that

@@ -22,6 +22,7 @@ import (
 	"github.com/botplatform/api/shared/audit"
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/ratelimit"
 	"github.com/botplatform/api/shared/secrets"
@@ -90,6 +91,13 @@ type Channels interface {
 	Adapter(k channel.Kind) (channel.Adapter, bool)
 }
 
+// Outbox stages queue messages in a transaction of the caller's (shared/outbox implements
+// it): writes go in the transaction, and deliver, called once it has committed, sends them at
+// once; what deliver cannot send, the outbox's sweep sends later.
+type Outbox interface {
+	Stage(msgs ...queue.Message) (writes []store.Write, deliver func(context.Context), err error)
+}
+
 // Config is the family's dependencies. Store, Sealer, Bots, Audit, Log and Now are required.
 type Config struct {
 	Store store.Store
@@ -103,9 +111,15 @@ type Config struct {
 	Limiter *ratelimit.Limiter
 	// Channels connects attached assets as channels; nil answers attachments 503.
 	Channels Channels
-	// Queue carries the refresh jobs' start messages (delayed until a token is due); nil
-	// schedules none (the connection then expires with its token).
+	// Queue carries the refresh jobs' steps rescheduling themselves (delayed until a token
+	// is due); nil schedules none (the connection then expires with its token).
 	Queue queue.Sender
+	// Outbox stages the first step of a connection's refresh chain in the transaction that
+	// activates or reconnects it (shared/outbox, family.Env.Outbox), so that the chain starts
+	// whatever happens to the process or the queue after the commit. Nil with a Queue: an
+	// outbox over Store and Queue (the platform's sweep relays every outbox item of the
+	// table); nil without one: no chain is started.
+	Outbox Outbox
 	// HTTPClient calls the Graph API and the token endpoint; nil is a bounded default.
 	HTTPClient *http.Client
 	Settings   Settings
@@ -142,6 +156,7 @@ type Service struct {
 	limiter  *ratelimit.Limiter
 	channels Channels
 	queue    queue.Sender
+	outbox   Outbox
 	graph    *graph
 	settings Settings
 	log      *slog.Logger
@@ -164,8 +179,16 @@ func New(cfg Config) (*Service, error) {
 		hc = &http.Client{Timeout: 15 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
+	box := cfg.Outbox
+	if box == nil && cfg.Queue != nil {
+		o, err := outbox.New(cfg.Store, cfg.Queue, outbox.Config{Now: cfg.Now, Log: cfg.Log})
+		if err != nil {
+			return nil, fmt.Errorf("meta: %w", err)
+		}
+		box = o
+	}
 	return &Service{store: cfg.Store, sealer: cfg.Sealer, bots: cfg.Bots, audit: cfg.Audit, limiter: cfg.Limiter,
-		channels: cfg.Channels, queue: cfg.Queue, settings: st, log: cfg.Log, now: cfg.Now, maxPages: defaultMaxPages,
+		channels: cfg.Channels, queue: cfg.Queue, outbox: box, settings: st, log: cfg.Log, now: cfg.Now, maxPages: defaultMaxPages,
 		graph: &graph{base: st.GraphURL + "/" + st.Version, appID: st.AppID, appSecret: st.AppSecret, http: hc}}, nil
 }
 
@@ -234,6 +257,11 @@ type record struct {
 	AccountID string `json:"account_id"`
 	// StateExpiresAt is when a pending connection's start stops being accepted.
 	StateExpiresAt time.Time `json:"state_expires_at"`
+	// RefreshChain names the connection's one live refresh chain (JobRefresh): a step whose
+	// payload names another ends without doing anything. Each activation and reconnection
+	// gives it a new one, in the write that starts that chain (docs/meta.md, "Refresh").
+	// Empty: a connection of before chains were named (adopted by its first refresh step).
+	RefreshChain string `json:"refresh_chain,omitempty"`
 }
 
 // view is the connection as the API shows it at now: a pending one whose state has expired

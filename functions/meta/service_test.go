@@ -127,17 +127,27 @@ func (c *fakeChannels) disconnect(id string) {
 	c.gone[id] = true
 }
 
-// sentQueue keeps what the service sends.
+// sentQueue keeps what the service sends; while down, it refuses every send.
 type sentQueue struct {
 	mu   sync.Mutex
 	msgs []queue.Message
+	down bool
 }
 
 func (q *sentQueue) Send(_ context.Context, ms ...queue.Message) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.down {
+		return errors.New("queue unavailable")
+	}
 	q.msgs = append(q.msgs, ms...)
 	return nil
+}
+
+func (q *sentQueue) setDown(down bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.down = down
 }
 
 func (q *sentQueue) all() []queue.Message {
@@ -449,8 +459,7 @@ func TestRefresh(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	c := f.connect(t)
-	payload, err := json.Marshal(refreshPayload{Account: "acct_a", Connection: c.ID})
-	require.NoError(t, err)
+	payload := f.chainPayload(t, c.ID)
 
 	// Not due: rescheduled for 7 days before the expiry.
 	_, done, err := f.svc.RefreshStep(ctx, payload, "")
@@ -502,8 +511,7 @@ func TestRefreshPassesTheTokenOnToAttachedChannels(t *testing.T) {
 	ctx := context.Background()
 	c := f.connect(t)
 	ch := f.attach(t, c.ID)
-	payload, err := json.Marshal(refreshPayload{Account: "acct_a", Connection: c.ID})
-	require.NoError(t, err)
+	payload := f.chainPayload(t, c.ID)
 
 	_, done, err := f.svc.RefreshStep(ctx, payload, "")
 	require.NoError(t, err)

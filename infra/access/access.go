@@ -504,7 +504,10 @@ func Access() map[string][]Grant {
 		// the channels family seals under the default context (the channels row's grant),
 		// and disconnects it again (DeleteItem, Query) when the connection was deleted
 		// meanwhile; a delete reads its attached channels (GetItem) to refuse while one exists.
-		// SendMessage: the token refresh job's first step. Graph is reached over the internet.
+		// The token refresh job's first step is staged in the outbox in the callback's
+		// transaction (PutItem), sent after the commit (SendMessage) and its item cleared
+		// (DeleteItem); the outbox's sweep in the jobs Lambda sends what that left.
+		// Graph is reached over the internet.
 		"meta": {logs,
 			{On: Table, Actions: tableReadWrite},
 			{On: Bus, Actions: []string{"events:PutEvents"}},

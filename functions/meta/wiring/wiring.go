@@ -1,6 +1,7 @@
 // Package wiring composes the Meta family with the process: the deployment's Facebook app
 // and Graph API endpoints (from the environment), its sealer, the tenancy check, the
-// channels family in process (attachments) and the jobs queue (token refreshes).
+// channels family in process (attachments), the jobs queue (token refreshes) and the outbox
+// (the first step of a connection's refresh chain, staged in the write that activates it).
 package wiring
 
 import (
@@ -74,6 +75,10 @@ func Service(env *family.Env, settings meta.Settings) *meta.Service {
 	if c := channels.FromEnv(env); c != nil {
 		chans = c
 	}
+	var box meta.Outbox
+	if env.Outbox != nil {
+		box = env.Outbox
+	}
 	svc, err := meta.New(meta.Config{
 		Store:    env.Store,
 		Sealer:   sealer,
@@ -82,6 +87,7 @@ func Service(env *family.Env, settings meta.Settings) *meta.Service {
 		Limiter:  ratelimit.New(env.Store, env.Now),
 		Channels: chans,
 		Queue:    env.Queue,
+		Outbox:   box,
 		// No redirect is followed: a token endpoint or Graph never redirects, and a redirect
 		// must not carry a code, the app secret or a token elsewhere.
 		HTTPClient: &http.Client{Timeout: graphTimeout,
