@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/botplatform/api/infra/access"
 )
 
 // fakeSESIdentities plays the SES v2 identity endpoints: it keeps identities by name and
@@ -134,18 +137,66 @@ func TestSESIdentities(t *testing.T) {
 	assert.Error(t, SESIdentities{}.Register(ctx, "example.com", "s", keyPEM))
 }
 
-// The service registers a domain with SES through SESIdentities the first time it verifies,
-// and deregisters it when it is deleted.
-func TestVerifyRegistersWithSES(t *testing.T) {
-	t.Parallel()
+// newFakeSES starts a fakeSESIdentities and returns it with SESIdentities speaking to it.
+func newFakeSES(t *testing.T) (*fakeSESIdentities, SESIdentities) {
+	t.Helper()
 	fake := &fakeSESIdentities{identities: map[string]map[string]any{}, mailFrom: map[string]map[string]any{}}
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
 	client := sesv2.New(sesv2.Options{Region: "eu-west-1", BaseEndpoint: aws.String(srv.URL), Retryer: aws.NopRetryer{},
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")})
-	f := newFixture(t, func(c *Config) { c.Identities = SESIdentities{Client: client} })
+	return fake, SESIdentities{Client: client}
+}
+
+// callsSince returns the calls the fake received after the first n.
+func (f *fakeSESIdentities) callsSince(n int) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls[n:])
+}
+
+// sesAction is the IAM action SES authorizes a call of fakeSESIdentities' log with.
+func sesAction(call string) string {
+	method, path, _ := strings.Cut(call, " ")
+	rest, _ := strings.CutPrefix(path, "/v2/email/identities")
+	_, sub, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
+	switch {
+	case method == http.MethodPost && rest == "":
+		return "ses:CreateEmailIdentity"
+	case method == http.MethodPut && sub == "dkim/signing":
+		return "ses:PutEmailIdentityDkimSigningAttributes"
+	case method == http.MethodPut && sub == "mail-from":
+		return "ses:PutEmailIdentityMailFromAttributes"
+	case method == http.MethodDelete && sub == "":
+		return "ses:DeleteEmailIdentity"
+	}
+	return "unknown SES call " + call
+}
+
+// requireSESGranted fails unless the IAM table (infra/access) grants lambda, on the SES
+// identities, the action of every call in calls: what the code called SES with is what the
+// Lambda that runs it must be allowed.
+func requireSESGranted(t *testing.T, lambda string, calls []string) {
+	t.Helper()
+	row, ok := access.Access()[lambda]
+	require.True(t, ok, "no Lambda %q in infra/access", lambda)
+	for _, c := range calls {
+		a := sesAction(c)
+		assert.True(t, slices.ContainsFunc(row, func(g access.Grant) bool {
+			return g.On == access.EmailIdentities && slices.Contains(g.Actions, a)
+		}), "the %s Lambda is not granted %s on the SES identities (needed by %s)", lambda, a, c)
+	}
+}
+
+// The service registers a domain with SES through SESIdentities the first time it verifies,
+// and deregisters it when it is deleted.
+func TestVerifyRegistersWithSES(t *testing.T) {
+	t.Parallel()
+	fake, ses := newFakeSES(t)
+	f := newFixture(t, func(c *Config) { c.Identities = ses })
 	d := f.verified(t, f.bot, "example.com")
 	assert.Equal(t, d.DKIMSelector, fake.identities["example.com"]["DomainSigningSelector"])
 	require.NoError(t, f.svc.Delete(t.Context(), f.bot, d.ID, nil))
 	assert.Empty(t, fake.identities)
+	requireSESGranted(t, "emaildomains", fake.callsSince(0))
 }

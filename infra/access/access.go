@@ -581,8 +581,10 @@ func Access() map[string][]Grant {
 			{On: Schedules, Actions: []string{"scheduler:CreateSchedule"}},
 			{On: ScheduleRole, Actions: []string{"iam:PassRole"}},
 			// Email campaigns send here: SES, and the link key their tracking tokens are
-			// signed with (derived with GenerateMac).
-			{On: EmailIdentities, Actions: []string{"ses:SendEmail", "ses:SendRawEmail"}},
+			// signed with (derived with GenerateMac). DeleteEmailIdentity: the purge of a
+			// deleted bot deregisters the SES identities of the domains it verified
+			// (functions/emaildomains, PurgeStep).
+			{On: EmailIdentities, Actions: []string{"ses:SendEmail", "ses:SendRawEmail", "ses:DeleteEmailIdentity"}},
 			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 			// A CRM sync that has run its steps for one execution goes on as a new one
 			// (functions/crm, stepsPerRun): a Standard execution ends at 25,000 events.

@@ -37,7 +37,9 @@ func Family() family.Family {
 				emaildomains.Routes(mux, svc, env.Cursors)
 				emaildomains.PublicRoutes(mux, svc)
 			},
-			Purge: emaildomains.PurgeStep(env.Store),
+			// The purge runs in the jobs worker, which on AWS has the SES client too: a
+			// deleted bot's domains are deregistered there.
+			Purge: emaildomains.PurgeStep(env.Store, identities(env)),
 		}
 	}}
 }
@@ -64,15 +66,23 @@ func New(env *family.Env) *emaildomains.Service {
 	}
 	// Without topics the verifier refuses every SES delivery (inbound_not_configured).
 	cfg.SNS = sns.New(sns.Config{Topics: env.EmailSettings.SNSTopicARNs, Now: env.Now})
-	if es := env.EmailSettings; es.SES != nil {
-		cfg.Identities = emaildomains.SESIdentities{Client: es.SES, ConfigurationSet: es.ConfigurationSet}
-	}
+	cfg.Identities = identities(env)
 	svc, err := emaildomains.New(cfg)
 	if err != nil {
 		// Every field New checks is set above; a failure here is a programming error.
 		panic(err)
 	}
 	return svc
+}
+
+// identities is the provider domains are registered with: SES on AWS, none (nil) in a
+// process without an SES client (the local one).
+func identities(env *family.Env) emaildomains.Identities {
+	es := env.EmailSettings
+	if es.SES == nil {
+		return nil
+	}
+	return emaildomains.SESIdentities{Client: es.SES, ConfigurationSet: es.ConfigurationSet}
 }
 
 // noSealer stands in for a process without a credentials key: domains cannot be added
