@@ -1,0 +1,101 @@
+package webhooks_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/botplatform/api/functions/channels"
+	"github.com/botplatform/api/functions/webhooks/wiring"
+	"github.com/botplatform/api/shared/channel"
+	"github.com/botplatform/api/shared/channel/telegram"
+	"github.com/botplatform/api/shared/family"
+	"github.com/botplatform/api/shared/family/familytest"
+	"github.com/botplatform/api/shared/httpapi/httpapitest"
+	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/secrets/keyfile"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
+	tgfake "github.com/botplatform/api/tests/fakes/telegram"
+)
+
+// sentQueue keeps the messages sent to the work queue.
+type sentQueue struct {
+	mu   sync.Mutex
+	msgs []queue.Message
+}
+
+func (q *sentQueue) Send(_ context.Context, msgs ...queue.Message) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.msgs = append(q.msgs, msgs...)
+	return nil
+}
+
+func (q *sentQueue) deliveries(t *testing.T) []channel.Delivery {
+	t.Helper()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := []channel.Delivery{}
+	for _, m := range q.msgs {
+		var d channel.Delivery
+		require.NoError(t, m.Decode(&d))
+		out = append(out, d)
+	}
+	return out
+}
+
+// The family as its Lambda composes it (wiring.Family over the channels service): a
+// Telegram delivery is verified against the webhook secret the channels Lambda sealed when
+// it connected the channel, which the webhooks Lambda opens (kms:Decrypt, its one use of the
+// secrets key) with the channel's credentials; only then is the update enqueued.
+func TestDeliveryOpensTheChannelsSealedWebhookSecret(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	tg := tgfake.New(t)
+	tgBot := tg.AddBot("demo_bot")
+	key, err := keyfile.New(make([]byte, 32))
+	require.NoError(t, err)
+	q := &sentQueue{}
+	env := familytest.Env(t, family.Deps{Secrets: key, Queue: q, PublicURL: "https://api.example.com",
+		Adapters: []channel.Adapter{telegram.New(telegram.Config{BaseURL: tg.URL})}})
+
+	// The channels Lambda connects the channel: it seals the token and a fresh webhook
+	// secret, which it registers with Telegram.
+	bot := ids.New("bot")
+	c, err := channels.FromEnv(env).Connect(sqlitetest.As(ctx, "channels"), "acct_1", bot, channel.Telegram, "",
+		&telegram.Credentials{Token: tgBot.Token})
+	require.NoError(t, err)
+	hook, ok := tg.Webhook(tgBot)
+	require.True(t, ok)
+	require.NotEmpty(t, hook.SecretToken)
+	path := "/webhooks/telegram/" + c.ID
+	assert.Equal(t, "https://api.example.com"+path, hook.URL)
+
+	srv := httpapitest.New(t, httpapitest.Config{Now: time.Now, Store: env.Store})
+	wiring.Family().Build(env).Routes(srv.Mux)
+	user := tgfake.User{ID: 4242, FirstName: "Ann"}
+	post := func(secret string) httpapitest.Reply {
+		return srv.DoAs(t, "", http.MethodPost, path, tg.TextUpdate(user, "/start"),
+			"Content-Type", "application/json", "X-Telegram-Bot-Api-Secret-Token", secret)
+	}
+
+	// Another secret than the sealed one: 401, nothing enqueued.
+	assert.Equal(t, http.StatusUnauthorized, post("forged-secret").Code)
+	assert.Empty(t, q.deliveries(t))
+
+	// The secret Telegram was given: the update goes to the runtime, for the channel's bot.
+	w := post(hook.SecretToken)
+	require.Equal(t, http.StatusOK, w.Code, w.Body)
+	got := q.deliveries(t)
+	require.Len(t, got, 1)
+	assert.Equal(t, c.ID, got[0].ChannelID)
+	assert.Equal(t, bot, got[0].BotID)
+	assert.Equal(t, "acct_1", got[0].AccountID)
+	assert.Equal(t, "/start", got[0].Inbound.Text)
+}
