@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,6 +59,23 @@ func TestPurgeOrder(t *testing.T) {
 	for i, n := range names {
 		assert.NotContains(t, names[i+1:], n, "once each")
 	}
+}
+
+// docs/purge.md lists every family the purge runs, in the order it runs them.
+func TestPurgeOrderIsDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/purge.md")
+	require.NoError(t, err)
+	_, table, ok := strings.Cut(string(doc), "| family | what is erased |\n|---|---|\n")
+	require.True(t, ok, "the table of docs/purge.md")
+	var documented []string
+	for line := range strings.Lines(table) {
+		if !strings.HasPrefix(line, "| ") {
+			break
+		}
+		documented = append(documented, strings.TrimSpace(strings.Split(line, "|")[1]))
+	}
+	assert.Equal(t, family.Compose(testEnv(t), All()...).PurgeOrder(), documented)
 }
 
 // Deleting a bot through the environment the processes build starts the purge job, whose

@@ -31,9 +31,11 @@ func Family() family.Family {
 		svc, err := New(env)
 		if err != nil {
 			// A process without a link key or public URL cannot send campaigns: its routes
-			// answer 503 rather than the process failing to start.
+			// answer 503 rather than the process failing to start. It still erases a
+			// deleted bot's campaigns: a purge needs only the store.
 			env.Log.Warn("email campaigns unavailable", "error", err)
-			return family.Parts{Routes: func(mux *httpapi.Mux) { emailcampaigns.Unavailable(mux, err.Error()) }}
+			return family.Parts{Routes: func(mux *httpapi.Mux) { emailcampaigns.Unavailable(mux, err.Error()) },
+				Purge: emailcampaigns.PurgeStep(env.Store)}
 		}
 		return family.Parts{
 			Routes: func(mux *httpapi.Mux) { emailcampaigns.Routes(mux, svc, env.Cursors) },
