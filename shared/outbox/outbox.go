@@ -223,7 +223,10 @@ func (o *Outbox) send(ctx context.Context, key store.Key, r record) error {
 	for i, m := range r.Messages {
 		msgs[i] = queue.Message{Type: m.Type, Body: m.Body}
 		if !m.DueAt.IsZero() {
-			msgs[i].Delay = min(max(m.DueAt.Sub(now), 0), queue.MaxDelay)
+			// What is left of the delay, however long: past queue.MaxDelay the SQS sender
+			// schedules the message (a sender without schedules refuses it, and the sweep,
+			// in the jobs Lambda, which has them, sends it).
+			msgs[i].Delay = max(m.DueAt.Sub(now), 0)
 		}
 	}
 	if err := o.queue.Send(ctx, msgs...); err != nil {

@@ -163,6 +163,17 @@ func TestStageCommitDeliver(t *testing.T) {
 	assert.Zero(t, f.pending(t))
 	_, err = f.store.Get(t.Context(), store.Key{PK: "THING", SK: "a"})
 	assert.NoError(t, err, "the change itself")
+
+	// A delay longer than SQS's own (the queue schedules it) is kept whole, not cut short.
+	week := msg(t, 3)
+	week.Delay = 7 * 24 * time.Hour
+	writes, deliver, err = f.box.Stage(week)
+	require.NoError(t, err)
+	require.NoError(t, f.commit(t, "b", writes))
+	deliver(t.Context())
+	sent = f.queue.take()
+	require.Len(t, sent, 1)
+	assert.Equal(t, 7*24*time.Hour, sent[0].Delay)
 }
 
 // A change whose transaction fails stages nothing.
