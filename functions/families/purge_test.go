@@ -53,6 +53,7 @@ func TestPurgeOrder(t *testing.T) {
 	names := family.Compose(testEnv(t), All()...).PurgeOrder()
 	require.GreaterOrEqual(t, len(names), 2)
 	assert.Equal(t, []string{"channels", "subscribers"}, names[:2], "channels (they take webhooks) and personal data first")
+	assert.Equal(t, "emaildomains", names[len(names)-1], "the one step that waits for a provider (SES) last")
 	for _, f := range []string{"requestlogs", "collections", "reactions", "stats"} {
 		assert.Contains(t, names, f, "every family that stores bot data purges it")
 	}

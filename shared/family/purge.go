@@ -23,7 +23,10 @@ const purgeJob = purge.Job
 // purgers lists in order what erases a deleted bot's data: every composed family that
 // declares Purge. The channels come first: the deletion took the bot's channels already, and
 // this catches one connected meanwhile, which would accept webhooks. The subscribers, the
-// people's personal data, come next; then the others in the order they were composed.
+// people's personal data, come next; then the others in the order they were composed, but
+// for the email domains, last: theirs is the one step that fails while a provider does
+// (SES, whose identities it deregisters), and an outage there must hold up no other
+// family's erasure.
 func (c *Composed) purgers() []purger {
 	var out []purger
 	for _, b := range c.built {
@@ -37,6 +40,8 @@ func (c *Composed) purgers() []purger {
 			return 0
 		case "subscribers":
 			return 1
+		case "emaildomains":
+			return 3
 		}
 		return 2
 	}
