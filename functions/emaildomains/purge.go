@@ -30,8 +30,9 @@ import (
 // until the provider confirms: SES throttles its identity APIs at a low rate, and a
 // best-effort call would lose the deregistration of a bot with many domains without
 // a trace other than a log line. The price is that a provider failure that lasts beyond the
-// retries (or a missing grant) dead-letters the purge before the families after this one,
-// which the jobs queue's dead-letter alarm reports (docs/purge.md). With a nil ids (a
+// retries (or a missing grant) dead-letters the purge, which the jobs queue's dead-letter
+// alarm reports (docs/purge.md); this family's step runs last (shared/family), so every other
+// family's data is erased by then. With a nil ids (a
 // process without a provider client: the local process) nothing is deregistered.
 func PurgeStep(st store.Store, ids Identities) jobs.Step {
 	return purge.Step(st, func(ctx context.Context, p purge.Payload) ([]purge.Part, error) {
