@@ -100,9 +100,9 @@ func TestReconnectLeavesOneRefreshChain(t *testing.T) {
 		require.NoError(t, f.run(t, m))
 	}
 	msgs := f.queue.all()
-	require.Len(t, msgs, 4, "one chain rescheduled itself")
+	require.Len(t, msgs, 4, "one chain handed itself on")
 	next := msgs[3]
-	assert.Equal(t, current, f.chainOf(t, next))
+	assert.Equal(t, f.record(t, first.ID).RefreshChain, f.chainOf(t, next), "to the step the connection now names")
 	assert.InDelta(t, (53 * 24 * time.Hour).Seconds(), next.Delay.Seconds(), 600)
 	assert.Len(t, f.fake.LongLived(), exchanges, "nothing was due")
 
@@ -117,7 +117,7 @@ func TestReconnectLeavesOneRefreshChain(t *testing.T) {
 	assert.Len(t, f.fake.LongLived(), exchanges+1, "one refresh")
 	msgs = f.queue.all()
 	require.Len(t, msgs, 5)
-	assert.Equal(t, current, f.chainOf(t, msgs[4]), "the chain goes on")
+	assert.Equal(t, f.record(t, first.ID).RefreshChain, f.chainOf(t, msgs[4]), "the chain goes on")
 }
 
 // The queue refusing at connect and reconnect fails neither callback, and loses no chain:
@@ -149,43 +149,66 @@ func TestRefreshChainSurvivesAFailingQueue(t *testing.T) {
 	starts := f.queue.all()
 	require.Len(t, starts, 2)
 
-	current := f.record(t, c.ID).RefreshChain
 	for _, m := range starts {
 		require.NoError(t, f.run(t, m))
 	}
 	msgs := f.queue.all()
 	require.Len(t, msgs, 3, "one chain goes on")
-	assert.Equal(t, current, f.chainOf(t, msgs[2]))
+	assert.Equal(t, f.record(t, c.ID).RefreshChain, f.chainOf(t, msgs[2]))
 }
 
-// A step whose reschedule the queue refuses fails, for the jobs runner to retry it (the
-// queue's retry), rather than end its chain; the retry reschedules it.
-func TestRefreshRescheduleFailureIsRetried(t *testing.T) {
+// A queue refusing the step a chain is handed on to fails nothing and loses nothing: the
+// step was staged in the outbox with the connection's write, and the outbox's sweep sends
+// it once the queue is back. A step that fails before it hands on (the store down) is
+// retried by the queue and hands on then, without refreshing again.
+func TestRefreshHandOnSurvivesAFailingQueue(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
+	ctx := context.Background()
 	c := f.connect(t)
 	start := f.queue.all()[0]
 
 	f.queue.setDown(true)
-	_, done, err := f.svc.RefreshStep(context.Background(), f.stepPayload(t, start), "")
-	require.ErrorContains(t, err, "queue unavailable")
-	assert.False(t, done)
+	require.NoError(t, f.run(t, start))
+	assert.Len(t, f.queue.all(), 1, "nothing reached the queue")
+	assert.Equal(t, 1, f.outboxItems(t), "the next step is staged in the outbox")
+	f.queue.setDown(false)
+	box, err := outbox.New(f.st, f.queue, outbox.Config{Now: f.clock.Now})
+	require.NoError(t, err)
+	f.clock.Advance(outbox.DefaultGrace)
+	res, err := box.Sweep(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Delivered)
+	msgs := f.queue.all()
+	require.Len(t, msgs, 2)
+	next := msgs[1]
+	assert.Equal(t, f.record(t, c.ID).RefreshChain, f.chainOf(t, next))
+	assert.InDelta(t, (53 * 24 * time.Hour).Seconds(), next.Delay.Seconds(), 600, "what is left of its delay")
 
-	// Due, refreshed, and the next run not scheduled: the retry does not refresh again.
+	// Due, refreshed, and then the store refuses the hand-on: the step fails, and its retry
+	// hands on without refreshing again.
 	f.clock.Advance(54 * 24 * time.Hour)
 	exchanges := len(f.fake.LongLived())
-	_, done, err = f.svc.RefreshStep(context.Background(), f.stepPayload(t, start), "")
+	f.svc.store = &failingTransact{Store: f.st}
+	_, done, err := f.svc.RefreshStep(ctx, f.stepPayload(t, next), "")
 	require.Error(t, err)
 	assert.False(t, done)
 	require.Len(t, f.fake.LongLived(), exchanges+1, "refreshed and stored")
-
-	f.queue.setDown(false)
-	require.NoError(t, f.run(t, start))
+	f.svc.store = f.st
+	require.NoError(t, f.run(t, next))
 	assert.Len(t, f.fake.LongLived(), exchanges+1, "the retry does not refresh again")
-	msgs := f.queue.all()
-	require.Len(t, msgs, 2)
-	assert.Equal(t, f.record(t, c.ID).RefreshChain, f.chainOf(t, msgs[1]))
-	assert.InDelta(t, (53 * 24 * time.Hour).Seconds(), msgs[1].Delay.Seconds(), 600)
+	msgs = f.queue.all()
+	require.Len(t, msgs, 3)
+	assert.Equal(t, f.record(t, c.ID).RefreshChain, f.chainOf(t, msgs[2]))
+	assert.InDelta(t, (53 * 24 * time.Hour).Seconds(), msgs[2].Delay.Seconds(), 600)
+}
+
+// failingTransact is a store whose transactions fail (the hand-on's), its other writes
+// working.
+type failingTransact struct{ store.Store }
+
+func (failingTransact) Transact(context.Context, []store.Write) error {
+	return fmt.Errorf("transact: %w", store.ErrUnavailable)
 }
 
 // Steps queued before chains were named carry none. On a connection that names a chain
@@ -240,5 +263,6 @@ func TestRefreshStepOfBeforeChains(t *testing.T) {
 	assert.Len(t, f.fake.LongLived(), exchanges+1)
 	msgs = f.queue.all()
 	require.Len(t, msgs, 3)
-	assert.Equal(t, adopted, f.chainOf(t, msgs[2]))
+	assert.Equal(t, f.record(t, c.ID).RefreshChain, f.chainOf(t, msgs[2]))
+	assert.NotEqual(t, adopted, f.chainOf(t, msgs[2]), "handed on to a chain of its own")
 }

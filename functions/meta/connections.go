@@ -192,7 +192,7 @@ func (s *Service) activatePending(ctx context.Context, account, id, token string
 	if err != nil {
 		return Connection{}, nil, err
 	}
-	chain, chainWrites, deliver, err := s.newChain(account, id)
+	chain, chainWrites, deliver, err := s.newChain(account, id, 0)
 	if err != nil {
 		return Connection{}, nil, err
 	}
@@ -266,7 +266,7 @@ func (s *Service) reconnect(ctx context.Context, account, target string, refRev 
 	now := stamp(s.now())
 	ar.Assets, ar.Truncated, ar.RefreshedAt = merge(ar.Assets, f.Assets), f.Truncated, now
 
-	chain, chainWrites, deliver, err := s.newChain(account, target)
+	chain, chainWrites, deliver, err := s.newChain(account, target, 0)
 	if err != nil {
 		return Connection{}, nil, err
 	}

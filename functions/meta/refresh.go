@@ -19,15 +19,16 @@ import (
 // JobRefresh is the job kind that keeps one connection's long-lived token fresh: it runs
 // when the token is within RefreshWindow of its expiry, exchanges it for a new one
 // (fb_exchange_token with the current token), seals it and schedules itself again for the
-// new token. The callback starts it; it reschedules itself through the queue's delayed
-// messages (EventBridge Scheduler beyond 15 minutes on AWS, the local queue's due time
-// locally).
+// new token. The callback starts it; each step hands it on to the next (handOn), due when
+// the token will be, through the queue's delayed messages (EventBridge Scheduler beyond 15
+// minutes on AWS, the local queue's due time locally).
 //
 // A connection has one live chain of such steps: the one its record names (RefreshChain).
 // The callback names a new chain in the very transaction that activates or reconnects the
 // connection, and stages that chain's first step in it through the outbox, so the chain is
 // neither lost (a crash or a queue refusing after the commit: the outbox's sweep sends it)
-// nor doubled (the previous chain's next step finds another chain named and ends).
+// nor doubled (the previous chain's next step finds another chain named and ends). Each
+// step names the chain anew as it hands it on, so a step the queue delivers twice runs once.
 const JobRefresh = "meta.refresh"
 
 // retryLater is when a refresh Graph refused for a reason other than the token (a bad app
@@ -43,7 +44,7 @@ type refreshPayload struct {
 	Connection string `json:"connection"`
 	// Chain is the chain the step belongs to: it runs only while the connection's record
 	// names it. Empty in the steps queued before chains were named: such a step adopts a
-	// connection whose record names no chain either (adopt), and ends otherwise.
+	// connection whose record names no chain either (handOn), and ends otherwise.
 	Chain string `json:"chain,omitempty"`
 }
 
@@ -52,19 +53,20 @@ func (s *Service) Steps() map[string]jobs.Step {
 	return map[string]jobs.Step{JobRefresh: s.RefreshStep}
 }
 
-// newChain returns a new chain id and the writes that stage its first step (at once) in the
-// transaction of the connection write that names it, with the function that sends it once
-// that transaction has committed (the outbox's sweep sends it if that fails). Without an
-// outbox (a process with no queue) nothing is staged, and deliver logs that the connection's
-// token will not be refreshed.
-func (s *Service) newChain(account, id string) (string, []store.Write, func(context.Context), error) {
+// newChain returns a new chain id and the writes that stage its first step (due after
+// delay) in the transaction of the connection write that names it, with the function that
+// sends it once that transaction has committed (the outbox's sweep sends it if that fails).
+// Without an outbox (a process with no queue) nothing is staged, and deliver logs that the
+// connection's token will not be refreshed.
+func (s *Service) newChain(account, id string, delay time.Duration) (string, []store.Write, func(context.Context), error) {
 	chain := ids.At(chainPrefix, s.now())
 	if s.outbox == nil {
 		return chain, nil, func(ctx context.Context) {
 			s.log.WarnContext(ctx, "meta: this process has no queue: the connection's token will not be refreshed", "connection", id)
 		}, nil
 	}
-	m, err := jobs.StartMessage(0, JobRefresh, refreshPayload{Account: account, Connection: id, Chain: chain})
+	delay = min(max(delay, 0), queue.MaxScheduledDelay)
+	m, err := jobs.StartMessage(delay, JobRefresh, refreshPayload{Account: account, Connection: id, Chain: chain})
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -75,29 +77,13 @@ func (s *Service) newChain(account, id string) (string, []store.Write, func(cont
 	return chain, writes, deliver, nil
 }
 
-// reschedule sends the next step of p's chain, due after delay. A failure is the step's:
-// the queue retries it, and its retry reschedules again (a chain is never dropped silently).
-func (s *Service) reschedule(ctx context.Context, p refreshPayload, delay time.Duration) error {
-	if s.queue == nil {
-		return errors.New("meta: no queue to schedule the next token refresh on")
-	}
-	delay = min(max(delay, 0), queue.MaxScheduledDelay)
-	m, err := jobs.StartMessage(delay, JobRefresh, p)
-	if err == nil {
-		err = s.queue.Send(context.WithoutCancel(ctx), m)
-	}
-	if err != nil {
-		return fmt.Errorf("meta: schedule the next token refresh of %s: %w", p.Connection, err)
-	}
-	return nil
-}
-
 // RefreshStep runs one refresh of a connection (one step; the job is done after it). A
 // connection gone or no longer active ends it, and so does a step of a chain other than the
-// connection's (superseded by a reconnection); a step from before chains were named adopts
-// a connection that names none (adopt). A token not yet due reschedules it for when it is;
-// a token Graph refuses (code 190) marks the connection expired; a temporary failure, or a
-// reschedule the queue refuses, fails the step, which the queue retries.
+// connection's (superseded by a reconnection, or already run: a second delivery); a step
+// from before chains were named adopts a connection that names none (handOn). A token not
+// yet due hands the chain on to a step when it is; a token Graph refuses (code 190) marks
+// the connection expired; a temporary failure, or a hand-on the store refuses, fails the
+// step, which the queue retries.
 func (s *Service) RefreshStep(ctx context.Context, payload json.RawMessage, _ string) (string, bool, error) {
 	var p refreshPayload
 	if err := json.Unmarshal(payload, &p); err != nil {
@@ -109,7 +95,7 @@ func (s *Service) RefreshStep(ctx context.Context, payload json.RawMessage, _ st
 	}
 	switch {
 	case rec.RefreshChain == "":
-		return "", true, s.adopt(ctx, p)
+		return "", true, s.handOn(ctx, p, 0) // adoption
 	case p.Chain != rec.RefreshChain:
 		return "", true, nil // another chain keeps this connection: this one ends here
 	}
@@ -127,7 +113,7 @@ func (s *Service) RefreshStep(ctx context.Context, payload json.RawMessage, _ st
 	}
 	now := s.now()
 	if due := cr.Expiry.Add(-RefreshWindow); now.Before(due) {
-		if err := s.reschedule(ctx, p, due.Sub(now)); err != nil {
+		if err := s.handOn(ctx, p, due.Sub(now)); err != nil {
 			return "", false, err
 		}
 		return "", true, nil
@@ -142,7 +128,7 @@ func (s *Service) RefreshStep(ctx context.Context, payload json.RawMessage, _ st
 		return "", false, err // the queue retries the step
 	default:
 		s.log.WarnContext(ctx, "meta: Graph refused the token refresh; retrying later", "connection", p.Connection, "error", err)
-		if err := s.reschedule(ctx, p, retryLater); err != nil {
+		if err := s.handOn(ctx, p, retryLater); err != nil {
 			return "", false, err
 		}
 		return "", true, nil
@@ -158,28 +144,33 @@ func (s *Service) RefreshStep(ctx context.Context, payload json.RawMessage, _ st
 	}
 	if !expiry.IsZero() {
 		// A failure here is retried from the top: the token is fresh by then, so the retry
-		// only reschedules.
-		if err := s.reschedule(ctx, p, nextRefresh(now, expiry)); err != nil {
+		// only hands on.
+		if err := s.handOn(ctx, p, nextRefresh(now, expiry)); err != nil {
 			return "", false, err
 		}
 	}
 	return "", true, nil
 }
 
-// adopt gives a connection whose record names no refresh chain one: a connection of before
-// chains were named (or written meanwhile by a process still running the code of then), whose
-// steps in the queue carry no chain, and may be several (each reconnection of then started
-// one). The first of them to run names a new chain on the record and stages its first step in
-// the same conditional write; it ends without refreshing (the new chain does, at once), and
-// the others, finding a chain named that is not theirs, end too. A write that loses to a
-// concurrent one looks again.
-func (s *Service) adopt(ctx context.Context, p refreshPayload) error {
+// handOn ends p's step by handing its chain on: the connection's record names a new chain,
+// whose first step, due after delay, is staged through the outbox in the same conditional
+// write. A second delivery of the same step (queues deliver at least once) then finds its
+// chain superseded and ends, rather than doubling the chain; a retry of a step that failed
+// before the write still finds its own chain and hands it on. A queue refusing after the
+// write loses nothing: the outbox's sweep sends the step.
+//
+// A step from before chains were named (p.Chain empty) on a connection whose record names
+// none either (one of then, whose steps in the queue carry no chain and may be several:
+// each reconnection of then started one) hands on at once (adoption): the first of them to
+// run names a chain, and the others, finding one named that is not theirs, end. A write that
+// loses to a concurrent one looks again.
+func (s *Service) handOn(ctx context.Context, p refreshPayload, delay time.Duration) error {
 	for range updateAttempts {
 		rec, err := s.load(ctx, p.Account, p.Connection)
-		if err != nil || rec.Status != StatusActive || rec.RefreshChain != "" {
-			return nil // gone, inactive, or adopted meanwhile
+		if err != nil || rec.Status != StatusActive || rec.RefreshChain != p.Chain {
+			return nil // gone, inactive, or handed on meanwhile
 		}
-		chain, writes, deliver, err := s.newChain(p.Account, p.Connection)
+		chain, writes, deliver, err := s.newChain(p.Account, p.Connection, delay)
 		if err != nil {
 			return err
 		}
@@ -196,11 +187,13 @@ func (s *Service) adopt(ctx context.Context, p refreshPayload) error {
 		if err != nil {
 			return err
 		}
-		s.log.InfoContext(ctx, "meta: a refresh step of before chains were named adopted its connection", "connection", p.Connection)
+		if p.Chain == "" {
+			s.log.InfoContext(ctx, "meta: a refresh step of before chains were named adopted its connection", "connection", p.Connection)
+		}
 		deliver(ctx)
 		return nil
 	}
-	return fmt.Errorf("meta: adopt the refresh of %s: the connection changed concurrently too often", p.Connection)
+	return fmt.Errorf("meta: hand on the refresh of %s: the connection changed concurrently too often", p.Connection)
 }
 
 // passOn gives the connection's current token to the channels attached from its assets that

@@ -469,8 +469,16 @@ func TestRefresh(t *testing.T) {
 	require.Len(t, msgs, 2)
 	assert.InDelta(t, (53 * 24 * time.Hour).Seconds(), msgs[1].Delay.Seconds(), 60)
 
+	// The same step delivered again (queues deliver at least once) ends: the chain was
+	// handed on, and is not doubled.
+	_, done, err = f.svc.RefreshStep(ctx, payload, "")
+	require.NoError(t, err)
+	assert.True(t, done)
+	assert.Len(t, f.queue.all(), 2, "no second next step")
+
 	// Due: exchanged, sealed, the connection's expiry moved, the next run scheduled.
 	f.clock.Advance(54 * 24 * time.Hour)
+	payload = f.chainPayload(t, c.ID)
 	_, done, err = f.svc.RefreshStep(ctx, payload, "")
 	require.NoError(t, err)
 	assert.True(t, done)
@@ -487,6 +495,7 @@ func TestRefresh(t *testing.T) {
 	// Refused (code 190): expired, and no further run.
 	f.fake.RejectToken(tok)
 	f.clock.Advance(54 * 24 * time.Hour)
+	payload = f.chainPayload(t, c.ID)
 	_, done, err = f.svc.RefreshStep(ctx, payload, "")
 	require.NoError(t, err)
 	assert.True(t, done)
@@ -521,6 +530,7 @@ func TestRefreshPassesTheTokenOnToAttachedChannels(t *testing.T) {
 
 	f.clock.Advance(54 * 24 * time.Hour)
 	f.chans.setDown(true)
+	payload = f.chainPayload(t, c.ID) // the step the first one handed the chain on to
 	_, done, err = f.svc.RefreshStep(ctx, payload, "")
 	require.Error(t, err, "WhatsApp unreachable: the queue retries the step")
 	assert.False(t, done)
@@ -541,6 +551,7 @@ func TestRefreshPassesTheTokenOnToAttachedChannels(t *testing.T) {
 	// A channel disconnected since is forgotten by the next pass.
 	f.chans.disconnect(ch.ID)
 	f.clock.Advance(54 * 24 * time.Hour)
+	payload = f.chainPayload(t, c.ID)
 	_, done, err = f.svc.RefreshStep(ctx, payload, "")
 	require.NoError(t, err)
 	assert.True(t, done)
