@@ -18,33 +18,9 @@ import (
 	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/queue/queuetest"
 	"github.com/botplatform/api/shared/store"
 )
-
-// sender is a queue that keeps what it accepts and refuses while fail is set.
-type sender struct {
-	mu   sync.Mutex
-	sent []queue.Message
-	fail error
-}
-
-func (s *sender) Send(_ context.Context, msgs ...queue.Message) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.fail != nil {
-		return s.fail
-	}
-	s.sent = append(s.sent, msgs...)
-	return nil
-}
-
-func (s *sender) take() []queue.Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.sent
-	s.sent = nil
-	return out
-}
 
 // newOutbox is the outbox the platform gives the bots family, over the fixture's store and
 // clock, delivering to q.
@@ -68,7 +44,7 @@ func TestDeleteStartsThePurge(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	f := newFixture(t)
-	q := &sender{}
+	q := &queuetest.Sender{}
 	box := f.newOutbox(t, q, nil)
 	svc := f.svc.WithPurge(box, slog.New(slog.DiscardHandler))
 	b := f.bot(t, "a")
@@ -79,10 +55,10 @@ func TestDeleteStartsThePurge(t *testing.T) {
 	res, err := box.Sweep(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, res.Delivered)
-	assert.Empty(t, q.take(), "no deletion, no purge")
+	assert.Empty(t, q.Take(), "no deletion, no purge")
 
 	require.NoError(t, svc.Delete(ctx, f.acct, b.ID, nil))
-	sent := q.take()
+	sent := q.Take()
 	assert.Equal(t, f.purgeStarts(t, b.ID), sent, "a pass at once and one after the writes under way have landed")
 	assert.Zero(t, sent[0].Delay)
 	assert.Equal(t, purge.SweepDelay, sent[1].Delay)
@@ -98,11 +74,13 @@ func TestDeleteStartsThePurge(t *testing.T) {
 func TestDeletePurgeSurvivesAFailedSend(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
+	down := &queuetest.Sender{}
+	down.Fail(errors.New("queue down"))
 	for _, c := range []struct {
 		name string
-		q    *sender
+		q    *queuetest.Sender
 	}{
-		{"the queue refuses", &sender{fail: errors.New("queue down")}},
+		{"the queue refuses", down},
 		{"the process dies before sending", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -122,13 +100,13 @@ func TestDeletePurgeSurvivesAFailedSend(t *testing.T) {
 			assert.NotContains(t, logs.String(), "level=ERROR", "nothing is lost, so nothing for an operator to do")
 
 			// A restarted process, or the next scheduled sweep, with a queue that works.
-			q := &sender{}
+			q := &queuetest.Sender{}
 			relay := f.newOutbox(t, q, log)
 			f.clock.Advance(time.Minute)
 			res, err := relay.Sweep(ctx)
 			require.NoError(t, err)
 			assert.Equal(t, 1, res.Delivered)
-			sent := q.take()
+			sent := q.Take()
 			want := f.purgeStarts(t, b.ID)
 			require.Len(t, sent, len(want))
 			for i := range want {
@@ -211,7 +189,7 @@ func TestDeleteTransactionAtItsLargest(t *testing.T) {
 		dependents = append(dependents, store.DeleteOp(k, store.RevisionIs(1)))
 	}
 	sizes := &transactSizes{Store: f.store}
-	box, err := outbox.New(sizes, &sender{}, outbox.Config{Now: f.clock.Now})
+	box, err := outbox.New(sizes, &queuetest.Sender{}, outbox.Config{Now: f.clock.Now})
 	require.NoError(t, err)
 	svc := NewService(sizes, f.auth, f.clock.Now).
 		WithDependents(func(context.Context, string) ([]store.Write, error) {

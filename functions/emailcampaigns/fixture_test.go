@@ -24,6 +24,7 @@ import (
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/queue/queuetest"
 	"github.com/botplatform/api/shared/ratelimit"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
@@ -248,42 +249,6 @@ func (f *recMailer) all() []sentMail {
 	return slices.Clone(f.sent)
 }
 
-// recQueue is the work queue: it keeps what is sent, for the driver to deliver.
-type recQueue struct {
-	mu   sync.Mutex
-	msgs []queue.Message
-}
-
-func (q *recQueue) Send(_ context.Context, msgs ...queue.Message) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.msgs = append(q.msgs, msgs...)
-	return nil
-}
-
-func (q *recQueue) pop() (queue.Message, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.msgs) == 0 {
-		return queue.Message{}, false
-	}
-	m := q.msgs[0]
-	q.msgs = q.msgs[1:]
-	return m, true
-}
-
-func (q *recQueue) push(m queue.Message) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.msgs = append(q.msgs, m)
-}
-
-func (q *recQueue) len() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.msgs)
-}
-
 type fixture struct {
 	svc     *Service
 	st      *sqlitetest.Store
@@ -294,7 +259,7 @@ type fixture struct {
 	domains *fakeDomains
 	supp    *fakeSuppressions
 	mail    *recMailer
-	q       *recQueue
+	q       *queuetest.Sender
 	jobs    *queue.Mux
 	links   *emaillinks.Signer
 	events  *eventlogtest.Memory
@@ -313,7 +278,7 @@ func newFixture(t *testing.T, people int, opts ...func(*Config)) *fixture {
 		domains: &fakeDomains{verified: map[string]bool{"shop.example": true}, key: &email.Signer{Domain: "shop.example", Selector: "s1"}},
 		supp:    &fakeSuppressions{list: map[string]string{}},
 		mail:    &recMailer{},
-		q:       &recQueue{},
+		q:       &queuetest.Sender{},
 	}
 	for i := range people {
 		f.aud.people = append(f.aud.people, Person{SubscriberID: fmt.Sprintf("sub_%05d", i), Email: fmt.Sprintf("p%05d@mail.example", i),
@@ -350,14 +315,14 @@ func jobCtx(t *testing.T) context.Context { return sqlitetest.As(t.Context(), "j
 // reports whether there was a message.
 func (f *fixture) deliver(t *testing.T) (queue.Message, error, bool) {
 	t.Helper()
-	m, ok := f.q.pop()
+	m, ok := f.q.Pop()
 	if !ok {
 		return m, nil, false
 	}
 	f.clock.Advance(m.Delay)
 	err := queue.Call(jobCtx(t), f.jobs, m)
 	if err != nil {
-		f.q.push(m)
+		require.NoError(t, f.q.Send(t.Context(), m))
 	}
 	return m, err, true
 }

@@ -171,7 +171,7 @@ func TestScheduleNotReadyListsEveryCheck(t *testing.T) {
 	assert.False(t, checks[2].OK)
 	assert.Contains(t, checks[2].Message, "1 have no email address, 1 no consent")
 	assert.Equal(t, Draft, f.get(t, c.ID).State, "nothing changed")
-	assert.Zero(t, f.q.len(), "no job started")
+	assert.Zero(t, len(f.q.Sent()), "no job started")
 }
 
 func TestScheduleSendAt(t *testing.T) {

@@ -271,7 +271,7 @@ func TestConcurrentSendsNeverSendTwice(t *testing.T) {
 	c := f.schedule(t, f.create(t))
 	for delivered := 0; ; delivered++ {
 		require.Less(t, delivered, 2000)
-		m, ok := f.q.pop()
+		m, ok := f.q.Pop()
 		if !ok {
 			break
 		}
@@ -285,7 +285,7 @@ func TestConcurrentSendsNeverSendTwice(t *testing.T) {
 		for _, err := range errs {
 			if err != nil {
 				require.Equal(t, retryAfter, queue.RetryDelay(err), "only the throttled sends fail: %v", err)
-				f.q.push(m)
+				require.NoError(t, f.q.Send(t.Context(), m))
 				break
 			}
 		}

@@ -59,7 +59,7 @@ func TestSendExactlyOnceThroughRedeliveryPauseAndResume(t *testing.T) {
 	}
 	delivered := 0
 	for {
-		m, ok := f.q.pop()
+		m, ok := f.q.Pop()
 		if !ok {
 			break
 		}
@@ -67,7 +67,7 @@ func TestSendExactlyOnceThroughRedeliveryPauseAndResume(t *testing.T) {
 		switch delivered % 3 {
 		case 0: // delivered again later, after the step that followed it
 			require.NoError(t, queue.Call(jobCtx(t), f.jobs, m))
-			f.q.push(m)
+			require.NoError(t, f.q.Send(t.Context(), m))
 		case 1: // delivered twice at the same time
 			var wg sync.WaitGroup
 			errs := make([]error, 2)
@@ -395,10 +395,10 @@ func TestRepeatedStepIsANoOp(t *testing.T) {
 	m, err, _ := f.deliver(t)
 	require.NoError(t, err)
 	require.Len(t, f.mail.all(), 3)
-	queued := f.q.len()
+	queued := len(f.q.Sent())
 	require.NoError(t, queue.Call(jobCtx(t), f.jobs, m))
 	assert.Len(t, f.mail.all(), 3)
-	assert.Equal(t, queued, f.q.len(), "the copy scheduled no next step")
+	assert.Equal(t, queued, len(f.q.Sent()), "the copy scheduled no next step")
 	f.drain(t)
 	assert.Equal(t, Sent, f.get(t, c.ID).State)
 	r, err := f.svc.loadRun(t.Context(), f.bot, c.ID)

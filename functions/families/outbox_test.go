@@ -1,7 +1,6 @@
 package families
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,40 +26,10 @@ import (
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/queue/queuetest"
 	"github.com/botplatform/api/shared/secrets/keyfile"
 	"github.com/botplatform/api/shared/store/sqlite"
 )
-
-// flakyQueue keeps what it accepts and refuses everything while down.
-type flakyQueue struct {
-	mu   sync.Mutex
-	down bool
-	msgs []queue.Message
-}
-
-func (q *flakyQueue) Send(_ context.Context, msgs ...queue.Message) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.down {
-		return errors.New("queue unavailable")
-	}
-	q.msgs = append(q.msgs, msgs...)
-	return nil
-}
-
-func (q *flakyQueue) setDown(down bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.down = down
-}
-
-func (q *flakyQueue) take() []queue.Message {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	out := q.msgs
-	q.msgs = nil
-	return out
-}
 
 // testClock is a settable clock that starts now.
 type testClock struct {
@@ -86,7 +55,7 @@ type outboxWorld struct {
 	env    *family.Env
 	store  *sqlite.Store
 	clock  *testClock
-	queue  *flakyQueue
+	queue  *queuetest.Sender
 	mux    *queue.Mux
 	acct   string
 	owner  string
@@ -99,7 +68,7 @@ type outboxWorld struct {
 func newOutboxWorld(t *testing.T) *outboxWorld {
 	t.Helper()
 	ctx := t.Context()
-	w := &outboxWorld{clock: &testClock{t: time.Now().UTC()}, queue: &flakyQueue{}, logged: &strings.Builder{}}
+	w := &outboxWorld{clock: &testClock{t: time.Now().UTC()}, queue: &queuetest.Sender{}, logged: &strings.Builder{}}
 	var err error
 	w.store, err = sqlite.Open(filepath.Join(t.TempDir(), "s.db"), sqlite.WithClock(w.clock.Now))
 	require.NoError(t, err)
@@ -150,7 +119,7 @@ func (w *outboxWorld) drain(t *testing.T, msgs []queue.Message) {
 			w.clock.Advance(m.Delay) // the queue would hold it until then
 		}
 		require.NoError(t, w.mux.HandleMessage(t.Context(), m), m.Type)
-		msgs = append(msgs[1:], w.queue.take()...)
+		msgs = append(msgs[1:], w.queue.Take()...)
 	}
 }
 
@@ -168,7 +137,7 @@ func TestDeletedBotIsPurgedThroughTheOutbox(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	w.queue.setDown(true)
+	w.queue.Fail(errors.New("queue unavailable"))
 	status, _ := w.call(t, "DELETE", "/api/bots/"+w.bot, "")
 	require.Equal(t, 204, status, "the deletion answers as always")
 	status, _ = w.call(t, "GET", "/api/bots/"+w.bot, "")
@@ -180,11 +149,11 @@ func TestDeletedBotIsPurgedThroughTheOutbox(t *testing.T) {
 	w.clock.Advance(outbox30s)
 	_, err = w.env.Outbox.Sweep(ctx)
 	require.Error(t, err, "the queue is still down: the sweep says so (an alarm on AWS)")
-	w.queue.setDown(false)
+	w.queue.Fail(nil)
 	res, err := w.env.Outbox.Sweep(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Delivered)
-	started := w.queue.take()
+	started := w.queue.Take()
 	require.Len(t, started, 2)
 	assert.Zero(t, started[0].Delay)
 	assert.Equal(t, purge.SweepDelay-outbox30s, started[1].Delay, "the second pass keeps its time")
@@ -218,12 +187,12 @@ func TestLabelAddedOverTheAPIRunsThroughTheOutbox(t *testing.T) {
 	_, err = rx.Publish(ctx, w.bot, r.ID, 1)
 	require.NoError(t, err)
 
-	w.queue.setDown(true)
+	w.queue.Fail(errors.New("queue unavailable"))
 	status, sub := w.call(t, "POST", base+"/subscribers", `{"channel":"telegram","external_id":"42","labels":["`+label+`"]}`)
 	require.Equal(t, 201, status, "the change is stored and answered as always")
 	assert.Equal(t, []any{label}, sub["labels"])
 	subID := sub["id"].(string)
-	w.queue.setDown(false)
+	w.queue.Fail(nil)
 
 	res, err := w.env.Outbox.Sweep(ctx)
 	require.NoError(t, err)
@@ -232,7 +201,7 @@ func TestLabelAddedOverTheAPIRunsThroughTheOutbox(t *testing.T) {
 	res, err = w.env.Outbox.Sweep(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Delivered)
-	sent := w.queue.take()
+	sent := w.queue.Take()
 	require.Len(t, sent, 1)
 	want, err := runtime.LabelAddedMessage(w.bot, subID, channel.Telegram, label, 1)
 	require.NoError(t, err)
@@ -252,7 +221,7 @@ func TestLabelAddedOverTheAPIRunsThroughTheOutbox(t *testing.T) {
 	// With the queue up, the request itself delivers: nothing is left for the sweep.
 	status, _ = w.call(t, "POST", base+"/subscribers", `{"channel":"telegram","external_id":"43","labels":["`+label+`"]}`)
 	require.Equal(t, 201, status)
-	assert.Len(t, w.queue.take(), 1)
+	assert.Len(t, w.queue.Take(), 1)
 	w.clock.Advance(time.Hour)
 	res, err = w.env.Outbox.Sweep(ctx)
 	require.NoError(t, err)

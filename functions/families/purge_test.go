@@ -1,13 +1,11 @@
 package families
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,30 +21,10 @@ import (
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/queue/queuetest"
 	"github.com/botplatform/api/shared/secrets/keyfile"
 	"github.com/botplatform/api/shared/store/sqlite"
 )
-
-// heldQueue keeps what it is sent, for the test to deliver.
-type heldQueue struct {
-	mu   sync.Mutex
-	msgs []queue.Message
-}
-
-func (q *heldQueue) Send(_ context.Context, msgs ...queue.Message) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.msgs = append(q.msgs, msgs...)
-	return nil
-}
-
-func (q *heldQueue) take() []queue.Message {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	out := q.msgs
-	q.msgs = nil
-	return out
-}
 
 func TestPurgeOrder(t *testing.T) {
 	t.Parallel()
@@ -89,7 +67,7 @@ func TestDeletedBotIsPurged(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	key, err := keyfile.New(make([]byte, 32))
 	require.NoError(t, err)
-	q := &heldQueue{}
+	q := &queuetest.Sender{}
 	env := familytest.Env(t, family.Deps{Store: st, Secrets: key, Queue: q, Tenancy: bots.Tenancy})
 	mux, err := family.Compose(env, All()...).QueueMux()
 	require.NoError(t, err)
@@ -123,7 +101,7 @@ func TestDeletedBotIsPurged(t *testing.T) {
 
 	svc := botService.WithPurge(env.Outbox, env.Log)
 	require.NoError(t, svc.Delete(ctx, acct.ID, deleted, nil))
-	started := q.take()
+	started := q.Take()
 	require.Len(t, started, 2)
 	assert.Zero(t, started[0].Delay)
 	assert.InDelta(t, float64(purge.SweepDelay), float64(started[1].Delay), float64(time.Second),
@@ -134,7 +112,7 @@ func TestDeletedBotIsPurged(t *testing.T) {
 		for steps := 0; len(pending) > 0; steps++ {
 			require.Less(t, steps, 100)
 			require.NoError(t, mux.HandleMessage(ctx, pending[0]))
-			pending = append(pending[1:], q.take()...)
+			pending = append(pending[1:], q.Take()...)
 		}
 		left, err := st.Mentioning(ctx, deleted)
 		require.NoError(t, err)

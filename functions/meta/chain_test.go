@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func TestReconnectLeavesOneRefreshChain(t *testing.T) {
 	f.clock.Advance(StartLimit.Window)
 	require.Equal(t, first.ID, f.connect(t).ID)
 
-	starts := f.queue.all()
+	starts := f.queue.Sent()
 	require.Len(t, starts, 3, "each callback started a chain")
 	current := f.record(t, first.ID).RefreshChain
 	assert.Equal(t, current, f.chainOf(t, starts[2]), "the connection names the last one")
@@ -99,7 +100,7 @@ func TestReconnectLeavesOneRefreshChain(t *testing.T) {
 	for _, m := range starts {
 		require.NoError(t, f.run(t, m))
 	}
-	msgs := f.queue.all()
+	msgs := f.queue.Sent()
 	require.Len(t, msgs, 4, "one chain handed itself on")
 	next := msgs[3]
 	assert.Equal(t, f.record(t, first.ID).RefreshChain, f.chainOf(t, next), "to the step the connection now names")
@@ -112,10 +113,10 @@ func TestReconnectLeavesOneRefreshChain(t *testing.T) {
 	require.NoError(t, f.run(t, starts[0]))
 	require.NoError(t, f.run(t, starts[1]))
 	assert.Len(t, f.fake.LongLived(), exchanges, "no refresh by a superseded chain")
-	assert.Len(t, f.queue.all(), 4, "no reschedule by a superseded chain")
+	assert.Len(t, f.queue.Sent(), 4, "no reschedule by a superseded chain")
 	require.NoError(t, f.run(t, next))
 	assert.Len(t, f.fake.LongLived(), exchanges+1, "one refresh")
-	msgs = f.queue.all()
+	msgs = f.queue.Sent()
 	require.Len(t, msgs, 5)
 	assert.Equal(t, f.record(t, first.ID).RefreshChain, f.chainOf(t, msgs[4]), "the chain goes on")
 }
@@ -128,12 +129,12 @@ func TestRefreshChainSurvivesAFailingQueue(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	f.queue.setDown(true)
+	f.queue.Fail(errors.New("queue unavailable"))
 	c := f.connect(t)
 	assert.Equal(t, StatusActive, c.Status)
 	f.clock.Advance(StartLimit.Window)
 	require.Equal(t, c.ID, f.connect(t).ID, "a reconnection")
-	assert.Empty(t, f.queue.all(), "nothing reached the queue")
+	assert.Empty(t, f.queue.Sent(), "nothing reached the queue")
 	assert.Equal(t, 2, f.outboxItems(t), "both first steps are staged in the outbox")
 
 	box, err := outbox.New(f.st, f.queue, outbox.Config{Now: f.clock.Now})
@@ -141,18 +142,18 @@ func TestRefreshChainSurvivesAFailingQueue(t *testing.T) {
 	f.clock.Advance(outbox.DefaultGrace)
 	_, err = box.Sweep(ctx)
 	require.Error(t, err, "the queue still down: the sweep reports the items it could not send")
-	f.queue.setDown(false)
+	f.queue.Fail(nil)
 	res, err := box.Sweep(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 2, res.Delivered)
 	assert.Zero(t, f.outboxItems(t))
-	starts := f.queue.all()
+	starts := f.queue.Sent()
 	require.Len(t, starts, 2)
 
 	for _, m := range starts {
 		require.NoError(t, f.run(t, m))
 	}
-	msgs := f.queue.all()
+	msgs := f.queue.Sent()
 	require.Len(t, msgs, 3, "one chain goes on")
 	assert.Equal(t, f.record(t, c.ID).RefreshChain, f.chainOf(t, msgs[2]))
 }
@@ -166,20 +167,20 @@ func TestRefreshHandOnSurvivesAFailingQueue(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	c := f.connect(t)
-	start := f.queue.all()[0]
+	start := f.queue.Sent()[0]
 
-	f.queue.setDown(true)
+	f.queue.Fail(errors.New("queue unavailable"))
 	require.NoError(t, f.run(t, start))
-	assert.Len(t, f.queue.all(), 1, "nothing reached the queue")
+	assert.Len(t, f.queue.Sent(), 1, "nothing reached the queue")
 	assert.Equal(t, 1, f.outboxItems(t), "the next step is staged in the outbox")
-	f.queue.setDown(false)
+	f.queue.Fail(nil)
 	box, err := outbox.New(f.st, f.queue, outbox.Config{Now: f.clock.Now})
 	require.NoError(t, err)
 	f.clock.Advance(outbox.DefaultGrace)
 	res, err := box.Sweep(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Delivered)
-	msgs := f.queue.all()
+	msgs := f.queue.Sent()
 	require.Len(t, msgs, 2)
 	next := msgs[1]
 	assert.Equal(t, f.record(t, c.ID).RefreshChain, f.chainOf(t, next))
@@ -197,7 +198,7 @@ func TestRefreshHandOnSurvivesAFailingQueue(t *testing.T) {
 	f.svc.store = f.st
 	require.NoError(t, f.run(t, next))
 	assert.Len(t, f.fake.LongLived(), exchanges+1, "the retry does not refresh again")
-	msgs = f.queue.all()
+	msgs = f.queue.Sent()
 	require.Len(t, msgs, 3)
 	assert.Equal(t, f.record(t, c.ID).RefreshChain, f.chainOf(t, msgs[2]))
 	assert.InDelta(t, (53 * 24 * time.Hour).Seconds(), msgs[2].Delay.Seconds(), 600)
@@ -221,7 +222,7 @@ func TestRefreshStepOfBeforeChains(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	c := f.connect(t)
-	require.Len(t, f.queue.all(), 1)
+	require.Len(t, f.queue.Sent(), 1)
 	old, err := json.Marshal(map[string]string{"account": "acct_a", "connection": c.ID}) // the payload of then
 	require.NoError(t, err)
 	exchanges := len(f.fake.LongLived())
@@ -231,7 +232,7 @@ func TestRefreshStepOfBeforeChains(t *testing.T) {
 	_, done, err := f.svc.RefreshStep(ctx, old, "")
 	require.NoError(t, err)
 	assert.True(t, done)
-	assert.Len(t, f.queue.all(), 1, "a connection with a chain: the old step ends")
+	assert.Len(t, f.queue.Sent(), 1, "a connection with a chain: the old step ends")
 	assert.Len(t, f.fake.LongLived(), exchanges, "and calls no Graph")
 
 	// A connection of before: its record names no chain.
@@ -251,7 +252,7 @@ func TestRefreshStepOfBeforeChains(t *testing.T) {
 		assert.True(t, done)
 	}
 	assert.Len(t, f.fake.LongLived(), exchanges, "the adoption refreshes nothing itself")
-	msgs := f.queue.all()
+	msgs := f.queue.Sent()
 	require.Len(t, msgs, 2, "one new chain started")
 	adopted := f.record(t, c.ID).RefreshChain
 	require.NotEmpty(t, adopted)
@@ -261,7 +262,7 @@ func TestRefreshStepOfBeforeChains(t *testing.T) {
 	// The new chain refreshes the due token, once, and goes on.
 	require.NoError(t, f.run(t, msgs[1]))
 	assert.Len(t, f.fake.LongLived(), exchanges+1)
-	msgs = f.queue.all()
+	msgs = f.queue.Sent()
 	require.Len(t, msgs, 3)
 	assert.Equal(t, f.record(t, c.ID).RefreshChain, f.chainOf(t, msgs[2]))
 	assert.NotEqual(t, adopted, f.chainOf(t, msgs[2]), "handed on to a chain of its own")

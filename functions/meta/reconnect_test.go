@@ -100,7 +100,7 @@ func TestReconnectUpdatesInPlace(t *testing.T) {
 	assert.Equal(t, first.ID, cs[0].ID)
 
 	// The refresh job runs for it at once, and passes the new token on to its channel.
-	msgs := f.queue.all()
+	msgs := f.queue.Sent()
 	require.Len(t, msgs, 2)
 	assert.Zero(t, msgs[1].Delay)
 	assert.Contains(t, string(msgs[1].Body), first.ID)

@@ -24,7 +24,7 @@ import (
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
-	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/queue/queuetest"
 	"github.com/botplatform/api/shared/ratelimit"
 	"github.com/botplatform/api/shared/secrets/keyfile"
 	"github.com/botplatform/api/shared/secrets/kms"
@@ -127,41 +127,12 @@ func (c *fakeChannels) disconnect(id string) {
 	c.gone[id] = true
 }
 
-// sentQueue keeps what the service sends; while down, it refuses every send.
-type sentQueue struct {
-	mu   sync.Mutex
-	msgs []queue.Message
-	down bool
-}
-
-func (q *sentQueue) Send(_ context.Context, ms ...queue.Message) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.down {
-		return errors.New("queue unavailable")
-	}
-	q.msgs = append(q.msgs, ms...)
-	return nil
-}
-
-func (q *sentQueue) setDown(down bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.down = down
-}
-
-func (q *sentQueue) all() []queue.Message {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return slices.Clone(q.msgs)
-}
-
 type fixture struct {
 	svc   *Service
 	fake  *metafake.Server
 	clock *httpapitest.Clock
 	chans *fakeChannels
-	queue *sentQueue
+	queue *queuetest.Sender
 	st    store.Store
 	owner *auth.Principal
 	bot   string
@@ -173,7 +144,7 @@ func newFixture(t *testing.T) *fixture {
 	st := sqlitetest.Open(t, sqlite.WithClock(clock.Now))
 	key, err := keyfile.New(make([]byte, 32))
 	require.NoError(t, err)
-	f := &fixture{fake: metafake.New(t), clock: clock, chans: &fakeChannels{}, queue: &sentQueue{}, st: st, bot: ids.At("bot", t0)}
+	f := &fixture{fake: metafake.New(t), clock: clock, chans: &fakeChannels{}, queue: &queuetest.Sender{}, st: st, bot: ids.At("bot", t0)}
 	f.svc, err = New(Config{Store: st, Sealer: secretstest.Wrap(key, kms.PurposeCRMCredentials), Bots: bots{"acct_a": {f.bot}}, Audit: audit.NewLog(st), Channels: f.chans,
 		Queue: f.queue, Settings: Settings{AppID: metafake.AppID, AppSecret: metafake.AppSecret, RedirectURL: metafake.RedirectURI,
 			GraphURL: f.fake.URL(), DialogURL: f.fake.URL()},
@@ -276,8 +247,8 @@ func TestStartCallbackAssets(t *testing.T) {
 	assert.False(t, a.Truncated)
 
 	// The refresh job is started at once (it reschedules itself for when the token is due).
-	require.Len(t, f.queue.all(), 1)
-	assert.Zero(t, f.queue.all()[0].Delay)
+	require.Len(t, f.queue.Sent(), 1)
+	assert.Zero(t, f.queue.Sent()[0].Delay)
 
 	list, next, err := f.svc.List(ctx, "acct_a", 10, "")
 	require.NoError(t, err)
@@ -465,7 +436,7 @@ func TestRefresh(t *testing.T) {
 	_, done, err := f.svc.RefreshStep(ctx, payload, "")
 	require.NoError(t, err)
 	assert.True(t, done)
-	msgs := f.queue.all()
+	msgs := f.queue.Sent()
 	require.Len(t, msgs, 2)
 	assert.InDelta(t, (53 * 24 * time.Hour).Seconds(), msgs[1].Delay.Seconds(), 60)
 
@@ -474,7 +445,7 @@ func TestRefresh(t *testing.T) {
 	_, done, err = f.svc.RefreshStep(ctx, payload, "")
 	require.NoError(t, err)
 	assert.True(t, done)
-	assert.Len(t, f.queue.all(), 2, "no second next step")
+	assert.Len(t, f.queue.Sent(), 2, "no second next step")
 
 	// Due: exchanged, sealed, the connection's expiry moved, the next run scheduled.
 	f.clock.Advance(54 * 24 * time.Hour)
@@ -490,7 +461,7 @@ func TestRefresh(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, got.ExpiresAt.After(*c.ExpiresAt))
 	assert.True(t, got.RefreshedAt.After(*c.RefreshedAt))
-	require.Len(t, f.queue.all(), 3)
+	require.Len(t, f.queue.Sent(), 3)
 
 	// Refused (code 190): expired, and no further run.
 	f.fake.RejectToken(tok)
@@ -503,7 +474,7 @@ func TestRefresh(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, StatusExpired, got.Status)
 	assert.Equal(t, "token_rejected", got.FailureReason)
-	assert.Len(t, f.queue.all(), 3)
+	assert.Len(t, f.queue.Sent(), 3)
 
 	// A deleted connection ends the job.
 	require.NoError(t, f.svc.Delete(ctx, "acct_a", c.ID))
@@ -535,7 +506,7 @@ func TestRefreshPassesTheTokenOnToAttachedChannels(t *testing.T) {
 	require.Error(t, err, "WhatsApp unreachable: the queue retries the step")
 	assert.False(t, done)
 	require.Len(t, f.fake.LongLived(), 2, "the token was refreshed and stored")
-	scheduled := len(f.queue.all())
+	scheduled := len(f.queue.Sent())
 
 	f.chans.setDown(false)
 	_, done, err = f.svc.RefreshStep(ctx, payload, "")
@@ -546,7 +517,7 @@ func TestRefreshPassesTheTokenOnToAttachedChannels(t *testing.T) {
 	assert.Equal(t, whatsapp.Credentials{AccessToken: f.fake.LongLived()[1], PhoneNumberID: metafake.PhoneNumberID,
 		BusinessAccountID: metafake.WABAID}, got)
 	assert.Len(t, f.fake.LongLived(), 2, "and did not refresh again")
-	assert.Len(t, f.queue.all(), scheduled+1, "one next run scheduled")
+	assert.Len(t, f.queue.Sent(), scheduled+1, "one next run scheduled")
 
 	// A channel disconnected since is forgotten by the next pass.
 	f.chans.disconnect(ch.ID)

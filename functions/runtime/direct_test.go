@@ -101,7 +101,7 @@ func TestRunReactionUnpublished(t *testing.T) {
 		assert.True(t, cl.Done)
 		assert.Empty(t, cl.Plan)
 	}
-	assert.Empty(t, f.q.pending())
+	assert.Empty(t, f.q.Sent())
 }
 
 // A send step of a direct run for an email sender finds no channel of its type: the run

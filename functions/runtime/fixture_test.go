@@ -18,6 +18,7 @@ import (
 	"github.com/botplatform/api/shared/eventlog/eventlogtest"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/queue/queuetest"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
@@ -40,42 +41,6 @@ func (c *clock) advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.offset += d
-}
-
-// memQueue records what the runtime enqueues; the test delivers it.
-type memQueue struct {
-	mu   sync.Mutex
-	msgs []queue.Message
-	fail error
-}
-
-func (q *memQueue) Send(_ context.Context, msgs ...queue.Message) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.fail != nil {
-		return q.fail
-	}
-	for _, m := range msgs {
-		if err := m.Validate(); err != nil {
-			return err
-		}
-		q.msgs = append(q.msgs, m)
-	}
-	return nil
-}
-
-func (q *memQueue) take() []queue.Message {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	out := q.msgs
-	q.msgs = nil
-	return out
-}
-
-func (q *memQueue) pending() []queue.Message {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return slices.Clone(q.msgs)
 }
 
 // sent is one message the fake adapter accepted.
@@ -401,7 +366,7 @@ type fixture struct {
 	t       *testing.T
 	st      store.Store
 	clock   *clock
-	q       *memQueue
+	q       *queuetest.Sender
 	adapter *fakeAdapter
 	chans   *memChannels
 	subs    *memSubs
@@ -417,7 +382,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	c := &clock{}
 	st := sqlitetest.Open(t, sqlite.WithClock(c.Now))
-	f := &fixture{t: t, st: st, clock: c, q: &memQueue{}, adapter: &fakeAdapter{}, subs: newMemSubs(c.Now, st),
+	f := &fixture{t: t, st: st, clock: c, q: &queuetest.Sender{}, adapter: &fakeAdapter{}, subs: newMemSubs(c.Now, st),
 		rx: &memReactions{flows: map[string]Flow{}}, bot: ids.New("bot"), events: eventlogtest.NewMemory()}
 	f.chans = &memChannels{a: f.adapter}
 	rt, err := New(Deps{Store: st, Queue: f.q, Channels: f.chans, Subscribers: f.subs, Reactions: f.rx, Events: f.events,
@@ -485,7 +450,7 @@ func (f *fixture) deliver(m queue.Message) error {
 func (f *fixture) drain() {
 	f.t.Helper()
 	for range 50 {
-		msgs := f.q.take()
+		msgs := f.q.Take()
 		if len(msgs) == 0 {
 			return
 		}
@@ -502,9 +467,8 @@ func (f *fixture) drain() {
 			require.NoError(f.t, f.deliver(m))
 		}
 		if len(later) > 0 {
-			f.q.mu.Lock()
-			f.q.msgs = append(later, f.q.msgs...)
-			f.q.mu.Unlock()
+			// Held back ahead of what the deliveries enqueued, as the queue keeps them.
+			require.NoError(f.t, f.q.Send(f.t.Context(), append(later, f.q.Take()...)...))
 			if len(later) == len(msgs) {
 				return
 			}

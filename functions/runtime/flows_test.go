@@ -171,7 +171,7 @@ func TestWaitSuspendsAndResumes(t *testing.T) {
 	assert.Equal(t, "w", r.Waiting.StepID)
 	assert.WithinDuration(t, f.clock.Now().Add(time.Hour), r.Waiting.Until, 5*time.Second)
 
-	msgs := f.q.take()
+	msgs := f.q.Take()
 	require.Len(t, msgs, 1)
 	wakeMsg := msgs[0]
 	assert.Equal(t, ResumeMessage, wakeMsg.Type)
@@ -181,7 +181,7 @@ func TestWaitSuspendsAndResumes(t *testing.T) {
 	f.clock.advance(50 * time.Minute)
 	require.NoError(t, f.deliver(wakeMsg))
 	assert.Equal(t, []string{"before"}, f.adapter.texts())
-	early := f.q.take()
+	early := f.q.Take()
 	require.Len(t, early, 1)
 	assert.Equal(t, 10*time.Minute, early[0].Delay)
 

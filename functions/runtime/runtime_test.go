@@ -71,8 +71,8 @@ func TestStartRunsThePublishedReaction(t *testing.T) {
 	assert.Equal(t, int64(1), f.counter("reactions_started"))
 	assert.Equal(t, int64(1), f.counter("active_subscribers"))
 	// The label was added: its label_added reactions (none here) are looked up.
-	require.Len(t, f.q.pending(), 1)
-	assert.Equal(t, TriggerMessage, f.q.pending()[0].Type)
+	require.Len(t, f.q.Sent(), 1)
+	assert.Equal(t, TriggerMessage, f.q.Sent()[0].Type)
 	f.drain()
 
 	// The second /start takes the other branch; the label is already there.
@@ -85,7 +85,7 @@ func TestStartRunsThePublishedReaction(t *testing.T) {
 	assert.Equal(t, map[string]any{"next_step_id": "tag"}, runs[0].Steps[3].Decision)
 	assert.Equal(t, map[string]any{"added": false}, runs[0].Steps[4].Outcome)
 	// A label that was already there starts nothing.
-	assert.Empty(t, f.q.pending())
+	assert.Empty(t, f.q.Sent())
 }
 
 // The same update delivered twice (a provider's retry, an at-least-once queue) runs once;

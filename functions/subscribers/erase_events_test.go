@@ -1,9 +1,7 @@
 package subscribers
 
 import (
-	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +13,7 @@ import (
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/purge"
-	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/queue/queuetest"
 )
 
 // withEvents gives f's service an event log holding, for each subscriber of externalIDs
@@ -107,19 +105,6 @@ func TestEraseStartsTheEventErasureJob(t *testing.T) {
 	assert.Empty(t, g.jobs.started)
 }
 
-// sentMessages is a queue.Sender that keeps what it is sent.
-type sentMessages struct {
-	mu   sync.Mutex
-	msgs []queue.Message
-}
-
-func (s *sentMessages) Send(_ context.Context, msgs ...queue.Message) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.msgs = append(s.msgs, msgs...)
-	return nil
-}
-
 // With an outbox, the job's start is staged in the erasure's own transaction: a process that
 // ends right after the commit (here: one whose outbox cannot deliver) leaves it to the
 // outbox's sweep, which starts it, at once and again purge.SweepDelay later.
@@ -137,22 +122,21 @@ func TestEraseStagesTheEventErasureInItsTransaction(t *testing.T) {
 	assert.Empty(t, f.jobs.started, "nothing started outside the transaction")
 	assert.Len(t, eventsOf(t, log, f.bot, ann), 11, "nothing erased yet")
 
-	sent := &sentMessages{}
-	sweeper, err := outbox.New(f.store, sent, outbox.Config{Now: f.clock.Now})
+	q := &queuetest.Sender{}
+	sweeper, err := outbox.New(f.store, q, outbox.Config{Now: f.clock.Now})
 	require.NoError(t, err)
 	f.clock.Advance(outbox.DefaultGrace + time.Second)
 	res, err := sweeper.Sweep(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Delivered)
-	require.Len(t, sent.msgs, 2)
-	assert.Zero(t, sent.msgs[0].Delay)
-	assert.InDelta(t, purge.SweepDelay-outbox.DefaultGrace, sent.msgs[1].Delay, float64(2*time.Second), "the second pass, still delayed")
+	sent := q.Sent()
+	require.Len(t, sent, 2)
+	assert.Zero(t, sent[0].Delay)
+	assert.InDelta(t, purge.SweepDelay-outbox.DefaultGrace, sent[1].Delay, float64(2*time.Second), "the second pass, still delayed")
 
 	reg := jobs.NewRegistry()
 	svc.RegisterJobs(reg)
-	for _, m := range sent.msgs {
-		var st jobs.State
-		require.NoError(t, m.Decode(&st))
+	for _, st := range queuetest.Decode[jobs.State](t, sent) {
 		assert.Equal(t, jobEraseEvents, st.Kind)
 		for !st.Done {
 			st, err = reg.RunStep(t.Context(), st)

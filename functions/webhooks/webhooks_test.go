@@ -22,41 +22,21 @@ import (
 	"github.com/botplatform/api/shared/channel/whatsapp"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
-	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/queue/queuetest"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 	tgfake "github.com/botplatform/api/tests/fakes/telegram"
 	vkfake "github.com/botplatform/api/tests/fakes/vk"
 	wafake "github.com/botplatform/api/tests/fakes/whatsapp"
 )
 
-type memQueue struct {
-	mu   sync.Mutex
-	msgs []queue.Message
-	fail error
-}
-
-func (q *memQueue) Send(_ context.Context, msgs ...queue.Message) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.fail != nil {
-		return q.fail
-	}
-	q.msgs = append(q.msgs, msgs...)
-	return nil
-}
-
-func (q *memQueue) deliveries(t *testing.T) []channel.Delivery {
+// deliveries decodes what the webhooks enqueued: runtime messages only.
+func (f *fixture) deliveries(t *testing.T) []channel.Delivery {
 	t.Helper()
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	out := []channel.Delivery{}
-	for _, m := range q.msgs {
+	msgs := f.q.Sent()
+	for _, m := range msgs {
 		require.Equal(t, channel.InboundMessage, m.Type)
-		var d channel.Delivery
-		require.NoError(t, m.Decode(&d))
-		out = append(out, d)
 	}
-	return out
+	return queuetest.Decode[channel.Delivery](t, msgs)
 }
 
 type memChannels struct {
@@ -158,7 +138,7 @@ func (l *logBuffer) String() string {
 
 type fixture struct {
 	srv       *httpapitest.Server
-	q         *memQueue
+	q         *queuetest.Sender
 	chans     *memChannels
 	templates *memTemplates
 	delivered *memDeliveries
@@ -180,7 +160,7 @@ const (
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	st := sqlitetest.Open(t)
-	f := &fixture{q: &memQueue{}, templates: &memTemplates{}, delivered: &memDeliveries{}, log: &logBuffer{}}
+	f := &fixture{q: &queuetest.Sender{}, templates: &memTemplates{}, delivered: &memDeliveries{}, log: &logBuffer{}}
 	bot := ids.New("bot")
 	f.tg = Channel{ID: ids.New("ch"), BotID: bot, AccountID: "acct_1", Kind: channel.Telegram,
 		Conn: channel.Connection{WebhookSecret: tgSecret, Credentials: []byte(`{"token":"123:abc"}`)}}
@@ -233,7 +213,7 @@ func TestTelegramWebhook(t *testing.T) {
 		assert.Equal(t, 401, w.Code)
 		assert.Equal(t, "unauthentic_webhook", code(t, w))
 	}
-	assert.Empty(t, f.q.deliveries(t))
+	assert.Empty(t, f.deliveries(t))
 	assert.Contains(t, f.log.String(), "webhook delivery failed verification")
 	assert.NotContains(t, f.log.String(), "/start")
 	assert.NotContains(t, f.log.String(), "forged")
@@ -243,12 +223,12 @@ func TestTelegramWebhook(t *testing.T) {
 		w := f.post(t, p, update, "X-Telegram-Bot-Api-Secret-Token", tgSecret)
 		assert.Equal(t, 404, w.Code, p)
 	}
-	assert.Empty(t, f.q.deliveries(t))
+	assert.Empty(t, f.deliveries(t))
 
 	// The real thing: 200 and one message for the runtime.
 	w := f.post(t, path, update, "X-Telegram-Bot-Api-Secret-Token", tgSecret)
 	require.Equal(t, 200, w.Code, w.Body)
-	got := f.q.deliveries(t)
+	got := f.deliveries(t)
 	require.Len(t, got, 1)
 	d := got[0]
 	assert.Equal(t, f.tg.ID, d.ChannelID)
@@ -263,19 +243,19 @@ func TestTelegramWebhook(t *testing.T) {
 	// Telegram redelivers: answered 200, not enqueued again.
 	w = f.post(t, path, update, "X-Telegram-Bot-Api-Secret-Token", tgSecret)
 	assert.Equal(t, 200, w.Code)
-	assert.Len(t, f.q.deliveries(t), 1)
+	assert.Len(t, f.deliveries(t), 1)
 
 	// The queue is down: 503 (Telegram retries), and no marker, so the retry is enqueued.
-	f.q.fail = errors.New("queue down")
+	f.q.Fail(errors.New("queue down"))
 	next := tg.TextUpdate(user, "hello")
 	assert.Equal(t, 503, f.post(t, path, next, "X-Telegram-Bot-Api-Secret-Token", tgSecret).Code)
-	f.q.fail = nil
+	f.q.Fail(nil)
 	assert.Equal(t, 200, f.post(t, path, next, "X-Telegram-Bot-Api-Secret-Token", tgSecret).Code)
-	assert.Len(t, f.q.deliveries(t), 2)
+	assert.Len(t, f.deliveries(t), 2)
 
 	// An update kind the runtime ignores (an edit): 200, nothing enqueued.
 	assert.Equal(t, 200, f.post(t, path, tg.EditedUpdate(user, "x"), "X-Telegram-Bot-Api-Secret-Token", tgSecret).Code)
-	assert.Len(t, f.q.deliveries(t), 2)
+	assert.Len(t, f.deliveries(t), 2)
 
 	// Too large: 413; not JSON: 400.
 	big := append([]byte(`{"update_id":1,"x":"`), bytes.Repeat([]byte("a"), MaxBodyBytes)...)
@@ -319,13 +299,13 @@ func TestVKWebhook(t *testing.T) {
 
 	msg := vkfake.NewMessage(vkGroup, vkfake.InMessage{FromID: 99, ID: 5, Text: "hi"})
 	assert.Equal(t, 401, post(msg, "wrong").Code)
-	assert.Empty(t, f.q.deliveries(t))
+	assert.Empty(t, f.deliveries(t))
 	w = post(msg, key)
 	require.Equal(t, 200, w.Code)
 	assert.Equal(t, "ok", w.Body)
 	w = post(msg, key) // VK's retry
 	assert.Equal(t, "ok", w.Body)
-	got := f.q.deliveries(t)
+	got := f.deliveries(t)
 	require.Len(t, got, 1)
 	assert.Equal(t, "99", got[0].Inbound.UserID)
 	assert.Equal(t, msg.EventID, got[0].Inbound.UpdateID)
@@ -333,7 +313,7 @@ func TestVKWebhook(t *testing.T) {
 	// Other events are acknowledged and ignored.
 	w = post(vkfake.Other(vkGroup, "group_join", map[string]any{"user_id": 1}), key)
 	assert.Equal(t, "ok", w.Body)
-	assert.Len(t, f.q.deliveries(t), 1)
+	assert.Len(t, f.deliveries(t), 1)
 }
 
 func TestWhatsAppWebhook(t *testing.T) {
@@ -353,12 +333,12 @@ func TestWhatsAppWebhook(t *testing.T) {
 	body, id := wafake.TextMessage(waNumber, "15550001111", "Ann", "hello")
 	w = f.post(t, "/webhooks/whatsapp", body, "X-Hub-Signature-256", "sha256=00")
 	assert.Equal(t, 401, w.Code)
-	assert.Empty(t, f.q.deliveries(t))
+	assert.Empty(t, f.deliveries(t))
 	w = f.post(t, "/webhooks/whatsapp", body, "X-Hub-Signature-256", wafake.Sign(body))
 	require.Equal(t, 200, w.Code, w.Body)
 	w = f.post(t, "/webhooks/whatsapp", body, "X-Hub-Signature-256", wafake.Sign(body))
 	require.Equal(t, 200, w.Code)
-	got := f.q.deliveries(t)
+	got := f.deliveries(t)
 	require.Len(t, got, 1)
 	assert.Equal(t, f.wa.ID, got[0].ChannelID)
 	assert.Equal(t, id, got[0].Inbound.UpdateID)
@@ -367,7 +347,7 @@ func TestWhatsAppWebhook(t *testing.T) {
 	// A number no channel has: 404, nothing enqueued.
 	other, _ := wafake.TextMessage("999", "15550001111", "Ann", "hello")
 	assert.Equal(t, 404, f.post(t, "/webhooks/whatsapp", other, "X-Hub-Signature-256", wafake.Sign(other)).Code)
-	assert.Len(t, f.q.deliveries(t), 1)
+	assert.Len(t, f.deliveries(t), 1)
 
 	// Template review outcomes go to the template catalog.
 	wa := wafake.New(t)
@@ -408,7 +388,7 @@ func TestWhatsAppMessageStatuses(t *testing.T) {
 		{PhoneNumberID: waNumber, MessageID: "wamid.3", Status: "failed", At: at, RecipientID: "15550001111", ErrorCode: "131049",
 			ErrorTitle: "This message was not delivered to maintain healthy ecosystem engagement."},
 	}, f.delivered.of(f.wa.BotID))
-	assert.Empty(t, f.q.deliveries(t), "a status is not a message")
+	assert.Empty(t, f.deliveries(t), "a status is not a message")
 
 	// Only "sent": nothing to pass on, still a success.
 	calls := f.delivered.count()
@@ -455,7 +435,7 @@ func TestWhatsAppMessageStatuses(t *testing.T) {
 	require.Equal(t, 200, w.Code, w.Body)
 	got = f.delivered.of(f.wa.BotID)
 	assert.Equal(t, "wamid.9", got[len(got)-1].MessageID)
-	q := f.q.deliveries(t)
+	q := f.deliveries(t)
 	require.Len(t, q, 1, "the message was enqueued once")
 	assert.Equal(t, msgID, q[0].Inbound.UpdateID)
 	assert.False(t, strings.Contains(f.log.String(), "15550001111"), "no phone number in the log")

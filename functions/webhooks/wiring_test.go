@@ -1,9 +1,7 @@
 package webhooks_test
 
 import (
-	"context"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,37 +16,11 @@ import (
 	"github.com/botplatform/api/shared/family/familytest"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
-	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/queue/queuetest"
 	"github.com/botplatform/api/shared/secrets/keyfile"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 	tgfake "github.com/botplatform/api/tests/fakes/telegram"
 )
-
-// sentQueue keeps the messages sent to the work queue.
-type sentQueue struct {
-	mu   sync.Mutex
-	msgs []queue.Message
-}
-
-func (q *sentQueue) Send(_ context.Context, msgs ...queue.Message) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.msgs = append(q.msgs, msgs...)
-	return nil
-}
-
-func (q *sentQueue) deliveries(t *testing.T) []channel.Delivery {
-	t.Helper()
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	out := []channel.Delivery{}
-	for _, m := range q.msgs {
-		var d channel.Delivery
-		require.NoError(t, m.Decode(&d))
-		out = append(out, d)
-	}
-	return out
-}
 
 // The family as its Lambda composes it (wiring.Family over the channels service): a
 // Telegram delivery is verified against the webhook secret the channels Lambda sealed when
@@ -61,7 +33,7 @@ func TestDeliveryOpensTheChannelsSealedWebhookSecret(t *testing.T) {
 	tgBot := tg.AddBot("demo_bot")
 	key, err := keyfile.New(make([]byte, 32))
 	require.NoError(t, err)
-	q := &sentQueue{}
+	q := &queuetest.Sender{}
 	env := familytest.Env(t, family.Deps{Secrets: key, Queue: q, PublicURL: "https://api.example.com",
 		Adapters: []channel.Adapter{telegram.New(telegram.Config{BaseURL: tg.URL})}})
 
@@ -87,12 +59,12 @@ func TestDeliveryOpensTheChannelsSealedWebhookSecret(t *testing.T) {
 
 	// Another secret than the sealed one: 401, nothing enqueued.
 	assert.Equal(t, http.StatusUnauthorized, post("forged-secret").Code)
-	assert.Empty(t, q.deliveries(t))
+	assert.Empty(t, queuetest.Decode[channel.Delivery](t, q.Sent()))
 
 	// The secret Telegram was given: the update goes to the runtime, for the channel's bot.
 	w := post(hook.SecretToken)
 	require.Equal(t, http.StatusOK, w.Code, w.Body)
-	got := q.deliveries(t)
+	got := queuetest.Decode[channel.Delivery](t, q.Sent())
 	require.Len(t, got, 1)
 	assert.Equal(t, c.ID, got[0].ChannelID)
 	assert.Equal(t, bot, got[0].BotID)

@@ -12,15 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/queue/queuetest"
 )
-
-// memQueue is a queue.Sender that keeps what it is sent, for the test to deliver by hand.
-type memQueue struct{ msgs []queue.Message }
-
-func (q *memQueue) Send(_ context.Context, msgs ...queue.Message) error {
-	q.msgs = append(q.msgs, msgs...)
-	return nil
-}
 
 // countTo is a job that counts from 0 to payload.To, one number per step.
 func countTo(seen *[]int) Step {
@@ -49,16 +42,18 @@ func TestQueueRunnerDrivesStepsToCompletion(t *testing.T) {
 	var seen []int
 	reg := NewRegistry()
 	reg.Register("count", countTo(&seen))
-	q := &memQueue{}
+	q := &queuetest.Sender{}
 	r := NewQueueRunner(q, reg)
 	mux := queue.NewMux()
 	r.Register(mux)
 
 	require.NoError(t, r.Start(context.Background(), "count", map[string]int{"To": 3}))
-	for delivered := 0; len(q.msgs) > 0; delivered++ {
+	for delivered := 0; ; delivered++ {
+		m, ok := q.Pop()
+		if !ok {
+			break
+		}
 		require.Less(t, delivered, 10, "the job must finish")
-		m := q.msgs[0]
-		q.msgs = q.msgs[1:]
 		require.NoError(t, mux.HandleMessage(context.Background(), m))
 	}
 	assert.Equal(t, []int{0, 1, 2, 3}, seen)
@@ -69,16 +64,15 @@ func TestFailedStepSendsNoContinuation(t *testing.T) {
 	reg := NewRegistry()
 	boom := errors.New("downstream is down")
 	reg.Register("fail", func(context.Context, json.RawMessage, string) (string, bool, error) { return "x", false, boom })
-	q := &memQueue{}
+	q := &queuetest.Sender{}
 	r := NewQueueRunner(q, reg)
 	mux := queue.NewMux()
 	r.Register(mux)
 	require.NoError(t, r.Start(context.Background(), "fail", nil))
-	first := q.msgs[0]
-	q.msgs = nil
+	first := q.Take()[0]
 	err := mux.HandleMessage(context.Background(), first)
 	assert.ErrorIs(t, err, boom, "the queue retries the same step")
-	assert.Empty(t, q.msgs)
+	assert.Empty(t, q.Sent())
 }
 
 func TestRunStep(t *testing.T) {
@@ -100,7 +94,7 @@ func TestRunStep(t *testing.T) {
 	assert.ErrorIs(t, err, ErrUnknownKind)
 	_, err = reg.RunStep(context.Background(), State{Kind: "count", Payload: json.RawMessage(`{}`), Steps: MaxSteps})
 	assert.Error(t, err, "runaway jobs stop")
-	assert.ErrorIs(t, NewQueueRunner(&memQueue{}, reg).Start(context.Background(), "nope", nil), ErrUnknownKind)
+	assert.ErrorIs(t, NewQueueRunner(&queuetest.Sender{}, reg).Start(context.Background(), "nope", nil), ErrUnknownKind)
 	assert.Equal(t, []string{"count"}, reg.Kinds())
 	assert.Panics(t, func() { reg.Register("count", countTo(&seen)) })
 }
@@ -110,19 +104,20 @@ func TestStartAfterDelaysOnlyTheFirstStep(t *testing.T) {
 	var seen []int
 	reg := NewRegistry()
 	reg.Register("count", countTo(&seen))
-	q := &memQueue{}
+	q := &queuetest.Sender{}
 	r := NewQueueRunner(q, reg)
 	mux := queue.NewMux()
 	r.Register(mux)
 
 	require.NoError(t, r.StartAfter(context.Background(), 10*time.Minute, "count", map[string]int{"To": 1}))
-	require.Len(t, q.msgs, 1)
-	assert.Equal(t, 10*time.Minute, q.msgs[0].Delay)
-	first := q.msgs[0]
-	q.msgs = nil
+	sent := q.Take()
+	require.Len(t, sent, 1)
+	assert.Equal(t, 10*time.Minute, sent[0].Delay)
+	first := sent[0]
 	require.NoError(t, mux.HandleMessage(context.Background(), first))
-	require.Len(t, q.msgs, 1)
-	assert.Zero(t, q.msgs[0].Delay, "continuations run at once")
+	sent = q.Sent()
+	require.Len(t, sent, 1)
+	assert.Zero(t, sent[0].Delay, "continuations run at once")
 
 	assert.ErrorIs(t, r.StartAfter(context.Background(), time.Minute, "nope", nil), ErrUnknownKind)
 	assert.Error(t, r.StartAfter(context.Background(), queue.MaxScheduledDelay+time.Second, "count", nil), "beyond what any queue keeps")
@@ -135,12 +130,12 @@ func TestStartMessageIsWhatStartAfterSends(t *testing.T) {
 	var seen []int
 	reg := NewRegistry()
 	reg.Register("count", countTo(&seen))
-	q := &memQueue{}
+	q := &queuetest.Sender{}
 	r := NewQueueRunner(q, reg)
 	require.NoError(t, r.StartAfter(context.Background(), time.Minute, "count", map[string]int{"To": 0}))
 	m, err := StartMessage(time.Minute, "count", map[string]int{"To": 0})
 	require.NoError(t, err)
-	assert.Equal(t, q.msgs[0], m)
+	assert.Equal(t, q.Sent()[0], m)
 
 	mux := queue.NewMux()
 	r.Register(mux)

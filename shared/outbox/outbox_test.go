@@ -18,6 +18,7 @@ import (
 
 	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/queue/queuetest"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite"
 )
@@ -40,41 +41,10 @@ func (c *clock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// sender is a queue that keeps what it accepts and refuses while fail is set.
-type sender struct {
-	mu   sync.Mutex
-	sent []queue.Message
-	fail error
-}
-
-func (s *sender) Send(_ context.Context, msgs ...queue.Message) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.fail != nil {
-		return s.fail
-	}
-	s.sent = append(s.sent, msgs...)
-	return nil
-}
-
-func (s *sender) setFail(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fail = err
-}
-
-func (s *sender) take() []queue.Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.sent
-	s.sent = nil
-	return out
-}
-
 type fixture struct {
 	store *sqlite.Store
 	clock *clock
-	queue *sender
+	queue *queuetest.Sender
 	box   *outbox.Outbox
 	log   *bytes.Buffer
 }
@@ -84,7 +54,7 @@ func newFixture(t *testing.T, cfg outbox.Config) *fixture {
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "s.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
-	f := &fixture{store: st, clock: &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}, queue: &sender{}, log: &bytes.Buffer{}}
+	f := &fixture{store: st, clock: &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}, queue: &queuetest.Sender{}, log: &bytes.Buffer{}}
 	cfg.Now = f.clock.Now
 	cfg.Log = slog.New(slog.NewTextHandler(&syncWriter{w: f.log}, nil))
 	f.box, err = outbox.New(st, f.queue, cfg)
@@ -113,10 +83,9 @@ func msg(t *testing.T, n int) queue.Message {
 
 func numbers(t *testing.T, msgs []queue.Message) []int {
 	t.Helper()
-	out := make([]int, len(msgs))
-	for i, m := range msgs {
-		var b struct{ N int }
-		require.NoError(t, json.Unmarshal(m.Body, &b))
+	bodies := queuetest.Decode[struct{ N int }](t, msgs)
+	out := make([]int, len(bodies))
+	for i, b := range bodies {
 		out[i] = b.N
 	}
 	return out
@@ -153,10 +122,10 @@ func TestStageCommitDeliver(t *testing.T) {
 	require.Len(t, writes, 1, "small messages share one item: one write of the transaction")
 	require.NoError(t, f.commit(t, "a", writes))
 	assert.Equal(t, 1, f.pending(t))
-	assert.Empty(t, f.queue.take(), "nothing is sent before deliver")
+	assert.Empty(t, f.queue.Take(), "nothing is sent before deliver")
 
 	deliver(t.Context())
-	sent := f.queue.take()
+	sent := f.queue.Take()
 	assert.Equal(t, []int{1, 2}, numbers(t, sent))
 	assert.Zero(t, sent[0].Delay)
 	assert.Equal(t, 10*time.Minute, sent[1].Delay)
@@ -171,7 +140,7 @@ func TestStageCommitDeliver(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.commit(t, "b", writes))
 	deliver(t.Context())
-	sent = f.queue.take()
+	sent = f.queue.Take()
 	require.Len(t, sent, 1)
 	assert.Equal(t, 7*24*time.Hour, sent[0].Delay)
 }
@@ -189,7 +158,7 @@ func TestFailedTransactionStagesNothing(t *testing.T) {
 	res, err := f.box.Sweep(t.Context())
 	require.NoError(t, err)
 	assert.Zero(t, res.Delivered)
-	assert.Empty(t, f.queue.take())
+	assert.Empty(t, f.queue.Take())
 }
 
 // The process dies between the commit and the send (deliver never runs): the sweep leaves
@@ -207,13 +176,13 @@ func TestCrashBetweenCommitAndDeliver(t *testing.T) {
 	res, err := f.box.Sweep(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, outbox.Result{}, res, "a fresh item may still be delivered by its request")
-	assert.Empty(t, f.queue.take())
+	assert.Empty(t, f.queue.Take())
 
 	f.clock.Advance(time.Minute)
 	res, err = f.box.Sweep(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, outbox.Result{Delivered: 1}, res)
-	sent := f.queue.take()
+	sent := f.queue.Take()
 	assert.Equal(t, []int{1, 2}, numbers(t, sent))
 	assert.Zero(t, sent[0].Delay)
 	assert.Equal(t, 10*time.Minute-outbox.DefaultGrace-59*time.Second, sent[1].Delay, "the delay left, not the whole delay again")
@@ -222,7 +191,7 @@ func TestCrashBetweenCommitAndDeliver(t *testing.T) {
 	res, err = f.box.Sweep(t.Context())
 	require.NoError(t, err)
 	assert.Zero(t, res.Delivered)
-	assert.Empty(t, f.queue.take(), "sent once")
+	assert.Empty(t, f.queue.Take(), "sent once")
 
 	// A message due already when the sweep finds it goes without delay.
 	late := msg(t, 3)
@@ -233,7 +202,7 @@ func TestCrashBetweenCommitAndDeliver(t *testing.T) {
 	f.clock.Advance(2 * time.Minute)
 	_, err = f.box.Sweep(t.Context())
 	require.NoError(t, err)
-	sent = f.queue.take()
+	sent = f.queue.Take()
 	require.Len(t, sent, 1)
 	assert.Zero(t, sent[0].Delay)
 }
@@ -247,7 +216,7 @@ func TestFailedSendIsSweptLater(t *testing.T) {
 	writes, deliver, err := f.box.Stage(msg(t, 1))
 	require.NoError(t, err)
 	require.NoError(t, f.commit(t, "a", writes))
-	f.queue.setFail(errors.New("queue down"))
+	f.queue.Fail(errors.New("queue down"))
 	deliver(t.Context())
 	assert.Equal(t, 1, f.pending(t))
 	assert.Contains(t, f.log.String(), "level=WARN")
@@ -261,11 +230,11 @@ func TestFailedSendIsSweptLater(t *testing.T) {
 	assert.Equal(t, outbox.Result{Failed: 1}, res)
 	assert.Equal(t, 1, f.pending(t))
 
-	f.queue.setFail(nil)
+	f.queue.Fail(nil)
 	res, err = f.box.Sweep(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, outbox.Result{Delivered: 1}, res)
-	assert.Equal(t, []int{1}, numbers(t, f.queue.take()))
+	assert.Equal(t, []int{1}, numbers(t, f.queue.Take()))
 	assert.Zero(t, f.pending(t))
 }
 
@@ -288,7 +257,7 @@ func TestSweepIsBounded(t *testing.T) {
 		res, err := f.box.Sweep(t.Context())
 		require.NoError(t, err)
 		assert.LessOrEqual(t, res.Delivered, batch*outbox.Shards)
-		got := numbers(t, f.queue.take())
+		got := numbers(t, f.queue.Take())
 		assert.Len(t, got, res.Delivered)
 		for _, n := range got {
 			seen[n]++
@@ -336,7 +305,7 @@ func TestSweepTakesTheOldestFirst(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, res.More)
 	got := map[int]bool{}
-	for _, n := range numbers(t, f.queue.take()) {
+	for _, n := range numbers(t, f.queue.Take()) {
 		got[n] = true
 	}
 	assert.Equal(t, oldest, got)
@@ -371,7 +340,7 @@ func TestSentButNotClearedIsSentAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.commit(t, "a", writes))
 	deliver(t.Context())
-	assert.Equal(t, []int{1}, numbers(t, f.queue.take()))
+	assert.Equal(t, []int{1}, numbers(t, f.queue.Take()))
 	assert.Equal(t, 1, f.pending(t))
 	assert.Contains(t, f.log.String(), "not cleared")
 
@@ -382,7 +351,7 @@ func TestSentButNotClearedIsSentAgain(t *testing.T) {
 	res, err := box.Sweep(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Delivered)
-	assert.Equal(t, []int{1}, numbers(t, f.queue.take()), "sent a second time: handlers are idempotent")
+	assert.Equal(t, []int{1}, numbers(t, f.queue.Take()), "sent a second time: handlers are idempotent")
 	assert.Zero(t, f.pending(t))
 }
 
@@ -416,7 +385,7 @@ func TestConcurrentDeliveriesNeverFailOnTheDelete(t *testing.T) {
 		assert.NoError(t, err)
 	}
 	seen := map[int]bool{}
-	for _, n := range numbers(t, f.queue.take()) {
+	for _, n := range numbers(t, f.queue.Take()) {
 		seen[n] = true
 	}
 	assert.Len(t, seen, 20, "every message at least once")
@@ -439,7 +408,7 @@ func TestLargeMessagesTakeSeveralItems(t *testing.T) {
 	assert.Len(t, writes, 3, "200 KiB messages: one per item, the small one with a big one")
 	require.NoError(t, f.commit(t, "a", writes))
 	deliver(t.Context())
-	assert.Equal(t, []int{1, 2, 3, 4}, numbers(t, f.queue.take()))
+	assert.Equal(t, []int{1, 2, 3, 4}, numbers(t, f.queue.Take()))
 	assert.Zero(t, f.pending(t))
 }
 

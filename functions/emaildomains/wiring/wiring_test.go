@@ -1,11 +1,9 @@
 package wiring
 
 import (
-	"context"
 	"encoding/json"
 	"net/mail"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -20,33 +18,13 @@ import (
 	"github.com/botplatform/api/shared/family/familytest"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/queue/queuetest"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
-// sentMessages is a queue.Sender that keeps what it is given.
-type sentMessages struct {
-	mu   sync.Mutex
-	msgs []queue.Message
-}
-
-func (s *sentMessages) Send(_ context.Context, msgs ...queue.Message) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.msgs = append(s.msgs, msgs...)
-	return nil
-}
-
-func (s *sentMessages) take() []queue.Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.msgs
-	s.msgs = nil
-	return out
-}
-
 type reactionSetup struct {
 	env  *family.Env
-	q    *sentMessages
+	q    *queuetest.Sender
 	acts actions
 	subs *subscribers.Service
 	bot  string
@@ -55,7 +33,7 @@ type reactionSetup struct {
 
 func newReactionSetup(t *testing.T) *reactionSetup {
 	t.Helper()
-	q := &sentMessages{}
+	q := &queuetest.Sender{}
 	env := familytest.Env(t, family.Deps{Queue: q})
 	rx := reactions.NewService(env.Store, reactionswiring.Vocabulary(env), env.Now, env.Log)
 	bot := ids.New("bot")
@@ -76,7 +54,7 @@ func (s *reactionSetup) run(t *testing.T, addr, messageID string) (string, queue
 	sub, err := s.acts.RunReaction(t.Context(), s.bot, s.rct, mail.Address{Name: "Ann", Address: addr},
 		emaildomains.InboundMessage{MessageSummary: emaildomains.MessageSummary{ID: messageID}})
 	require.NoError(t, err)
-	sent := s.q.take()
+	sent := s.q.Take()
 	require.Len(t, sent, 1)
 	return sub, sent[0]
 }
@@ -169,7 +147,7 @@ func TestReactionSkipped(t *testing.T) {
 	_, err = s.acts.RunReaction(ctx, s.bot, s.rct, mail.Address{Address: "ann@exämple.org"}, msg)
 	require.ErrorAs(t, err, &skip)
 
-	assert.Empty(t, s.q.take())
+	assert.Empty(t, s.q.Take())
 	list, _, err := s.subs.List(ctx, s.bot, subscribers.Filter{}, 10, "")
 	require.NoError(t, err)
 	assert.Empty(t, list)

@@ -26,7 +26,7 @@ import (
 	"github.com/botplatform/api/shared/family/familytest"
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/mcptool"
-	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/queue/queuetest"
 	"github.com/botplatform/api/shared/secrets/keyfile"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
@@ -34,9 +34,9 @@ import (
 // captured records what the Lambda publishes and sends, as EventBridge and SQS would take it:
 // neither is a store operation of the mcp Lambda.
 type captured struct {
+	queuetest.Sender
 	mu     sync.Mutex
 	events []audit.Event
-	sent   []queue.Message
 }
 
 func (c *captured) Publish(_ context.Context, e audit.Event) error {
@@ -46,21 +46,10 @@ func (c *captured) Publish(_ context.Context, e audit.Event) error {
 	return nil
 }
 
-func (c *captured) Send(_ context.Context, msgs ...queue.Message) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sent = append(c.sent, msgs...)
-	return nil
-}
-
 // jobs are the kinds of the jobs the sent messages start.
 func (c *captured) jobs(t *testing.T) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	var out []string
-	for _, m := range c.sent {
-		var st jobs.State
-		require.NoError(t, json.Unmarshal(m.Body, &st), "%s: %s", m.Type, m.Body)
+	for _, st := range queuetest.Decode[jobs.State](t, c.Sent()) {
 		out = append(out, st.Kind)
 	}
 	return out

@@ -1,7 +1,6 @@
 package wiring
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,16 +11,8 @@ import (
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/family/familytest"
-	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/queue/queuetest"
 )
-
-// sentMessages is a queue.Sender that keeps what it is given.
-type sentMessages struct{ msgs []queue.Message }
-
-func (s *sentMessages) Send(_ context.Context, msgs ...queue.Message) error {
-	s.msgs = append(s.msgs, msgs...)
-	return nil
-}
 
 // Labels added over the API reach the runtime as its own label events: one runtime.trigger
 // message per label, caused by the subscriber's revision that added it, staged in the
@@ -29,19 +20,20 @@ func (s *sentMessages) Send(_ context.Context, msgs ...queue.Message) error {
 // has committed.
 func TestLabelTriggers(t *testing.T) {
 	t.Parallel()
-	q := &sentMessages{}
+	q := &queuetest.Sender{}
 	env := familytest.Env(t, family.Deps{Queue: q})
 	hook := labelTrigger{env.Outbox}
 	writes, committed, err := hook.LabelsAdded(t.Context(), "bot_1", subscribers.LabelAddition{
 		SubscriberID: "sub_1", Channel: "vk", LabelIDs: []string{"lbl_a", "lbl_b"}, Revision: 3})
 	require.NoError(t, err)
 	require.Len(t, writes, 1, "one outbox item")
-	assert.Empty(t, q.msgs, "nothing is sent before the commit")
+	assert.Empty(t, q.Sent(), "nothing is sent before the commit")
 	require.NoError(t, env.Store.Transact(t.Context(), writes))
 	committed(t.Context())
-	require.Len(t, q.msgs, 2)
+	sent := q.Sent()
+	require.Len(t, sent, 2)
 	for i, label := range []string{"lbl_a", "lbl_b"} {
-		m := q.msgs[i]
+		m := sent[i]
 		assert.Equal(t, runtime.TriggerMessage, m.Type)
 		want, err := runtime.LabelAddedMessage("bot_1", "sub_1", channel.VK, label, 3)
 		require.NoError(t, err)
