@@ -10,17 +10,12 @@ import (
 
 	"github.com/botplatform/api/functions/broadcasts"
 	"github.com/botplatform/api/functions/broadcasts/wiring"
-	"github.com/botplatform/api/functions/channels"
+	"github.com/botplatform/api/functions/channels/channelstest"
 	"github.com/botplatform/api/functions/content"
 	"github.com/botplatform/api/functions/subscribers"
 	"github.com/botplatform/api/shared/channel"
-	"github.com/botplatform/api/shared/channel/telegram"
 	"github.com/botplatform/api/shared/family"
-	"github.com/botplatform/api/shared/family/familytest"
-	"github.com/botplatform/api/shared/ids"
-	"github.com/botplatform/api/shared/secrets/keyfile"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
-	tgfake "github.com/botplatform/api/tests/fakes/telegram"
 )
 
 // telegramCatalog is a bot whose one channel is Telegram, for publishing.
@@ -37,21 +32,12 @@ func (c telegramCatalog) Catalog(context.Context, string) (content.Catalog, erro
 func TestTestSendOpensTheChannelsSealedCredentials(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	tg := tgfake.New(t)
-	tgBot := tg.AddBot("demo_bot")
-	key, err := keyfile.New(make([]byte, 32))
-	require.NoError(t, err)
-	adapter := telegram.New(telegram.Config{BaseURL: tg.URL})
-	env := familytest.Env(t, family.Deps{Secrets: key, PublicURL: "https://api.example.com", Adapters: []channel.Adapter{adapter}})
-	bot := ids.New("bot")
-
 	// The channels Lambda connects the bot's Telegram channel (sealing its token); the
 	// content Lambda publishes the message; the runtime (jobs Lambda) records the
 	// subscriber, whom the subscribers Lambda labels a tester.
-	_, err = channels.FromEnv(env).Connect(sqlitetest.As(ctx, "channels"), "acct_1", bot, channel.Telegram, "",
-		&telegram.Credentials{Token: tgBot.Token})
-	require.NoError(t, err)
-	docs := content.NewService(env.Store, telegramCatalog{adapter.Capabilities()}, nil, env.Now)
+	tg := channelstest.Telegram(t, family.Deps{})
+	env, bot := tg.Env, tg.Bot
+	docs := content.NewService(env.Store, telegramCatalog{tg.Adapter.Capabilities()}, nil, env.Now)
 	asContent := sqlitetest.As(ctx, "content")
 	doc, err := docs.Create(asContent, bot, content.NewDocument{Type: content.TypeMessage, Name: "Sale",
 		Draft: json.RawMessage(`{"text":"Hi {{ subscriber.first_name }}, the sale is on"}`)})
@@ -79,8 +65,8 @@ func TestTestSendOpensTheChannelsSealedCredentials(t *testing.T) {
 	assert.NotEmpty(t, res.MessageID)
 
 	// Telegram took it from the bot whose token was sealed, for the subscriber's chat.
-	sent := tg.Sent(4242)
+	sent := tg.Fake.Sent(4242)
 	require.Len(t, sent, 1)
-	assert.Equal(t, tgBot.ID, sent[0].BotID)
+	assert.Equal(t, tg.TelegramBot.ID, sent[0].BotID)
 	assert.Equal(t, "Hi Ann, the sale is on", sent[0].Text)
 }

@@ -8,17 +8,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/botplatform/api/functions/channels"
+	"github.com/botplatform/api/functions/channels/channelstest"
 	"github.com/botplatform/api/functions/webhooks/wiring"
 	"github.com/botplatform/api/shared/channel"
-	"github.com/botplatform/api/shared/channel/telegram"
 	"github.com/botplatform/api/shared/family"
-	"github.com/botplatform/api/shared/family/familytest"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
-	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/queue/queuetest"
-	"github.com/botplatform/api/shared/secrets/keyfile"
-	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 	tgfake "github.com/botplatform/api/tests/fakes/telegram"
 )
 
@@ -28,32 +23,22 @@ import (
 // secrets key) with the channel's credentials; only then is the update enqueued.
 func TestDeliveryOpensTheChannelsSealedWebhookSecret(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
-	tg := tgfake.New(t)
-	tgBot := tg.AddBot("demo_bot")
-	key, err := keyfile.New(make([]byte, 32))
-	require.NoError(t, err)
-	q := &queuetest.Sender{}
-	env := familytest.Env(t, family.Deps{Secrets: key, Queue: q, PublicURL: "https://api.example.com",
-		Adapters: []channel.Adapter{telegram.New(telegram.Config{BaseURL: tg.URL})}})
-
 	// The channels Lambda connects the channel: it seals the token and a fresh webhook
 	// secret, which it registers with Telegram.
-	bot := ids.New("bot")
-	c, err := channels.FromEnv(env).Connect(sqlitetest.As(ctx, "channels"), "acct_1", bot, channel.Telegram, "",
-		&telegram.Credentials{Token: tgBot.Token})
-	require.NoError(t, err)
-	hook, ok := tg.Webhook(tgBot)
+	q := &queuetest.Sender{}
+	tg := channelstest.Telegram(t, family.Deps{Queue: q})
+	env, bot, c := tg.Env, tg.Bot, tg.Channel
+	hook, ok := tg.Fake.Webhook(tg.TelegramBot)
 	require.True(t, ok)
 	require.NotEmpty(t, hook.SecretToken)
 	path := "/webhooks/telegram/" + c.ID
-	assert.Equal(t, "https://api.example.com"+path, hook.URL)
+	assert.Equal(t, channelstest.PublicURL+path, hook.URL)
 
 	srv := httpapitest.New(t, httpapitest.Config{Now: time.Now, Store: env.Store})
 	wiring.Family().Build(env).Routes(srv.Mux)
 	user := tgfake.User{ID: 4242, FirstName: "Ann"}
 	post := func(secret string) httpapitest.Reply {
-		return srv.DoAs(t, "", http.MethodPost, path, tg.TextUpdate(user, "/start"),
+		return srv.DoAs(t, "", http.MethodPost, path, tg.Fake.TextUpdate(user, "/start"),
 			"Content-Type", "application/json", "X-Telegram-Bot-Api-Secret-Token", secret)
 	}
 
@@ -68,6 +53,6 @@ func TestDeliveryOpensTheChannelsSealedWebhookSecret(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, c.ID, got[0].ChannelID)
 	assert.Equal(t, bot, got[0].BotID)
-	assert.Equal(t, "acct_1", got[0].AccountID)
+	assert.Equal(t, tg.Account, got[0].AccountID)
 	assert.Equal(t, "/start", got[0].Inbound.Text)
 }
