@@ -88,9 +88,11 @@ func PurgeStep(st store.Store, svc *Service) jobs.Step {
 		bot := p.BotID
 		return []purge.Part{
 			{PK: releasePartition(bot), Delete: func(ctx context.Context, it store.Item) ([]store.Write, error) {
-				if err := svc.releaseRecord(ctx, it); err != nil {
+				rec, err := store.Decode[record](it)
+				if err != nil {
 					return nil, err
 				}
+				svc.releaseRecord(ctx, rec)
 				return []store.Write{store.DeleteOp(it.Key, store.MustExist)}, nil
 			}},
 			{Index: store.GSI1, PK: botPartition(bot), Delete: func(ctx context.Context, it store.Item) ([]store.Write, error) {
@@ -98,9 +100,7 @@ func PurgeStep(st store.Store, svc *Service) jobs.Step {
 				if err != nil {
 					return nil, err
 				}
-				if err := svc.releaseRecord(ctx, it); err != nil {
-					return nil, err
-				}
+				svc.releaseRecord(ctx, rec)
 				writes := []store.Write{store.DeleteOp(it.Key, store.MustExist), store.DeleteOp(typeKey(bot, rec.Type), store.Always)}
 				if rec.LookupKey != "" {
 					writes = append(writes, store.DeleteOp(lookupKey(rec.Type, rec.LookupKey), store.Always))
@@ -114,26 +114,18 @@ func PurgeStep(st store.Store, svc *Service) jobs.Step {
 	})
 }
 
-// releaseRecord releases, best effort, what the adapter of the channel whose record it is
-// registered with its provider. A record that cannot be read is an error (the step fails
-// and is retried); credentials that cannot be opened (a key rotated away) leave nothing to
+// releaseRecord releases, best effort, what the adapter of the channel of rec registered
+// with its provider; credentials that cannot be opened (a key rotated away) leave nothing to
 // release with. A nil s releases nothing.
-func (s *Service) releaseRecord(ctx context.Context, it store.Item) error {
-	rec, err := store.Decode[record](it)
-	if err != nil {
-		return err
-	}
+func (s *Service) releaseRecord(ctx context.Context, rec record) {
 	if s == nil {
-		return nil
+		return
 	}
 	a, ok := s.adapters[rec.Type]
 	if !ok {
-		return nil
+		return
 	}
-	r, err := s.open(ctx, rec)
-	if err != nil {
-		return nil
+	if r, err := s.open(ctx, rec); err == nil {
+		release(ctx, a, r.Conn)
 	}
-	release(ctx, a, r.Conn)
-	return nil
 }

@@ -348,11 +348,7 @@ func (s *Service) Disconnect(ctx context.Context, bot, id string) error {
 		}
 		return fmt.Errorf("disconnect channel: %w", err)
 	}
-	if a, ok := s.adapters[rec.Type]; ok {
-		if r, err := s.open(ctx, rec); err == nil {
-			release(ctx, a, r.Conn)
-		}
-	}
+	s.releaseRecord(ctx, rec)
 	return nil
 }
 
