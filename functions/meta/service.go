@@ -111,12 +111,12 @@ type Config struct {
 	Limiter *ratelimit.Limiter
 	// Channels connects attached assets as channels; nil answers attachments 503.
 	Channels Channels
-	// Queue carries the refresh jobs' steps rescheduling themselves (delayed until a token
-	// is due); nil schedules none (the connection then expires with its token).
+	// Queue carries the refresh chains' steps, through the outbox (delayed until a token is
+	// due); nil with no Outbox schedules none (the connection then expires with its token).
 	Queue queue.Sender
-	// Outbox stages the first step of a connection's refresh chain in the transaction that
-	// activates or reconnects it (shared/outbox, family.Env.Outbox), so that the chain starts
-	// whatever happens to the process or the queue after the commit. Nil with a Queue: an
+	// Outbox stages each step of a connection's refresh chain in the transaction that names
+	// it (activation, reconnection, the step before: shared/outbox, family.Env.Outbox), so
+	// that no step is lost to the process or the queue after the commit. Nil with a Queue: an
 	// outbox over Store and Queue (the platform's sweep relays every outbox item of the
 	// table); nil without one: no chain is started.
 	Outbox Outbox
@@ -155,7 +155,6 @@ type Service struct {
 	audit    audit.Publisher
 	limiter  *ratelimit.Limiter
 	channels Channels
-	queue    queue.Sender
 	outbox   Outbox
 	graph    *graph
 	settings Settings
@@ -188,7 +187,7 @@ func New(cfg Config) (*Service, error) {
 		box = o
 	}
 	return &Service{store: cfg.Store, sealer: cfg.Sealer, bots: cfg.Bots, audit: cfg.Audit, limiter: cfg.Limiter,
-		channels: cfg.Channels, queue: cfg.Queue, outbox: box, settings: st, log: cfg.Log, now: cfg.Now, maxPages: defaultMaxPages,
+		channels: cfg.Channels, outbox: box, settings: st, log: cfg.Log, now: cfg.Now, maxPages: defaultMaxPages,
 		graph: &graph{base: st.GraphURL + "/" + st.Version, appID: st.AppID, appSecret: st.AppSecret, http: hc}}, nil
 }
 

@@ -288,16 +288,23 @@ func TestUpdate(t *testing.T) {
 	assert.ErrorIs(t, err, crm.ErrNotFound, "an entity set the client does not write")
 }
 
+// fakeClient is an HTTP client holding a token of the fake's app (client credentials), for
+// the tests that speak to the fake on the wire.
+func fakeClient(t *testing.T, f *fake.Server) *http.Client {
+	t.Helper()
+	cc := clientcredentials.Config{ClientID: fake.ClientID, ClientSecret: fake.ClientSecret,
+		TokenURL: f.URL() + "/" + fake.TenantID + "/oauth2/v2.0/token", Scopes: []string{f.URL() + "/.default"},
+		AuthStyle: oauth2.AuthStyleInParams}
+	return cc.Client(t.Context())
+}
+
 // TestFakePatchWithoutIfMatchUpserts is the control of TestUpdate's deleted record: a PATCH
 // without If-Match creates the record it names, so only the client's If-Match: * kept it
 // deleted.
 func TestFakePatchWithoutIfMatchUpserts(t *testing.T) {
 	t.Parallel()
 	f := fake.New(t)
-	cc := clientcredentials.Config{ClientID: fake.ClientID, ClientSecret: fake.ClientSecret,
-		TokenURL: f.URL() + "/" + fake.TenantID + "/oauth2/v2.0/token", Scopes: []string{f.URL() + "/.default"},
-		AuthStyle: oauth2.AuthStyleInParams}
-	hc := cc.Client(t.Context())
+	hc := fakeClient(t, f)
 	id := "0000002a-0000-ef11-a317-00000000002a"
 	patch := func(h map[string]string) int {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodPatch, f.URL()+"/api/data/v9.2/contacts("+id+")",
@@ -606,9 +613,6 @@ func TestDealsChangedSince(t *testing.T) {
 func TestFakeOpportunities(t *testing.T) {
 	t.Parallel()
 	f := fake.New(t)
-	cc := clientcredentials.Config{ClientID: fake.ClientID, ClientSecret: fake.ClientSecret,
-		TokenURL: f.URL() + "/" + fake.TenantID + "/oauth2/v2.0/token", Scopes: []string{f.URL() + "/.default"},
-		AuthStyle: oauth2.AuthStyleInParams}
 	ada := f.Create("contacts", map[string]any{"emailaddress1": "ada@example.com"})
 	send := func(hc *http.Client, method, path, body string) (int, map[string]any) {
 		var rd io.Reader
@@ -628,7 +632,7 @@ func TestFakeOpportunities(t *testing.T) {
 		_ = json.NewDecoder(res.Body).Decode(&out)
 		return res.StatusCode, out
 	}
-	hc := cc.Client(t.Context())
+	hc := fakeClient(t, f)
 	code := func(out map[string]any) any { return out["error"].(map[string]any)["code"] }
 
 	status, _ := send(http.DefaultClient, http.MethodPost, "opportunities", `{"name":"x"}`)
@@ -828,10 +832,7 @@ func TestCheckContacts(t *testing.T) {
 func TestFakeEntityDefinitions(t *testing.T) {
 	t.Parallel()
 	f := fake.New(t)
-	cc := clientcredentials.Config{ClientID: fake.ClientID, ClientSecret: fake.ClientSecret,
-		TokenURL: f.URL() + "/" + fake.TenantID + "/oauth2/v2.0/token", Scopes: []string{f.URL() + "/.default"},
-		AuthStyle: oauth2.AuthStyleInParams}
-	hc := cc.Client(t.Context())
+	hc := fakeClient(t, f)
 	get := func(path string) (int, map[string]any) {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, f.URL()+"/api/data/v9.2/"+path, nil)
 		require.NoError(t, err)
