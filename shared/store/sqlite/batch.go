@@ -8,41 +8,50 @@ import (
 	"sync"
 )
 
-// Writer commits the writes made through it on one write connection from one goroutine:
-// when it becomes free it takes every write waiting and commits them in one SQLite
-// transaction, each under a savepoint of its own, so that one whose condition fails, or that
-// fails otherwise, is undone alone. Under load one commit (one lock round trip, one set of
-// WAL frames for the pages the writes share, and under synchronous=FULL one sync) serves
-// many callers: SQLite has one writer anyway, and its per-commit cost, not the writes,
-// bounded the write rate. A lone write commits at once: nothing waits to be batched. The
-// store and the event log (shared/eventlog/sqlitelog) each write through one.
+// Writer commits the writes made through it on one write connection, one transaction at a
+// time: the caller whose write finds no commit under way leads, taking every write waiting
+// and committing them in one SQLite transaction, each under a savepoint of its own, so that
+// one whose condition fails, or that fails otherwise, is undone alone. Under load one commit
+// (one lock round trip, one set of WAL frames for the pages the writes share, and under
+// synchronous=FULL one sync) serves many callers: SQLite has one writer anyway, and its
+// per-commit cost, not the writes, bounded the write rate. A lone write commits at once, on
+// its caller's goroutine: no hand-off to another goroutine and back (LevelDB's write
+// leader). The store and the event log (shared/eventlog/sqlitelog) each write through one.
 type Writer struct {
 	db                             *sql.DB
 	savepoint, release, rollbackTo *sql.Stmt
 
-	ops    chan *writeOp
-	mu     sync.RWMutex // held to send on ops, and to close it
-	closed bool
-	done   chan struct{}
+	mu      sync.Mutex
+	queue   []*writeOp    // submitted, not yet taken by a leader; guarded by mu
+	leading bool          // a caller is committing; guarded by mu
+	closed  bool          // guarded by mu
+	idle    chan struct{} // closed when the last leader stops after Close; guarded by mu
 }
 
 // maxBatch bounds the writes of one commit, so that a caller waits for at most this many
 // others.
 const maxBatch = 64
 
-// writeOp is one caller's write: run applies it inside the writer's transaction.
+// writeOp is one caller's write: run applies it inside the leader's transaction.
 type writeOp struct {
-	run  func(ctx context.Context, tx *sql.Tx) error
+	run func(ctx context.Context, tx *sql.Tx) error
+	// done gets the write's outcome, or errLead: the write is first in line and its caller
+	// commits the next batch (a leader hands on after one batch, so no caller leads for
+	// long while others keep writing).
 	done chan error
 }
 
-// errClosed answers writes made after Close.
-var errClosed = errors.New("sqlite: closed")
+var (
+	// errClosed answers writes made after Close.
+	errClosed = errors.New("sqlite: closed")
+	// errLead hands the lead to a waiting caller; Submit never returns it.
+	errLead = errors.New("sqlite: lead the next commit")
+)
 
-// NewWriter starts a Writer on db, whose one connection (SetMaxOpenConns(1)) takes the write
-// lock at BEGIN (DSN's _txlock=immediate).
+// NewWriter returns a Writer on db, whose one connection (SetMaxOpenConns(1)) takes the
+// write lock at BEGIN (DSN's _txlock=immediate).
 func NewWriter(ctx context.Context, db *sql.DB) (*Writer, error) {
-	w := &Writer{db: db, ops: make(chan *writeOp, 4*maxBatch), done: make(chan struct{})}
+	w := &Writer{db: db}
 	for _, st := range []struct {
 		dst **sql.Stmt
 		sql string
@@ -54,12 +63,11 @@ func NewWriter(ctx context.Context, db *sql.DB) (*Writer, error) {
 		}
 		*st.dst = p
 	}
-	go w.loop()
 	return w, nil
 }
 
 // Submit has the writer apply run and commit it, and returns run's error or the commit's. A
-// write whose ctx is done before the writer reaches it is not applied (ctx's error). Once
+// write whose ctx is done before a leader reaches it is not applied (ctx's error). Once
 // applied, run's statements run without ctx's cancellation: SQLite rolls back the whole
 // transaction of an interrupted write, which would undo the batch's other writes.
 func (w *Writer) Submit(ctx context.Context, run func(ctx context.Context, tx *sql.Tx) error) error {
@@ -72,26 +80,66 @@ func (w *Writer) Submit(ctx context.Context, run func(ctx context.Context, tx *s
 		}
 		return run(bctx, tx)
 	}, done: make(chan error, 1)}
-	w.mu.RLock()
+	w.mu.Lock()
 	if w.closed {
-		w.mu.RUnlock()
+		w.mu.Unlock()
 		return errClosed
 	}
-	w.ops <- o
-	w.mu.RUnlock()
-	return <-o.done
+	w.queue = append(w.queue, o)
+	lead := !w.leading
+	w.leading = true
+	w.mu.Unlock()
+	for {
+		if lead {
+			w.lead()
+		}
+		err := <-o.done
+		if err != errLead {
+			return err
+		}
+		lead = true
+	}
 }
 
-// Close commits the writes submitted before it, stops the writer and refuses later ones. It
+// lead commits one batch, the writes waiting from the front of the queue, and then hands
+// the lead to the first write still waiting, or gives it up when none is.
+func (w *Writer) lead() {
+	w.mu.Lock()
+	n := min(len(w.queue), maxBatch)
+	batch := w.queue[:n:n]
+	w.queue = w.queue[n:]
+	w.mu.Unlock()
+	w.commit(batch)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.queue) > 0 {
+		w.queue[0].done <- errLead
+		return
+	}
+	w.queue = nil // let the backing array go: it holds writes already answered
+	w.leading = false
+	if w.idle != nil {
+		close(w.idle)
+		w.idle = nil
+	}
+}
+
+// Close waits for the writes submitted before it to commit and refuses later ones. It
 // leaves db open.
 func (w *Writer) Close() {
 	w.mu.Lock()
-	if !w.closed {
-		w.closed = true
-		close(w.ops)
+	w.closed = true
+	var idle chan struct{}
+	if w.leading {
+		if w.idle == nil {
+			w.idle = make(chan struct{})
+		}
+		idle = w.idle
 	}
 	w.mu.Unlock()
-	<-w.done
+	if idle != nil {
+		<-idle
+	}
 	w.closeStatements()
 }
 
@@ -100,28 +148,6 @@ func (w *Writer) closeStatements() {
 		if st != nil {
 			st.Close()
 		}
-	}
-}
-
-// loop is the writer: it runs until Close closes ops, and commits what was queued before.
-func (w *Writer) loop() {
-	defer close(w.done)
-	batch := make([]*writeOp, 0, maxBatch)
-	for o := range w.ops {
-		batch = append(batch[:0], o)
-	more:
-		for len(batch) < maxBatch {
-			select {
-			case o, ok := <-w.ops:
-				if !ok {
-					break more
-				}
-				batch = append(batch, o)
-			default:
-				break more
-			}
-		}
-		w.commit(batch)
 	}
 }
 

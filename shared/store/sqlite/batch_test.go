@@ -66,7 +66,7 @@ func TestBatchedWritesFailAlone(t *testing.T) {
 		}()
 	}
 	// Let all four queue, then free the writer.
-	require.Eventually(t, func() bool { return len(s.writer.ops) == len(writes) }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return s.writer.waiting() == len(writes) }, 5*time.Second, time.Millisecond)
 	close(release)
 	wg.Wait()
 	require.NoError(t, <-held)
@@ -97,4 +97,64 @@ func TestCloseDrainsTheWriter(t *testing.T) {
 	defer s2.Close()
 	_, err = s2.Get(ctx, store.Key{PK: "P", SK: "1"})
 	assert.NoError(t, err)
+}
+
+// waiting is how many writes wait for a leader to take them.
+func (w *Writer) waiting() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queue)
+}
+
+// Writes queued behind a busy leader, more than one batch of them, are all committed, each
+// once: the lead passes from batch to batch. Close, called while they wait, returns only once
+// every one of them has committed, and refuses what comes after.
+func TestTheLeadPassesOnAndCloseWaitsForIt(t *testing.T) {
+	t.Parallel()
+	s, path := openTemp(t)
+	ctx := context.Background()
+	busy, release := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- s.writer.Submit(ctx, func(context.Context, *sql.Tx) error {
+			close(busy)
+			<-release
+			return nil
+		})
+	}()
+	<-busy
+	const n = 3*maxBatch + 5
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = s.Add(ctx, store.Key{PK: "P", SK: "count"}, 1, time.Time{})
+		}()
+	}
+	require.Eventually(t, func() bool { return s.writer.waiting() == n }, 5*time.Second, time.Millisecond)
+	closed := make(chan struct{})
+	go func() {
+		s.writer.Close()
+		close(closed)
+	}()
+	close(release)
+	<-closed
+	got, err := s.Get(ctx, store.Key{PK: "P", SK: "count"})
+	require.NoError(t, err)
+	assert.Equal(t, int64(n), got.Count, "Close returned once every write had committed, each once")
+	wg.Wait()
+	require.NoError(t, <-held)
+	for i, err := range errs {
+		require.NoError(t, err, "write %d", i)
+	}
+	assert.ErrorIs(t, s.Put(ctx, store.Item{Key: store.Key{PK: "P", SK: "late"}, Data: []byte(`{}`), Revision: 1}, store.Always), errClosed)
+	require.NoError(t, s.Close())
+	s2, err := Open(path)
+	require.NoError(t, err)
+	defer s2.Close()
+	got, err = s2.Get(ctx, store.Key{PK: "P", SK: "count"})
+	require.NoError(t, err)
+	assert.Equal(t, int64(n), got.Count, "and durably")
 }
