@@ -39,6 +39,8 @@ type writeOp struct {
 	// commits the next batch (a leader hands on after one batch, so no caller leads for
 	// long while others keep writing).
 	done chan error
+	// panicked is what run panicked with, set before done is sent: Submit panics with it.
+	panicked any
 }
 
 var (
@@ -94,6 +96,9 @@ func (w *Writer) Submit(ctx context.Context, run func(ctx context.Context, tx *s
 			w.lead()
 		}
 		err := <-o.done
+		if o.panicked != nil {
+			panic(o.panicked)
+		}
 		if err != errLead {
 			return err
 		}
@@ -102,7 +107,7 @@ func (w *Writer) Submit(ctx context.Context, run func(ctx context.Context, tx *s
 }
 
 // lead commits one batch, the writes waiting from the front of the queue, and then hands
-// the lead to the first write still waiting, or gives it up when none is.
+// the lead on.
 func (w *Writer) lead() {
 	w.mu.Lock()
 	n := min(len(w.queue), maxBatch)
@@ -110,6 +115,11 @@ func (w *Writer) lead() {
 	w.queue = w.queue[n:]
 	w.mu.Unlock()
 	w.commit(batch)
+	w.handOn()
+}
+
+// handOn hands the lead to the first write waiting, or gives it up when none is.
+func (w *Writer) handOn() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.queue) > 0 {
@@ -151,11 +161,26 @@ func (w *Writer) closeStatements() {
 	}
 }
 
-// commit applies batch in one transaction and tells each caller its outcome.
+// commit applies batch in one transaction and tells each caller its outcome. A write that
+// panics undoes the whole batch: the others are told so, and the panic is raised again in
+// its own caller's goroutine (Submit), whoever leads.
 func (w *Writer) commit(batch []*writeOp) {
 	ctx := context.Background()
 	errs := make([]error, len(batch))
+	var tx *sql.Tx
+	running := -1 // the write being applied
 	defer func() {
+		if v := recover(); v != nil {
+			if tx != nil {
+				_ = tx.Rollback()
+			}
+			for i := range errs {
+				errs[i] = fmt.Errorf("sqlite: a write of the same transaction panicked, and it was rolled back: %v", v)
+			}
+			if running >= 0 {
+				batch[running].panicked = v
+			}
+		}
 		for i, o := range batch {
 			o.done <- errs[i]
 		}
@@ -167,14 +192,17 @@ func (w *Writer) commit(batch []*writeOp) {
 			}
 		}
 	}
-	tx, err := w.db.BeginTx(ctx, nil)
-	if err != nil {
+	var err error
+	if tx, err = w.db.BeginTx(ctx, nil); err != nil {
 		fail(err)
 		return
 	}
 	if len(batch) == 1 {
 		// Alone: the transaction is the write's, and a failure rolls it back.
-		if errs[0] = batch[0].run(ctx, tx); errs[0] != nil {
+		running = 0
+		errs[0] = batch[0].run(ctx, tx)
+		running = -1
+		if errs[0] != nil {
 			_ = tx.Rollback()
 			return
 		}
@@ -185,7 +213,10 @@ func (w *Writer) commit(batch []*writeOp) {
 				fail(fmt.Errorf("savepoint: %w", err))
 				return
 			}
-			if errs[i] = o.run(ctx, tx); errs[i] != nil {
+			running = i
+			errs[i] = o.run(ctx, tx)
+			running = -1
+			if errs[i] != nil {
 				if _, err := tx.StmtContext(ctx, w.rollbackTo).ExecContext(ctx); err != nil {
 					// SQLite rolled the whole transaction back itself (an I/O error, a
 					// full disk): the writes before this one are gone too.

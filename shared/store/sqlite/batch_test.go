@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -157,4 +158,54 @@ func TestTheLeadPassesOnAndCloseWaitsForIt(t *testing.T) {
 	got, err = s2.Get(ctx, store.Key{PK: "P", SK: "count"})
 	require.NoError(t, err)
 	assert.Equal(t, int64(n), got.Count, "and durably")
+}
+
+// A write that panics takes its batch down with it, not the writer: the write committed
+// beside it is refused (neither is kept), the panic reaches the goroutine of the write that
+// panicked whether or not it led the batch, and the next write commits.
+func TestAPanickingWriteFailsItsBatchAndTheWriterGoesOn(t *testing.T) {
+	for _, panicFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("panicking write leads: %v", panicFirst), func(t *testing.T) {
+			t.Parallel()
+			s, _ := openTemp(t)
+			ctx := context.Background()
+			busy, release := make(chan struct{}), make(chan struct{})
+			held := make(chan error, 1)
+			go func() {
+				held <- s.writer.Submit(ctx, func(context.Context, *sql.Tx) error {
+					close(busy)
+					<-release
+					return nil
+				})
+			}()
+			<-busy
+			panicked := make(chan any, 1)
+			beside := make(chan error, 1)
+			queue := []func(){
+				func() {
+					defer func() { panicked <- recover() }()
+					_ = s.writer.Submit(ctx, func(context.Context, *sql.Tx) error { panic("boom") })
+				},
+				func() {
+					beside <- s.Put(ctx, store.Item{Key: store.Key{PK: "P", SK: "beside"}, Data: []byte(`{}`), Revision: 1}, store.Always)
+				},
+			}
+			if !panicFirst {
+				queue[0], queue[1] = queue[1], queue[0]
+			}
+			for i, write := range queue {
+				go write()
+				require.Eventually(t, func() bool { return s.writer.waiting() == i+1 }, 5*time.Second, time.Millisecond)
+			}
+			close(release)
+			require.NoError(t, <-held)
+			assert.Equal(t, "boom", <-panicked)
+			assert.ErrorContains(t, <-beside, "panicked")
+			_, err := s.Get(ctx, store.Key{PK: "P", SK: "beside"})
+			assert.ErrorIs(t, err, store.ErrNotFound, "the batch was rolled back")
+			require.NoError(t, s.Put(ctx, store.Item{Key: store.Key{PK: "P", SK: "after"}, Data: []byte(`{}`), Revision: 1}, store.Always))
+			_, err = s.Get(ctx, store.Key{PK: "P", SK: "after"})
+			assert.NoError(t, err)
+		})
+	}
 }
