@@ -15,8 +15,8 @@ import (
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/purge"
-	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -30,15 +30,8 @@ type Service struct {
 	dependents []Dependents
 	// outbox stages the start of a deleted bot's purge in the deletion's transaction; log
 	// reports a deletion that cannot start it.
-	outbox Outbox
+	outbox outbox.Stager
 	log    *slog.Logger
-}
-
-// Outbox stages queue messages in a transaction of the caller's (shared/outbox implements
-// it): writes go in the transaction, and deliver, called once it has committed, sends them at
-// once; what deliver cannot send, the outbox's sweep sends later.
-type Outbox interface {
-	Stage(msgs ...queue.Message) (writes []store.Write, deliver func(context.Context), err error)
 }
 
 // Dependents returns what deleting bot must delete in the same transaction, because it must
@@ -61,7 +54,7 @@ func (s *Service) WithDependents(d ...Dependents) *Service {
 // purge.SweepDelay later, whose start messages are staged in o within the deletion's own
 // transaction, so that a deletion never commits without them. With a nil o (a tool that
 // runs no jobs) the deletion is logged to log as not purged.
-func (s *Service) WithPurge(o Outbox, log *slog.Logger) *Service {
+func (s *Service) WithPurge(o outbox.Stager, log *slog.Logger) *Service {
 	c := *s
 	c.outbox, c.log = o, log
 	return &c

@@ -20,7 +20,7 @@ import (
 	"github.com/botplatform/api/shared/channel"
 	"github.com/botplatform/api/shared/emaillinks"
 	"github.com/botplatform/api/shared/eventlog"
-	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/ratelimit"
 	"github.com/botplatform/api/shared/store"
 )
@@ -99,11 +99,6 @@ type Reactions interface {
 	Start(bot string, p Person, reactionID, cause string) ([]store.Write, func(context.Context), error)
 }
 
-// Stager stages queue messages in a store transaction (*outbox.Outbox).
-type Stager interface {
-	Stage(msgs ...queue.Message) (writes []store.Write, deliver func(context.Context), err error)
-}
-
 // Deps are the service's dependencies; New refuses to build without any but Templates,
 // Reactions, Sleep, Log and Events.
 type Deps struct {
@@ -113,7 +108,7 @@ type Deps struct {
 	Channels  Channels
 	Templates Templates
 	Reactions Reactions
-	Outbox    Stager
+	Outbox    outbox.Stager
 	Limiter   *ratelimit.Limiter
 	Now       func() time.Time
 	// Sleep waits for d or until ctx ends (pacing, backoff); nil is a timer.

@@ -21,7 +21,7 @@ import (
 	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
-	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/ratelimit"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/text"
@@ -111,12 +111,6 @@ type Mailer interface {
 	Send(ctx context.Context, m email.Message, dkim *email.Signer) (email.Receipt, error)
 }
 
-// Stager stages queue messages in a store transaction (*outbox.Outbox): a campaign's job
-// starts in the very transaction that schedules, resumes or cancels it.
-type Stager interface {
-	Stage(msgs ...queue.Message) (writes []store.Write, deliver func(context.Context), err error)
-}
-
 // Deps are the service's dependencies; New refuses to build without any but Sleep and Log.
 type Deps struct {
 	Store        store.Store
@@ -126,9 +120,11 @@ type Deps struct {
 	Suppressions Suppressions
 	Mail         Mailer
 	Links        *emaillinks.Signer
-	Outbox       Stager
-	Limiter      *ratelimit.Limiter
-	Now          func() time.Time
+	// Outbox stages a campaign job's start in the very transaction that schedules, resumes
+	// or cancels it.
+	Outbox  outbox.Stager
+	Limiter *ratelimit.Limiter
+	Now     func() time.Time
 	// Sleep waits for d or until ctx ends (pacing); nil is a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Log receives what the send job does not return as an error (nil: discarded).

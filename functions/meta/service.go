@@ -91,13 +91,6 @@ type Channels interface {
 	Adapter(k channel.Kind) (channel.Adapter, bool)
 }
 
-// Outbox stages queue messages in a transaction of the caller's (shared/outbox implements
-// it): writes go in the transaction, and deliver, called once it has committed, sends them at
-// once; what deliver cannot send, the outbox's sweep sends later.
-type Outbox interface {
-	Stage(msgs ...queue.Message) (writes []store.Write, deliver func(context.Context), err error)
-}
-
 // Config is the family's dependencies. Store, Sealer, Bots, Audit, Log and Now are required.
 type Config struct {
 	Store store.Store
@@ -119,7 +112,7 @@ type Config struct {
 	// that no step is lost to the process or the queue after the commit. Nil with a Queue: an
 	// outbox over Store and Queue (the platform's sweep relays every outbox item of the
 	// table); nil without one: no chain is started.
-	Outbox Outbox
+	Outbox outbox.Stager
 	// HTTPClient calls the Graph API and the token endpoint; nil is a bounded default.
 	HTTPClient *http.Client
 	Settings   Settings
@@ -155,7 +148,7 @@ type Service struct {
 	audit    audit.Publisher
 	limiter  *ratelimit.Limiter
 	channels Channels
-	outbox   Outbox
+	outbox   outbox.Stager
 	graph    *graph
 	settings Settings
 	log      *slog.Logger

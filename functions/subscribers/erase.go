@@ -8,6 +8,7 @@ import (
 
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/store"
@@ -77,15 +78,9 @@ func (s *Service) Delete(ctx context.Context, bot, id string, expected *int64) e
 	return busy("subscriber " + id)
 }
 
-// Outbox stages queue messages in the transaction of the change they follow and sends them
-// once it has committed: shared/outbox's Outbox.
-type Outbox interface {
-	Stage(msgs ...queue.Message) (writes []store.Write, deliver func(context.Context), err error)
-}
-
 // WithOutbox returns a copy of the Service that stages the start of an erased subscriber's
 // event erasure in the erasure's own transaction (see Delete).
-func (s *Service) WithOutbox(o Outbox) *Service {
+func (s *Service) WithOutbox(o outbox.Stager) *Service {
 	c := *s
 	c.outbox = o
 	return &c

@@ -15,6 +15,7 @@ import (
 	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -34,7 +35,7 @@ type Service struct {
 	log    *slog.Logger
 	// outbox stages the start of an erased subscriber's event erasure in the erasure's
 	// transaction (WithOutbox; nil: the job is started after the commit).
-	outbox Outbox
+	outbox outbox.Stager
 }
 
 // NewService returns a Service. starter runs the background removal that follows a label or

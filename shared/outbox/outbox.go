@@ -107,6 +107,15 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// Stager is what a family takes of an Outbox: staging messages in a transaction of its own.
+// *Outbox implements it; a test passes one that fails, to show that a change is never made
+// without the messages that must follow it.
+type Stager interface {
+	Stage(msgs ...queue.Message) (writes []store.Write, deliver func(context.Context), err error)
+}
+
+var _ Stager = (*Outbox)(nil)
+
 // Outbox stages messages in the store and relays them to a queue. It is safe for
 // concurrent use.
 type Outbox struct {

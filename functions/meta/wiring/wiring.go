@@ -15,6 +15,7 @@ import (
 	"github.com/botplatform/api/functions/meta"
 	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/httpapi"
+	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/ratelimit"
 )
 
@@ -75,7 +76,7 @@ func Service(env *family.Env, settings meta.Settings) *meta.Service {
 	if c := channels.FromEnv(env); c != nil {
 		chans = c
 	}
-	var box meta.Outbox
+	var box outbox.Stager
 	if env.Outbox != nil {
 		box = env.Outbox
 	}
