@@ -352,9 +352,10 @@ func (s *Service) List(ctx context.Context, bot string, limit int, cursor string
 }
 
 // Delete deletes a domain (expected is the revision read, nil for any) and releases its
-// deployment-wide claim. A domain that inbound routes use is not deleted (409 domain_in_use):
-// mail to it would silently stop being routed. A domain registered with the provider is
-// deregistered afterwards, best effort (logged when it fails).
+// deployment-wide claim in the same transaction: at once without a provider, else through a
+// release job that deregisters the name from the provider first (releaseWrites). A domain
+// that inbound routes use is not deleted (409 domain_in_use): mail to it would silently stop
+// being routed.
 func (s *Service) Delete(ctx context.Context, bot, id string, expected *int64) error {
 	for range updateAttempts {
 		rec, err := s.load(ctx, bot, id)
@@ -380,14 +381,20 @@ func (s *Service) Delete(ctx context.Context, bot, id string, expected *int64) e
 		if err != nil {
 			return err
 		}
+		delivered := func(context.Context) {}
 		err = store.Counted(ctx, s.store, countKey(bot, "DOM"), -1, func(cnt store.Counter) error {
 			writes := []store.Write{cnt.Write,
 				store.DeleteOp(domainKey(bot, id), store.RevisionIs(rec.Revision)),
 				store.DeleteOp(nameKey(bot, rec.Name), store.Always),
 				routes.unchanged(),
 			}
-			if claimed && c.BotID == bot && c.DomainID == id {
-				writes = append(writes, store.DeleteOp(claimKey(rec.Name), store.RevisionIs(claimRev)))
+			if claimed && c.BotID == bot && c.DomainID == id && !c.Releasing {
+				release, deliver, err := s.releaseWrites(bot, rec, claimRev)
+				if err != nil {
+					return err
+				}
+				writes = append(writes, release...)
+				delivered = deliver
 			}
 			return s.store.Transact(ctx, writes)
 		})
@@ -398,19 +405,8 @@ func (s *Service) Delete(ctx context.Context, bot, id string, expected *int64) e
 		if err != nil {
 			return fmt.Errorf("delete domain: %w", err)
 		}
-		if rec.Registered && s.identities != nil {
-			s.deregister(ctx, bot, rec)
-		}
+		delivered(ctx)
 		return nil
 	}
 	return fmt.Errorf("delete domain %s: it keeps changing: %w", id, store.ErrUnavailable)
-}
-
-func (s *Service) deregister(ctx context.Context, bot string, rec domainRecord) {
-	ctx, cancel := background(ctx, 30*time.Second)
-	defer cancel()
-	if err := s.identities.Deregister(ctx, rec.Name); err != nil {
-		s.log.ErrorContext(ctx, "email domain deleted but not deregistered from the provider", "request_id", httpapi.RequestID(ctx),
-			"bot_id", bot, "domain_id", rec.ID, "domain", rec.Name, "error", err)
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/mail"
 	"regexp"
 	"strings"
@@ -22,7 +23,10 @@ import (
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/secrets/kms"
+	"github.com/botplatform/api/shared/secrets/secretstest"
 	"github.com/botplatform/api/shared/store"
+	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
 func recordOf(t *testing.T, d Domain, purpose string) Record {
@@ -268,8 +272,15 @@ func TestVerifyFailuresChangeNothing(t *testing.T) {
 	_, err = f.svc.Verify(ctx, f.bot, d.ID)
 	he = httpapitest.AsError(t, err)
 	assert.Equal(t, "provider_unavailable", he.Code)
-	_, err = f.st.Get(ctx, claimKey("example.com"))
-	assert.ErrorIs(t, err, store.ErrNotFound, "the claim is released when registration fails")
+	// The records proved the name the bot's: the claim stays the domain's (releasing it
+	// would need a deregistration first), so no other bot takes the name, and the next
+	// verify registers again.
+	c, _, ok, err := f.svc.readClaim(ctx, "example.com")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, claim{BotID: f.bot, DomainID: d.ID}, c)
+	_, err = f.svc.Add(ctx, ids.At("bot", t0), NewDomain{Name: "example.com"})
+	assert.Equal(t, "domain_taken", httpapitest.AsError(t, err).Code)
 	got, err := f.svc.Get(ctx, f.bot, d.ID)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), got.Revision)
@@ -311,8 +322,16 @@ func TestDomainTakenAcrossBots(t *testing.T) {
 	_, err = f.svc.Signer(ctx, botB, "news@example.com")
 	assert.ErrorIs(t, err, ErrNotVerified)
 
-	// Deleted by its holder, the name is free.
+	// Deleted by its holder, the name is held until the provider let it go, then free.
 	require.NoError(t, f.svc.Delete(ctx, f.bot, a.ID, nil))
+	assert.Empty(t, f.ids.deregistered, "not before the release job")
+	_, err = f.svc.Verify(ctx, botB, b.ID)
+	he = httpapitest.AsError(t, err)
+	assert.Equal(t, "domain_releasing", he.Code)
+	assert.Equal(t, 409, he.Status())
+	released, err := f.releases(t)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"example.com"}, released)
 	assert.Equal(t, []string{"example.com"}, f.ids.deregistered)
 	got, err = f.svc.Verify(ctx, botB, b.ID)
 	require.NoError(t, err)
@@ -343,27 +362,82 @@ func TestDeleteDomain(t *testing.T) {
 	require.NoError(t, f.svc.Delete(ctx, f.bot, d.ID, &d.Revision))
 	_, err = f.svc.Get(ctx, f.bot, d.ID)
 	assert.Equal(t, httpapi.KindNotFound, httpapi.KindOf(err))
-	assert.Equal(t, []string{"example.com"}, f.ids.deregistered)
-	for _, k := range []store.Key{claimKey("example.com"), nameKey(f.bot, "example.com"), domainRoutesKey(f.bot, d.ID)} {
+	for _, k := range []store.Key{nameKey(f.bot, "example.com"), domainRoutesKey(f.bot, d.ID)} {
 		_, err = f.st.Get(ctx, k)
 		assert.ErrorIs(t, err, store.ErrNotFound, k.PK+" "+k.SK)
 	}
 	cnt, err := f.st.Get(ctx, countKey(f.bot, "DOM"))
 	require.NoError(t, err)
 	assert.Zero(t, cnt.Count)
+	// The claim is held, releasing, until its job has deregistered the name.
+	c, _, ok, err := f.svc.readClaim(ctx, "example.com")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, claim{BotID: f.bot, DomainID: d.ID, Releasing: true}, c)
+	assert.Empty(t, f.ids.deregistered)
 
-	// The name can be added again, with a new selector.
+	// The name can be added again, with a new selector, but not verified before the release.
 	again, err := f.svc.Add(ctx, f.bot, NewDomain{Name: "example.com"})
 	require.NoError(t, err)
 	assert.NotEqual(t, d.DKIMSelector, again.DKIMSelector)
+	f.dns.publish(again)
+	_, err = f.svc.Verify(ctx, f.bot, again.ID)
+	assert.Equal(t, "domain_releasing", httpapitest.AsError(t, err).Code)
 
-	// A deregistration failure is logged, not the caller's.
+	// A provider failure fails the job, which the queue retries; the claim stays meanwhile.
 	f.ids.err = errors.New("ses is down")
-	require.NoError(t, f.svc.Delete(ctx, f.bot, again.ID, nil), "never registered: no provider call")
-	d2 := func() Domain { f.ids.err = nil; return f.verified(t, f.bot, "example.org") }()
-	f.ids.err = errors.New("ses is down")
-	require.NoError(t, f.svc.Delete(ctx, f.bot, d2.ID, nil))
-	assert.Contains(t, f.logs.String(), "not deregistered")
+	_, err = f.releases(t)
+	require.ErrorContains(t, err, "ses is down")
+	_, _, ok, err = f.svc.readClaim(ctx, "example.com")
+	require.NoError(t, err)
+	assert.True(t, ok, "no other bot can register the name while the identity is there")
+	f.ids.err = nil
+	released, err := f.releases(t)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"example.com"}, released)
+	assert.Equal(t, []string{"example.com", "example.com"}, f.ids.deregistered, "tried, then done")
+	_, err = f.st.Get(ctx, claimKey("example.com"))
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	// A job the queue delivers again finds nothing left to do.
+	before := len(f.ids.deregistered)
+	_, done, err := f.svc.ReleaseStep(ctx, []byte(`{"name":"example.com","bot_id":"`+f.bot+`","domain_id":"`+d.ID+`"}`), "")
+	require.NoError(t, err)
+	assert.True(t, done)
+	assert.Len(t, f.ids.deregistered, before)
+
+	// Now the name verifies again, and deleting a domain that never claimed its name
+	// releases nothing.
+	got, err := f.svc.Verify(ctx, f.bot, again.ID)
+	require.NoError(t, err)
+	assert.Equal(t, StatusVerified, got.Status)
+	pending, err := f.svc.Add(ctx, f.bot, NewDomain{Name: "pending.example"})
+	require.NoError(t, err)
+	require.NoError(t, f.svc.Delete(ctx, f.bot, pending.ID, nil))
+	assert.Empty(t, f.queue.Sent())
+}
+
+// Without a provider (the local process) a deleted domain's claim goes in its deletion's
+// transaction: there is no identity to deregister first.
+func TestDeleteDomainWithoutAProvider(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *Config) { c.Identities, c.Outbox = nil, nil })
+	ctx := t.Context()
+	d := f.verified(t, f.bot, "example.com")
+	require.NoError(t, f.svc.Delete(ctx, f.bot, d.ID, nil))
+	_, err := f.st.Get(ctx, claimKey("example.com"))
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	assert.Empty(t, f.queue.Sent())
+	d = f.verified(t, ids.At("bot", t0), "example.com")
+	assert.Equal(t, StatusVerified, d.Status)
+}
+
+// A provider needs the outbox the release jobs go through.
+func TestIdentitiesNeedAnOutbox(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Store: sqlitetest.Open(t), Sealer: secretstest.Wrap(nil, kms.PurposeSecrets), Identities: &fakeIdentities{},
+		Log: slog.New(slog.DiscardHandler), Now: time.Now}
+	_, err := New(cfg)
+	assert.ErrorContains(t, err, "Outbox is required")
 }
 
 func TestDomainLimit(t *testing.T) {
@@ -396,4 +470,50 @@ func TestConfigValidate(t *testing.T) {
 		assert.Contains(t, err.Error(), want)
 	}
 	assert.Regexp(t, regexp.MustCompile(`feedback-smtp\.us-east-1\.amazonses\.com`), RecordValues{}.withDefaults().MailFromMX)
+}
+
+// A domain deleted while its verify registers it with the provider leaves no identity
+// behind: whichever of the two gives the claim up, its release job deregisters the name after
+// the registration, and only then frees it.
+func TestDeletedWhileVerifying(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// del deletes the domain while its verify registers it.
+		del func(t *testing.T, f *fixture, d Domain)
+	}{
+		{"the deletion sees the claim", func(t *testing.T, f *fixture, d Domain) {
+			require.NoError(t, f.svc.Delete(t.Context(), f.bot, d.ID, nil))
+		}},
+		{"the deletion read no claim yet", func(t *testing.T, f *fixture, d Domain) {
+			// As a deletion that read the claim before the verify wrote it commits: the
+			// domain goes, the claim is left to the verify.
+			require.NoError(t, f.st.Delete(t.Context(), domainKey(f.bot, d.ID), store.Always))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			ctx := t.Context()
+			d, err := f.svc.Add(ctx, f.bot, NewDomain{Name: "example.com"})
+			require.NoError(t, err)
+			f.dns.publish(d)
+			f.ids.registering = func() { tc.del(t, f, d) }
+			_, err = f.svc.Verify(ctx, f.bot, d.ID)
+			assert.Equal(t, httpapi.KindNotFound, httpapi.KindOf(err))
+			f.ids.registering = nil
+			require.Contains(t, f.ids.registered, "example.com", "registered after the deletion")
+
+			c, _, ok, err := f.svc.readClaim(ctx, "example.com")
+			require.NoError(t, err)
+			require.True(t, ok, "the claim is held until the name is deregistered")
+			assert.True(t, c.Releasing)
+			released, err := f.releases(t)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"example.com"}, released, "one release job")
+			assert.Equal(t, []string{"example.com"}, f.ids.deregistered)
+			_, err = f.st.Get(ctx, claimKey("example.com"))
+			assert.ErrorIs(t, err, store.ErrNotFound)
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"log/slog"
 	"net"
 	"net/mail"
@@ -21,6 +22,10 @@ import (
 	"github.com/botplatform/api/shared/email"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/outbox"
+	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/queue/queuetest"
 	"github.com/botplatform/api/shared/secrets/keyfile"
 	"github.com/botplatform/api/shared/secrets/kms"
 	"github.com/botplatform/api/shared/secrets/secretstest"
@@ -171,9 +176,14 @@ type fakeIdentities struct {
 	keys         map[string][]byte
 	deregistered []string
 	err          error
+	// registering, when set, runs as a registration begins: what happens meanwhile.
+	registering func()
 }
 
 func (f *fakeIdentities) Register(_ context.Context, domain, selector string, key []byte) error {
+	if f.registering != nil {
+		f.registering()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -215,6 +225,7 @@ func (f *fakeActions) RunReaction(_ context.Context, bot, reaction string, from 
 }
 
 type fixture struct {
+	queue *queuetest.Sender // the jobs queue: release jobs, through the outbox
 	svc   *Service
 	st    store.Store
 	clock *httpapitest.Clock
@@ -254,11 +265,15 @@ func newFixture(t *testing.T, opts ...func(*Config)) *fixture {
 	st := sqlitetest.Open(t, sqlite.WithClock(c.Now))
 	key, err := keyfile.New(make([]byte, 32))
 	require.NoError(t, err)
-	f := &fixture{st: st, clock: c, bot: ids.At("bot", t0), dns: newFakeDNS(t),
+	q := &queuetest.Sender{}
+	box, err := outbox.New(st, q, outbox.Config{Now: c.Now})
+	require.NoError(t, err)
+	f := &fixture{st: st, clock: c, bot: ids.At("bot", t0), dns: newFakeDNS(t), queue: q,
 		ids:  &fakeIdentities{registered: map[string]string{}, keys: map[string][]byte{}},
 		acts: &fakeActions{}, logs: &syncBuffer{}}
 	cfg := Config{
 		Store: st, Sealer: secretstest.Wrap(key, kms.PurposeSecrets), Resolver: NewResolver(f.dns.addr), Identities: f.ids, Actions: f.acts,
+		Outbox:        box,
 		Records:       RecordValues{Region: "eu-west-1", TrackingHost: trackingHost},
 		InboundSecret: testSecret,
 		GenerateKey:   func() (*rsa.PrivateKey, error) { return testKey(), nil },
@@ -284,4 +299,27 @@ func (f *fixture) verified(t *testing.T, bot, name string) Domain {
 	require.NoError(t, err)
 	require.Equal(t, StatusVerified, d.Status)
 	return d
+}
+
+// releases runs the release jobs staged since the last call, as the jobs Lambda runs them
+// once their delay is over, and returns the names they were for. A job that fails is
+// returned to the queue, as SQS would redeliver it, and its error returned.
+func (f *fixture) releases(t *testing.T) ([]string, error) {
+	t.Helper()
+	var names []string
+	for _, m := range f.queue.Take() {
+		require.Equal(t, releaseDelay, m.Delay, "a release waits out any registration under way")
+		st := queuetest.Decode[jobs.State](t, []queue.Message{m})[0]
+		require.Equal(t, JobRelease, st.Kind)
+		var p releasePayload
+		require.NoError(t, json.Unmarshal(st.Payload, &p))
+		_, done, err := f.svc.ReleaseStep(sqlitetest.As(t.Context(), "jobs"), st.Payload, "")
+		if err != nil {
+			require.NoError(t, f.queue.Send(t.Context(), m))
+			return names, err
+		}
+		require.True(t, done)
+		names = append(names, p.Name)
+	}
+	return names, nil
 }

@@ -189,7 +189,7 @@ func requireSESGranted(t *testing.T, lambda string, calls []string) {
 }
 
 // The service registers a domain with SES through SESIdentities the first time it verifies,
-// and deregisters it when it is deleted.
+// and the release job its deletion stages deregisters it.
 func TestVerifyRegistersWithSES(t *testing.T) {
 	t.Parallel()
 	fake, ses := newFakeSES(t)
@@ -197,6 +197,15 @@ func TestVerifyRegistersWithSES(t *testing.T) {
 	d := f.verified(t, f.bot, "example.com")
 	assert.Equal(t, d.DKIMSelector, fake.identities["example.com"]["DomainSigningSelector"])
 	require.NoError(t, f.svc.Delete(t.Context(), f.bot, d.ID, nil))
+	assert.Contains(t, fake.identities, "example.com", "not before the release job")
+	routes := fake.callsSince(0)
+	// On AWS the emaildomains Lambda serves the routes and the jobs Lambda runs the job.
+	requireSESGranted(t, "emaildomains", routes)
+	released, err := f.releases(t)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"example.com"}, released)
 	assert.Empty(t, fake.identities)
-	requireSESGranted(t, "emaildomains", fake.callsSince(0))
+	job := fake.callsSince(len(routes))
+	assert.Equal(t, []string{"DELETE /v2/email/identities/example.com"}, job)
+	requireSESGranted(t, "jobs", job)
 }

@@ -269,7 +269,7 @@ func (s *Service) targets(ctx context.Context, recipients []string) ([]target, i
 			if err != nil {
 				return nil, 0, err
 			}
-			if ok {
+			if ok && !got.Releasing { // a deleted domain's: no mail is routed by it
 				c = &got
 			}
 			claims[name] = c

@@ -453,3 +453,26 @@ func TestFitBoundsBodies(t *testing.T) {
 	assert.True(t, m.HTMLTruncated, "control characters take six bytes each in JSON: cut further")
 	assert.Less(t, len(m.HTML), 100<<10)
 }
+
+// Mail to a deleted domain whose claim is still being released (its name deregistered from
+// the provider) is stored nowhere: the claim routes nothing.
+func TestInboundIgnoresAReleasingClaim(t *testing.T) {
+	t.Parallel()
+	in := newInbound(t)
+	f := in.f
+	ctx := t.Context()
+	routes, _, err := f.svc.ListRoutes(ctx, f.bot, 100, "")
+	require.NoError(t, err)
+	for _, r := range routes {
+		require.NoError(t, f.svc.DeleteRoute(ctx, f.bot, r.ID, nil))
+	}
+	require.NoError(t, f.svc.Delete(ctx, f.bot, in.domain.ID, nil))
+	c, _, ok, err := f.svc.readClaim(ctx, "example.com")
+	require.NoError(t, err)
+	require.True(t, ok && c.Releasing, "the claim is being released")
+
+	r := in.postJSON(t, map[string]any{"raw": b64(mimemailtest.SampleMail("news@example.com", "m9@sender.example"))})
+	require.Equal(t, http.StatusOK, r.Code, r.Body)
+	assert.Equal(t, map[string]any{"stored": 0.0, "duplicates": 0.0, "dropped": 0.0, "ignored_recipients": 2.0}, r.JSON)
+	assert.Empty(t, in.messages(t))
+}

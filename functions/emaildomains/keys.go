@@ -71,8 +71,11 @@ type pointer struct {
 	DomainID string `json:"domain_id"`
 }
 
-// claim is what a deployment-wide EMAILDOMAIN item holds.
+// claim is what a deployment-wide EMAILDOMAIN item holds. A releasing claim belongs to a
+// deleted domain whose name is being deregistered from the provider (release.go): it still
+// holds the name against every bot, and routes no mail.
 type claim struct {
-	BotID    string `json:"bot_id"`
-	DomainID string `json:"domain_id"`
+	BotID     string `json:"bot_id"`
+	DomainID  string `json:"domain_id"`
+	Releasing bool   `json:"releasing,omitempty"`
 }

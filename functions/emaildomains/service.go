@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/botplatform/api/shared/email"
+	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/secrets"
 	"github.com/botplatform/api/shared/sns"
 	"github.com/botplatform/api/shared/store"
@@ -81,6 +82,9 @@ type Config struct {
 	// Identities registers domains with the sending provider when they first verify (SES
 	// on AWS); nil registers nothing.
 	Identities Identities
+	// Outbox stages the release job of a deleted domain's name (JobRelease) in the deletion's
+	// transaction; required with Identities.
+	Outbox outbox.Stager
 	// Actions runs the forward and reaction actions of inbound routes; nil only stores mail
 	// (those actions are then recorded as skipped).
 	Actions Actions
@@ -118,6 +122,9 @@ func (c Config) Validate() error {
 	if c.Now == nil {
 		errs = append(errs, errors.New("Now is required"))
 	}
+	if c.Identities != nil && c.Outbox == nil {
+		errs = append(errs, errors.New("Outbox is required with Identities (a deleted domain's release job)"))
+	}
 	if c.Retention < 0 || c.MaxInboundPerDay < 0 {
 		errs = append(errs, errors.New("Retention and MaxInboundPerDay cannot be negative"))
 	}
@@ -145,6 +152,7 @@ type Service struct {
 	sealer     secrets.Sealer
 	resolver   Resolver
 	identities Identities
+	outbox     outbox.Stager
 	actions    Actions
 	records    RecordValues
 	secret     string
@@ -161,7 +169,7 @@ func New(cfg Config) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Service{store: cfg.Store, sealer: cfg.Sealer, resolver: cfg.Resolver, identities: cfg.Identities,
+	s := &Service{store: cfg.Store, sealer: cfg.Sealer, resolver: cfg.Resolver, identities: cfg.Identities, outbox: cfg.Outbox,
 		actions: cfg.Actions, records: cfg.Records.withDefaults(), secret: cfg.InboundSecret, sns: cfg.SNS,
 		retention: cfg.Retention, maxPerDay: cfg.MaxInboundPerDay, genKey: cfg.GenerateKey, log: cfg.Log, now: cfg.Now}
 	if s.resolver == nil {

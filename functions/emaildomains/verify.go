@@ -230,9 +230,9 @@ func (s *Service) Verify(ctx context.Context, bot, id string) (Domain, error) {
 	registeredNow := false
 	if ok && !rec.Registered && s.identities != nil {
 		if err := s.register(ctx, bot, rec); err != nil {
-			if claimedNow {
-				s.releaseClaim(ctx, bot, rec)
-			}
+			// The claim stays this domain's: the records proved the name the bot's, and
+			// the next verify registers again (a registration replaces a partial one).
+			// Giving it up would need the identity deregistered first (a release).
 			return Domain{}, err
 		}
 		registeredNow = true
@@ -240,15 +240,12 @@ func (s *Service) Verify(ctx context.Context, bot, id string) (Domain, error) {
 	now := stamp(s.now())
 	for attempt := range updateAttempts {
 		if attempt > 0 {
+			deleted := rec
 			if rec, err = s.load(ctx, bot, id); err != nil {
-				if httpapi.KindOf(err) == httpapi.KindNotFound {
-					// Deleted meanwhile: undo what this verify did for it.
-					if claimedNow {
-						s.releaseClaim(ctx, bot, rec)
-					}
-					if registeredNow {
-						s.deregister(ctx, bot, rec)
-					}
+				if httpapi.KindOf(err) == httpapi.KindNotFound && (claimedNow || registeredNow) {
+					// Deleted meanwhile: its deletion released the claim, or this does, and
+					// the release deregisters what this verify registered.
+					s.releaseClaim(ctx, bot, deleted)
 				}
 				return Domain{}, err
 			}
@@ -295,6 +292,8 @@ func (s *Service) claim(ctx context.Context, bot string, rec domainRecord) (bool
 		}
 		cond := store.MustNotExist
 		switch {
+		case exists && c.Releasing:
+			return false, errDomainReleasing(rec.Name)
 		case exists && c.BotID != bot:
 			return false, errDomainTaken(rec.Name)
 		case exists && c.DomainID == rec.ID:
@@ -310,20 +309,6 @@ func (s *Service) claim(ctx context.Context, bot string, rec domainRecord) (bool
 		return err == nil, err
 	}
 	return false, fmt.Errorf("claim %s: it keeps changing: %w", rec.Name, store.ErrUnavailable)
-}
-
-// releaseClaim deletes the claim of rec's name when it is rec's: the undo of claim.
-func (s *Service) releaseClaim(ctx context.Context, bot string, rec domainRecord) {
-	ctx, cancel := background(ctx, 10*time.Second)
-	defer cancel()
-	c, rev, exists, err := s.readClaim(ctx, rec.Name)
-	if err == nil && exists && c.BotID == bot && c.DomainID == rec.ID {
-		err = s.store.Delete(ctx, claimKey(rec.Name), store.RevisionIs(rev))
-	}
-	if err != nil {
-		s.log.ErrorContext(ctx, "email domain claim not released", "request_id", httpapi.RequestID(ctx),
-			"bot_id", bot, "domain_id", rec.ID, "domain", rec.Name, "error", err)
-	}
 }
 
 // register registers the domain with the provider, with its DKIM key.

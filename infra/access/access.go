@@ -374,14 +374,16 @@ func Access() map[string][]Grant {
 		},
 		// Sending domains and inbound mail. GenerateDataKey/Decrypt: each domain's DKIM key is
 		// sealed; SES: the domain becomes an SES identity with that key and its MAIL FROM;
-		// SendEmail/SendRawEmail: inbound routes that forward.
+		// SendEmail/SendRawEmail: inbound routes that forward. No DeleteEmailIdentity: a
+		// deleted domain's identity is deregistered by its release job, in the jobs Lambda
+		// (functions/emaildomains, ReleaseStep), whose outbox item the sweep sends there.
 		"emaildomains": {logs,
 			{On: Table, Actions: tableReadWrite},
 			{On: Bus, Actions: []string{"events:PutEvents"}},
 			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 			{On: SecretsKey, Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}},
 			{On: EmailIdentities, Actions: []string{"ses:CreateEmailIdentity", "ses:PutEmailIdentityDkimSigningAttributes",
-				"ses:PutEmailIdentityMailFromAttributes", "ses:DeleteEmailIdentity", "ses:SendEmail", "ses:SendRawEmail"}},
+				"ses:PutEmailIdentityMailFromAttributes", "ses:SendEmail", "ses:SendRawEmail"}},
 		},
 		// The MCP server: the tools of the families it serves (functions/mcp/wiring), run
 		// as their routes run. Reads: the tenancy check and the read tools (GetItem, Query);
@@ -583,7 +585,8 @@ func Access() map[string][]Grant {
 			// Email campaigns send here: SES, and the link key their tracking tokens are
 			// signed with (derived with GenerateMac). DeleteEmailIdentity: the purge of a
 			// deleted bot deregisters the SES identities of the domains it verified
-			// (functions/emaildomains, PurgeStep).
+			// (functions/emaildomains, PurgeStep), and a deleted domain's release job its own
+			// (ReleaseStep).
 			{On: EmailIdentities, Actions: []string{"ses:SendEmail", "ses:SendRawEmail", "ses:DeleteEmailIdentity"}},
 			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 			// A CRM sync that has run its steps for one execution goes on as a new one

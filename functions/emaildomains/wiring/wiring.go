@@ -40,6 +40,8 @@ func Family() family.Family {
 			// The purge runs in the jobs worker, which on AWS has the SES client too: a
 			// deleted bot's domains are deregistered there.
 			Purge: emaildomains.PurgeStep(env.Store, identities(env)),
+			// A deleted domain's release job deregisters its name there too.
+			Jobs: svc.Steps(),
 		}
 	}}
 }
@@ -66,7 +68,7 @@ func New(env *family.Env) *emaildomains.Service {
 	}
 	// Without topics the verifier refuses every SES delivery (inbound_not_configured).
 	cfg.SNS = sns.New(sns.Config{Topics: env.EmailSettings.SNSTopicARNs, Now: env.Now})
-	cfg.Identities = identities(env)
+	cfg.Identities, cfg.Outbox = identities(env), env.Outbox
 	svc, err := emaildomains.New(cfg)
 	if err != nil {
 		// Every field New checks is set above; a failure here is a programming error.
