@@ -504,8 +504,9 @@ func Access() map[string][]Grant {
 		// integrations' context the jobs Lambda's token refreshes already seal under;
 		// attaching a phone number connects a WhatsApp channel in process, whose credentials
 		// the channels family seals under the default context (the channels row's grant),
-		// and disconnects it again (DeleteItem, Query) when the connection was deleted
-		// meanwhile; a delete reads its attached channels (GetItem) to refuse while one exists.
+		// and disconnects it again (DeleteItem, Query; Decrypt, to release it with WhatsApp)
+		// when the connection was deleted meanwhile (both proved by functions/meta/wiring's
+		// tests, accesstest.KMSComplete); a delete reads its attached channels (GetItem) to refuse while one exists.
 		// The token refresh job's first step is staged in the outbox in the callback's
 		// transaction (PutItem), sent after the commit (SendMessage) and its item cleared
 		// (DeleteItem); the outbox's sweep in the jobs Lambda sends what that left.
