@@ -26,16 +26,7 @@ func TestBatchedWritesFailAlone(t *testing.T) {
 	require.NoError(t, s.Put(ctx, store.Item{Key: k("taken"), Data: []byte(`{}`), Revision: 1}, store.Always))
 
 	// Hold the writer so that the writes below queue behind it.
-	busy, release := make(chan struct{}), make(chan struct{})
-	held := make(chan error, 1)
-	go func() {
-		held <- s.writer.Submit(ctx, func(context.Context, *sql.Tx) error {
-			close(busy)
-			<-release
-			return nil
-		})
-	}()
-	<-busy
+	release, held := holdWriter(t, s)
 	boom := errors.New("boom")
 	var wg sync.WaitGroup
 	results := make([]error, 4)
@@ -68,7 +59,7 @@ func TestBatchedWritesFailAlone(t *testing.T) {
 	}
 	// Let all four queue, then free the writer.
 	require.Eventually(t, func() bool { return s.writer.waiting() == len(writes) }, 5*time.Second, time.Millisecond)
-	close(release)
+	release()
 	wg.Wait()
 	require.NoError(t, <-held)
 
@@ -114,16 +105,7 @@ func TestTheLeadPassesOnAndCloseWaitsForIt(t *testing.T) {
 	t.Parallel()
 	s, path := openTemp(t)
 	ctx := context.Background()
-	busy, release := make(chan struct{}), make(chan struct{})
-	held := make(chan error, 1)
-	go func() {
-		held <- s.writer.Submit(ctx, func(context.Context, *sql.Tx) error {
-			close(busy)
-			<-release
-			return nil
-		})
-	}()
-	<-busy
+	release, held := holdWriter(t, s)
 	const n = 3*maxBatch + 5
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -140,7 +122,7 @@ func TestTheLeadPassesOnAndCloseWaitsForIt(t *testing.T) {
 		s.writer.Close()
 		close(closed)
 	}()
-	close(release)
+	release()
 	<-closed
 	got, err := s.Get(ctx, store.Key{PK: "P", SK: "count"})
 	require.NoError(t, err)
@@ -169,16 +151,7 @@ func TestAPanickingWriteFailsItsBatchAndTheWriterGoesOn(t *testing.T) {
 			t.Parallel()
 			s, _ := openTemp(t)
 			ctx := context.Background()
-			busy, release := make(chan struct{}), make(chan struct{})
-			held := make(chan error, 1)
-			go func() {
-				held <- s.writer.Submit(ctx, func(context.Context, *sql.Tx) error {
-					close(busy)
-					<-release
-					return nil
-				})
-			}()
-			<-busy
+			release, held := holdWriter(t, s)
 			panicked := make(chan any, 1)
 			beside := make(chan error, 1)
 			queue := []func(){
@@ -197,7 +170,7 @@ func TestAPanickingWriteFailsItsBatchAndTheWriterGoesOn(t *testing.T) {
 				go write()
 				require.Eventually(t, func() bool { return s.writer.waiting() == i+1 }, 5*time.Second, time.Millisecond)
 			}
-			close(release)
+			release()
 			require.NoError(t, <-held)
 			assert.Equal(t, "boom", <-panicked)
 			assert.ErrorContains(t, <-beside, "panicked")
@@ -208,4 +181,21 @@ func TestAPanickingWriteFailsItsBatchAndTheWriterGoesOn(t *testing.T) {
 			assert.NoError(t, err)
 		})
 	}
+}
+
+// holdWriter has a write of s's lead and wait, so that the writes made meanwhile queue
+// behind it; release lets it commit, and held gets its outcome.
+func holdWriter(t *testing.T, s *Store) (release func(), held <-chan error) {
+	t.Helper()
+	busy, free := make(chan struct{}), make(chan struct{})
+	out := make(chan error, 1)
+	go func() {
+		out <- s.writer.Submit(context.Background(), func(context.Context, *sql.Tx) error {
+			close(busy)
+			<-free
+			return nil
+		})
+	}()
+	<-busy
+	return func() { close(free) }, out
 }
