@@ -252,10 +252,11 @@ func (s *Service) Add(ctx context.Context, bot string, in NewDomain) (Domain, er
 	if err := in.Validate(); err != nil {
 		return Domain{}, err
 	}
-	// Refused early for the user's sake; verify is what holds the rule (the claim).
+	// Refused early for the user's sake; verify is what holds the rule (the claim). A name
+	// being released is free in a few minutes: it may be added now, and verified then.
 	if c, _, ok, err := s.readClaim(ctx, in.Name); err != nil {
 		return Domain{}, err
-	} else if ok && c.BotID != bot {
+	} else if ok && c.BotID != bot && !c.Releasing {
 		return Domain{}, errDomainTaken(in.Name)
 	}
 	key, err := s.genKey()

@@ -383,6 +383,12 @@ func TestDeleteDomain(t *testing.T) {
 	f.dns.publish(again)
 	_, err = f.svc.Verify(ctx, f.bot, again.ID)
 	assert.Equal(t, "domain_releasing", httpapitest.AsError(t, err).Code)
+	otherBot := ids.At("bot", t0)
+	other, err := f.svc.Add(ctx, otherBot, NewDomain{Name: "example.com"})
+	require.NoError(t, err, "another bot may add a name being released, to verify it once it is free")
+	f.dns.publish(other)
+	_, err = f.svc.Verify(ctx, otherBot, other.ID)
+	assert.Equal(t, "domain_releasing", httpapitest.AsError(t, err).Code)
 
 	// A provider failure fails the job, which the queue retries; the claim stays meanwhile.
 	f.ids.err = errors.New("ses is down")
