@@ -163,7 +163,8 @@ func (w *Writer) closeStatements() {
 
 // commit applies batch in one transaction and tells each caller its outcome. A write that
 // panics undoes the whole batch: the others are told so, and the panic is raised again in
-// its own caller's goroutine (Submit), whoever leads.
+// its own caller's goroutine (Submit), whoever leads; a panic outside the writes, in the
+// leader's.
 func (w *Writer) commit(batch []*writeOp) {
 	ctx := context.Background()
 	errs := make([]error, len(batch))
@@ -177,9 +178,10 @@ func (w *Writer) commit(batch []*writeOp) {
 			for i := range errs {
 				errs[i] = fmt.Errorf("sqlite: a write of the same transaction panicked, and it was rolled back: %v", v)
 			}
-			if running >= 0 {
-				batch[running].panicked = v
+			if running < 0 {
+				running = 0 // not a write's own panic: the leader's (its write is first)
 			}
+			batch[running].panicked = v
 		}
 		for i, o := range batch {
 			o.done <- errs[i]
