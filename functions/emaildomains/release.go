@@ -90,10 +90,9 @@ func (s *Service) ReleaseStep(ctx context.Context, payload json.RawMessage, _ st
 }
 
 // releaseClaim gives up the claim of rec's name when it is rec's and not being released
-// already: the undo of claim, after a verify whose registration failed (it may have left
-// part of an identity) or whose domain was deleted meanwhile. Best effort: a claim left
-// held is the bot's own, which its next verify of the name takes over, and its purge
-// releases.
+// already: the undo of claim by a verify whose domain was deleted meanwhile (a deletion that
+// read the claim before the verify wrote it left it). Best effort: a claim left held is the
+// bot's own, which its next verify of the name takes over, and its purge releases.
 func (s *Service) releaseClaim(ctx context.Context, bot string, rec domainRecord) {
 	ctx, cancel := background(ctx, 10*time.Second)
 	defer cancel()
