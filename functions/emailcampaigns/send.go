@@ -448,9 +448,15 @@ send:
 			if p.read {
 				st.c = p.c
 			}
+			if p.b != nil {
+				out = append(out, p.b) // landed by end, whatever comes next
+			}
 			switch {
 			case p.err != nil || !p.live:
 				return end(false, p.err)
+			case !p.busy.IsZero():
+				st.await(ctx, p.busy) // for room in the deployment's schedule
+				continue
 			case p.b == nil && p.planned:
 				break send // none left
 			case p.b == nil:
@@ -459,7 +465,6 @@ send:
 				continue
 			}
 			cur = p.b
-			out = append(out, cur)
 		} else if !more(1) {
 			break // the batch claimed ahead goes back to planned
 		}
@@ -519,6 +524,9 @@ send:
 		switch p := r.p; {
 		case p.err != nil || !p.live:
 			return end(false, p.err)
+		case !p.busy.IsZero():
+			st.await(ctx, p.busy)
+			continue
 		case p.b == nil && p.planned:
 			break send
 		case p.b == nil:
@@ -555,7 +563,10 @@ type prepared struct {
 	// left (a plan beside the send had stopped before the query).
 	b       *batch
 	planned bool
-	err     error
+	// busy, when set, is when the deployment's next free slot begins (pace.go): after the
+	// step's end, so nothing was claimed.
+	busy time.Time
+	err  error
 }
 
 // prepare reads the campaign and, when the run may go on, up to limit planned rows: it
@@ -569,6 +580,24 @@ func (st *step) prepare(ctx context.Context, pl *planner, limit int) prepared {
 		return prepared{c: c, read: err == nil, err: err}
 	}
 	p := prepared{c: c, read: true, live: true}
+	// No more rows than the deployment's schedule has slots for before the step ends: a
+	// slot reserved and not used is lost to every campaign.
+	sched, _, err := s.schedule(ctx)
+	if err != nil {
+		p.err = err
+		return p
+	}
+	from := s.d.Now()
+	if sched.Next.After(from) {
+		from = sched.Next
+	}
+	if fit := int(st.deadline.Sub(from).Seconds() * s.cfg.Rate); fit < limit {
+		if fit < 1 {
+			p.busy = from
+			return p
+		}
+		limit = fit
+	}
 	// Whether the plan had stopped before the query: then the query sees all it wrote.
 	p.planned = pl == nil || pl.ended()
 	page, err := s.d.Store.Query(ctx, store.Query{Index: store.GSI1, PK: rowStatePK(st.p.Bot, st.p.Campaign, RowPlanned), Limit: limit})
@@ -597,6 +626,10 @@ func (st *step) prepare(ctx context.Context, pl *planner, limit int) prepared {
 		return p
 	}
 	p.b = newBatch(rows)
+	if len(rows) > 0 {
+		// The batch's slots in the deployment's schedule; a failure lands it unsent.
+		p.b.notBefore, p.err = s.reserve(ctx, len(rows))
+	}
 	return p
 }
 
@@ -680,6 +713,8 @@ type batch struct {
 	outs   []outcome
 	wg     sync.WaitGroup // the sends in flight
 	landed bool           // settled
+	// notBefore is when the batch's slots in the deployment's schedule begin (pace.go).
+	notBefore time.Time
 }
 
 // newBatch is a batch of claimed rows, none handed out yet: each goes back to planned
@@ -702,6 +737,7 @@ func (b *batch) stopped() bool {
 // send stopped the step (stop), the step's time is up or the wait for a slot ended (its
 // error). The rows not handed out stay planned in b.outs.
 func (st *step) dispatch(ctx context.Context, b *batch) error {
+	st.align(b.notBefore)
 	// The subscribers are read again a chunk of Workers rows at a time, once the first of
 	// them has its worker and slot: one read (and one field catalog) for a chunk, and none
 	// of them read more than Workers messages before its own.
@@ -795,11 +831,29 @@ func (st *step) verdict(ctx context.Context, bs ...*batch) (bool, error) {
 
 // rebase moves the origin of the step's slots so that the next one is no sooner than now:
 // the time spent waiting for the plan banks no slots, which would otherwise go out at once.
-func (st *step) rebase() {
-	at := st.start.Add(time.Duration(float64(st.sent) * float64(time.Second) / st.s.cfg.Rate))
-	if late := st.s.d.Now().Sub(at); late > 0 {
+func (st *step) rebase() { st.align(st.s.d.Now()) }
+
+// align moves the origin of the step's slots so that the next one is no sooner than at (the
+// first slot the deployment's schedule gave a batch, or now).
+func (st *step) align(at time.Time) {
+	next := st.start.Add(time.Duration(float64(st.sent) * float64(time.Second) / st.s.cfg.Rate))
+	if late := at.Sub(next); late > 0 {
 		st.start = st.start.Add(late)
 	}
+}
+
+// await waits for room in the deployment's schedule, whose next free slot begins at busy,
+// after the step's end: until a step's length before busy, when a step beginning then
+// could use it, else (busy is near) until the step's end, for the next step.
+func (st *step) await(ctx context.Context, busy time.Time) {
+	until := busy.Add(-st.s.cfg.StepDuration)
+	if !until.After(st.s.d.Now()) || until.After(st.deadline) {
+		until = st.deadline
+	}
+	if d := until.Sub(st.s.d.Now()); d > 0 {
+		_ = st.s.d.Sleep(ctx, d)
+	}
+	st.rebase()
 }
 
 // slot waits for the slot of the step's next message: one every 1/Rate seconds from the

@@ -1,0 +1,87 @@
+package emailcampaigns
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/botplatform/api/shared/email"
+	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/outbox"
+	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/ratelimit"
+)
+
+// realTime rebuilds f's service on the real clock, for steps that run side by side: the
+// fixture's clock moves on at every sleep, whoever sleeps, so it cannot time two steps at
+// once. (The store keeps the fixture's clock for expiry.)
+func (f *fixture) realTime(t *testing.T) {
+	t.Helper()
+	ob, err := outbox.New(f.st, f.q, outbox.Config{})
+	require.NoError(t, err)
+	f.svc, err = New(Deps{Store: f.st, Content: f.content, Audience: f.aud, Domains: f.domains, Suppressions: f.supp, Mail: f.mail,
+		Links: f.links, Outbox: ob, Limiter: ratelimit.New(f.st, time.Now), Now: time.Now, Events: f.events}, f.cfg)
+	require.NoError(t, err)
+	reg := jobs.NewRegistry()
+	for kind, step := range f.svc.Jobs() {
+		reg.Register(kind, step)
+	}
+	f.jobs = queue.NewMux()
+	jobs.NewQueueRunner(f.q, reg).Register(f.jobs)
+}
+
+// Two campaigns sending at once share the provider's rate: together they send no faster
+// than one alone may (one message every 1/Rate seconds), each recipient of each once. The
+// steps run side by side, as two jobs Lambdas run them, on the real clock; the check is a
+// lower bound on when each message left, which a slow machine only makes easier to meet.
+func TestCampaignsSendingAtOnceShareTheRate(t *testing.T) {
+	t.Parallel()
+	const rate, people = 50, 40
+	f := newFixture(t, people, func(c *Config) { c.Rate, c.StepDuration = rate, time.Second })
+	f.realTime(t)
+	var (
+		mu sync.Mutex
+		at []time.Time
+	)
+	f.mail.before = func(int, email.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		at = append(at, time.Now())
+		return nil
+	}
+	a, b := f.schedule(t, f.create(t)), f.schedule(t, f.create(t))
+	began := time.Now()
+	for range 50 {
+		msgs := f.q.Take()
+		if len(msgs) == 0 {
+			break
+		}
+		var wg sync.WaitGroup
+		for _, m := range msgs {
+			wg.Go(func() {
+				if err := queue.Call(jobCtx(t), f.jobs, m); err != nil {
+					t.Errorf("step: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	require.Empty(t, f.q.Sent(), "the jobs ended")
+	require.Len(t, at, 2*people)
+	slices.SortFunc(at, func(x, y time.Time) int { return x.Compare(y) })
+	for n, tm := range at {
+		assert.False(t, tm.Before(began.Add(time.Duration(n)*time.Second/rate)), "message %d left at %s", n, tm.Sub(began))
+	}
+	for _, c := range []Campaign{a, b} {
+		done := f.get(t, c.ID)
+		assert.Equal(t, Sent, done.State)
+		assert.Equal(t, int64(people), done.Counts.Sent)
+	}
+	for addr, n := range f.sentTo() {
+		assert.Equal(t, 2, n, "%s: once by each campaign", addr)
+	}
+}
