@@ -21,6 +21,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/botplatform/api/shared/logtest"
 )
 
 // binary is the local process, built once for the whole package.
@@ -50,8 +52,8 @@ type server struct {
 	base    string
 	dataDir string
 	cmd     *exec.Cmd
-	stdout  *syncBuffer
-	stderr  *syncBuffer
+	stdout  *logtest.Buffer
+	stderr  *logtest.Buffer
 	exited  chan error
 	demo    bootstrapFile
 	client  *http.Client
@@ -69,24 +71,6 @@ type bootstrapFile struct {
 	BotID     string `json:"bot_id"`
 	Token     string `json:"token"`
 	TokenID   string `json:"token_id"`
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writer and the test's reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 var listeningRe = regexp.MustCompile(`API listening on (http://127\.0\.0\.1:\d+)`)
@@ -119,8 +103,8 @@ func startWithEnv(t *testing.T, dataDir string, env []string, args ...string) *s
 	s := &server{
 		t:       t,
 		dataDir: dataDir,
-		stdout:  &syncBuffer{},
-		stderr:  &syncBuffer{},
+		stdout:  &logtest.Buffer{},
+		stderr:  &logtest.Buffer{},
 		exited:  make(chan error, 1),
 		client:  &http.Client{Timeout: 30 * time.Second},
 		secrets: map[string]int{},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/mail"
 	"slices"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/logtest"
 	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/queue/queuetest"
@@ -263,6 +265,7 @@ type fixture struct {
 	jobs    *queue.Mux
 	links   *emaillinks.Signer
 	events  *eventlogtest.Memory
+	logs    *logtest.Buffer // the service's log
 	cfg     Config
 }
 
@@ -294,8 +297,10 @@ func newFixture(t *testing.T, people int, opts ...func(*Config)) *fixture {
 		o(&f.cfg)
 	}
 	f.events = eventlogtest.NewMemory()
+	var log *slog.Logger
+	log, f.logs = logtest.Logger()
 	f.svc, err = New(Deps{Store: st, Content: f.content, Audience: f.aud, Domains: f.domains, Suppressions: f.supp, Mail: f.mail,
-		Links: f.links, Outbox: ob, Limiter: ratelimit.New(st, c.Now), Now: c.Now, Events: f.events,
+		Links: f.links, Outbox: ob, Limiter: ratelimit.New(st, c.Now), Now: c.Now, Events: f.events, Log: log,
 		Sleep: func(_ context.Context, d time.Duration) error { c.Advance(d); return nil }}, f.cfg)
 	require.NoError(t, err)
 	reg := jobs.NewRegistry()
@@ -325,6 +330,20 @@ func (f *fixture) deliver(t *testing.T) (queue.Message, error, bool) {
 		require.NoError(t, f.q.Send(t.Context(), m))
 	}
 	return m, err, true
+}
+
+// later requires that the step just delivered stopped for a passing provider failure: the
+// same step is queued again to run after retryAfter, and the log says why, naming want.
+func (f *fixture) later(t *testing.T, delivered queue.Message, err error, want string) {
+	t.Helper()
+	require.NoError(t, err, "a passing failure is no failure of the message: never dead-lettered")
+	sent := f.q.Sent()
+	require.NotEmpty(t, sent)
+	again := sent[len(sent)-1]
+	assert.Equal(t, retryAfter, again.Delay)
+	states := queuetest.Decode[jobs.State](t, []queue.Message{delivered, again})
+	assert.Equal(t, states[0].Cursor, states[1].Cursor, "the same step")
+	assert.Contains(t, f.logs.String(), want)
 }
 
 // drain delivers messages until the queue is empty; failures are retried up to a bound.

@@ -20,7 +20,6 @@ import (
 	"github.com/botplatform/api/shared/eventlog"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/jobs"
-	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -77,7 +76,8 @@ import (
 // bounds the rate at Workers messages per round trip rather than one.
 //
 // Failures. A permanent refusal fails the row (the campaign goes on). A temporary one
-// stops the step with an error, for the queue to retry after its backoff: no further row
+// stops the step with an error that runs it again after retryAfter (jobs.Later: however
+// long the provider stays down, the job is never dead-lettered for it): no further row
 // is handed out (the rows claimed and never handed out are planned again), the sends in
 // flight finish and are settled, and when the provider answered (it refused, for now) or
 // the connection never opened, the row is planned again; when the answer never came, the
@@ -110,8 +110,8 @@ const (
 	cancelChunk = 90
 	// sendTimeout bounds one message's send.
 	sendTimeout = time.Minute
-	// retryAfter is the least the queue waits before retrying a step stopped by a
-	// temporary send failure (provider throttling).
+	// retryAfter is how long a step stopped by a temporary send failure (provider
+	// throttling, or down) waits before it runs again (jobs.Later).
 	retryAfter = 30 * time.Second
 )
 
@@ -167,7 +167,14 @@ func (s *Service) SendStep(ctx context.Context, payload json.RawMessage, cursor 
 	}
 	now := s.d.Now()
 	st := &step{s: s, p: p, n: n, start: now, deadline: now.Add(s.cfg.StepDuration)}
-	return st.run(ctx)
+	next, done, err := st.run(ctx)
+	if d, ok := jobs.LaterDelay(err); ok {
+		// The provider failed for now: the step runs again after d, however long the
+		// outage lasts (never dead-lettered for it); pause or cancel stop it.
+		s.d.Log.WarnContext(ctx, "email campaign: the provider failed for now; the send goes on later",
+			"bot_id", p.Bot, "campaign_id", p.Campaign, "retry_in", d.String(), "error", err)
+	}
+	return next, done, err
 }
 
 // step is one step of a run.
@@ -911,9 +918,9 @@ func (st *step) sendOne(ctx context.Context, r *row, p Person, found bool, readE
 	case email.IsPermanent(err):
 		return outcome{state: RowFailed, failure: failure(err)}
 	case notSent(err):
-		return outcome{state: RowPlanned, err: queue.RetryAfter(fmt.Errorf("emailcampaigns: send to recipient %s of %s: %w", r.ID, id, err), retryAfter)}
+		return outcome{state: RowPlanned, err: jobs.Later(fmt.Errorf("emailcampaigns: send to recipient %s of %s: %w", r.ID, id, err), retryAfter)}
 	default:
-		return outcome{state: RowInterrupted, err: queue.RetryAfter(fmt.Errorf("emailcampaigns: send to recipient %s of %s ended without an answer; it is counted interrupted: %w", r.ID, id, err), retryAfter)}
+		return outcome{state: RowInterrupted, err: jobs.Later(fmt.Errorf("emailcampaigns: send to recipient %s of %s ended without an answer; it is counted interrupted: %w", r.ID, id, err), retryAfter)}
 	}
 }
 

@@ -1,7 +1,6 @@
 package emaildomains
 
 import (
-	"bytes"
 	"context"
 	"crypto/rsa"
 	"crypto/x509"
@@ -23,6 +22,7 @@ import (
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/logtest"
 	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/queue/queuetest"
@@ -233,25 +233,7 @@ type fixture struct {
 	dns   *fakeDNS
 	ids   *fakeIdentities
 	acts  *fakeActions
-	logs  *syncBuffer
-}
-
-// syncBuffer is a log destination tests read.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs  *logtest.Buffer
 }
 
 const (
@@ -270,7 +252,7 @@ func newFixture(t *testing.T, opts ...func(*Config)) *fixture {
 	require.NoError(t, err)
 	f := &fixture{st: st, clock: c, bot: ids.At("bot", t0), dns: newFakeDNS(t), queue: q,
 		ids:  &fakeIdentities{registered: map[string]string{}, keys: map[string][]byte{}},
-		acts: &fakeActions{}, logs: &syncBuffer{}}
+		acts: &fakeActions{}, logs: &logtest.Buffer{}}
 	cfg := Config{
 		Store: st, Sealer: secretstest.Wrap(key, kms.PurposeSecrets), Resolver: NewResolver(f.dns.addr), Identities: f.ids, Actions: f.acts,
 		Outbox:        box,

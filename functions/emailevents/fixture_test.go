@@ -1,7 +1,6 @@
 package emailevents
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/logtest"
 	"github.com/botplatform/api/shared/store/sqlite"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
@@ -94,24 +94,6 @@ func (f *fakeCampaigns) fail(err error) {
 	f.recordErr = err
 }
 
-// logBuffer is a log the tests read: what was logged must not hold addresses.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type fixture struct {
 	svc   *Service
 	raw   *sqlitetest.Store
@@ -119,7 +101,7 @@ type fixture struct {
 	bot   string
 	links *emaillinks.Signer
 	camps *fakeCampaigns
-	logs  *logBuffer
+	logs  *logtest.Buffer
 	// ref is a recipient of campaign ecmp_1 with address Ada@Example.com, whose SES
 	// message is ses-1 and whose Mailgun message is <mg-1@mg.example>.
 	ref emaillinks.Ref
@@ -141,7 +123,7 @@ func newFixture(t testing.TB, cfg Config) *fixture {
 		messages: map[string]emaillinks.Ref{"ses-1": ref, "<mg-1@mg.example>": ref,
 			"ses-2": {Bot: bot, Campaign: "ecmp_1", Recipient: "rcp_bo"}},
 	}
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	f := &fixture{raw: raw, clock: c, bot: bot, links: signer, camps: camps, logs: logs, ref: ref}
 	f.svc = NewService(raw, signer, camps, cfg, c.Now, slog.New(slog.NewTextHandler(logs, nil)))
 	return f

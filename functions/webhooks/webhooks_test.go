@@ -22,6 +22,7 @@ import (
 	"github.com/botplatform/api/shared/channel/whatsapp"
 	"github.com/botplatform/api/shared/httpapi/httpapitest"
 	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/logtest"
 	"github.com/botplatform/api/shared/queue/queuetest"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 	tgfake "github.com/botplatform/api/tests/fakes/telegram"
@@ -118,31 +119,13 @@ type noAudit struct{}
 
 func (noAudit) Publish(context.Context, audit.Event) error { return errors.New("no audit") }
 
-// logBuffer collects the log for assertions.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type fixture struct {
 	srv       *httpapitest.Server
 	q         *queuetest.Sender
 	chans     *memChannels
 	templates *memTemplates
 	delivered *memDeliveries
-	log       *logBuffer
+	log       *logtest.Buffer
 	tg        Channel
 	vk        Channel
 	wa        Channel
@@ -160,7 +143,7 @@ const (
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	st := sqlitetest.Open(t)
-	f := &fixture{q: &queuetest.Sender{}, templates: &memTemplates{}, delivered: &memDeliveries{}, log: &logBuffer{}}
+	f := &fixture{q: &queuetest.Sender{}, templates: &memTemplates{}, delivered: &memDeliveries{}, log: &logtest.Buffer{}}
 	bot := ids.New("bot")
 	f.tg = Channel{ID: ids.New("ch"), BotID: bot, AccountID: "acct_1", Kind: channel.Telegram,
 		Conn: channel.Connection{WebhookSecret: tgSecret, Credentials: []byte(`{"token":"123:abc"}`)}}

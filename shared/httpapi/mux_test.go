@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +20,7 @@ import (
 	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
+	"github.com/botplatform/api/shared/logtest"
 	"github.com/botplatform/api/shared/store"
 )
 
@@ -114,25 +114,13 @@ type kernel struct {
 	mux   *httpapi.Mux
 	bots  *botLoader
 	audit *publisher
-	logs  *bytes.Buffer
-}
-
-// syncBuffer guards the log buffer: the mux logs from the serving goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.Write(p)
+	logs  *logtest.Buffer
 }
 
 func newKernel(t testing.TB) *kernel {
 	t.Helper()
 	k := &kernel{bots: &botLoader{}, audit: &publisher{}}
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	mux, err := httpapi.NewMux(httpapi.Config{
 		Authenticate: stubAuthenticate,
 		Bots:         k.bots,
@@ -141,7 +129,7 @@ func newKernel(t testing.TB) *kernel {
 		Now:          func() time.Time { return now },
 	})
 	require.NoError(t, err)
-	k.mux, k.logs = mux, &logs.Buffer
+	k.mux, k.logs = mux, logs
 
 	ok := func(status int) httpapi.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) error {

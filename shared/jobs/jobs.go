@@ -102,6 +102,36 @@ func (r *Registry) RunStep(ctx context.Context, st State) (State, error) {
 	return State{Kind: st.Kind, Payload: st.Payload, Cursor: next, Done: done, Steps: st.Steps + 1}, nil
 }
 
+// Later marks a step's error as one that passes (a provider throttling, or down for a
+// while): the queue runner acknowledges the attempt and runs the step again from the same
+// cursor no sooner than d from now (at least a second), so that the job waits an outage
+// out instead of being dead-lettered after the queue's few retries. Nothing counts against
+// the job but its steps (MaxSteps). The runner does not log it: the step says what failed.
+// Other runners (Step Functions) see the error it wraps.
+func Later(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &laterError{err: err, d: max(d, time.Second)}
+}
+
+type laterError struct {
+	err error
+	d   time.Duration
+}
+
+func (e *laterError) Error() string { return e.err.Error() }
+func (e *laterError) Unwrap() error { return e.err }
+
+// LaterDelay reports the delay err asks for through Later (ok false: none).
+func LaterDelay(err error) (d time.Duration, ok bool) {
+	var l *laterError
+	if errors.As(err, &l) {
+		return l.d, true
+	}
+	return 0, false
+}
+
 // Starter starts jobs. Start returns once the job is durably accepted, not when it is done.
 type Starter interface {
 	Start(ctx context.Context, kind string, payload any) error
@@ -194,6 +224,12 @@ func (q *QueueRunner) handle(ctx context.Context, m queue.Message) error {
 		return err
 	}
 	next, err := q.reg.RunStep(ctx, st)
+	if d, ok := LaterDelay(err); ok {
+		// The same step again, later; counted, so that MaxSteps still ends a job that
+		// never gets on. Should the send fail, the queue retries this message instead.
+		st.Steps++
+		return q.send(ctx, st, d)
+	}
 	if err != nil {
 		return err
 	}

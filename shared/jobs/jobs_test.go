@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -73,6 +74,48 @@ func TestFailedStepSendsNoContinuation(t *testing.T) {
 	err := mux.HandleMessage(context.Background(), first)
 	assert.ErrorIs(t, err, boom, "the queue retries the same step")
 	assert.Empty(t, q.Sent())
+}
+
+// A step that fails with Later is acknowledged and sent again, the same step from the same
+// cursor, after the delay: twice down, then through; the job goes on from there.
+func TestLaterRunsTheSameStepAgainAfterTheDelay(t *testing.T) {
+	t.Parallel()
+	reg := NewRegistry()
+	down := errors.New("provider down")
+	var cursors []string
+	failures := 2
+	reg.Register("later", func(_ context.Context, _ json.RawMessage, cursor string) (string, bool, error) {
+		cursors = append(cursors, cursor)
+		if cursor == "1" && failures > 0 {
+			failures--
+			return "", false, Later(down, 30*time.Second)
+		}
+		return "1", cursor == "1", nil
+	})
+	q := &queuetest.Sender{}
+	r := NewQueueRunner(q, reg)
+	mux := queue.NewMux()
+	r.Register(mux)
+	require.NoError(t, r.Start(context.Background(), "later", nil))
+	var delays []time.Duration
+	for range 10 {
+		m, ok := q.Pop()
+		if !ok {
+			break
+		}
+		delays = append(delays, m.Delay)
+		require.NoError(t, mux.HandleMessage(context.Background(), m), "a Later is no failure of the message")
+	}
+	assert.Equal(t, []string{"", "1", "1", "1"}, cursors)
+	assert.Equal(t, []time.Duration{0, 0, 30 * time.Second, 30 * time.Second}, delays)
+
+	d, ok := LaterDelay(fmt.Errorf("wrapped: %w", Later(down, time.Millisecond)))
+	assert.True(t, ok)
+	assert.Equal(t, time.Second, d, "at least a second")
+	assert.ErrorIs(t, Later(down, time.Minute), down)
+	assert.NoError(t, Later(nil, time.Minute))
+	_, ok = LaterDelay(down)
+	assert.False(t, ok)
 }
 
 func TestRunStep(t *testing.T) {
