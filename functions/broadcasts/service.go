@@ -54,8 +54,9 @@ type Content interface {
 
 // Audience reads subscribers.
 type Audience interface {
-	// Page returns a page of the bot's subscribers: those having any of labelIDs, or every
-	// one when labelIDs is empty; and the cursor of the next page ("" at the end).
+	// Page returns a page of the bot's subscribers: those having any of labelIDs, each
+	// once, or every one when labelIDs is empty; and the cursor of the next page ("" at the
+	// end). A page may be short, even empty, with a next cursor.
 	Page(ctx context.Context, bot string, labelIDs []string, limit int, cursor string) ([]Person, string, error)
 	// Person returns one subscriber as it is now, or a *httpapi.Error 404 once it is gone.
 	Person(ctx context.Context, bot, id string) (Person, error)

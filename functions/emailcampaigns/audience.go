@@ -206,8 +206,11 @@ func (s *Service) tally(ctx context.Context, bot string, labels []string) (Previ
 				out.Samples[cat] = append(out.Samples[cat], people[i].SubscriberID)
 			}
 		}
-		if next == "" || len(people) == 0 {
+		if next == "" {
 			return out, nil
+		}
+		if next == cursor {
+			return Preview{}, fmt.Errorf("emailcampaigns: the audience's walk does not move on from %q", cursor)
 		}
 		cursor = next
 	}

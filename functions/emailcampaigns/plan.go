@@ -99,7 +99,7 @@ func (st *step) plan(ctx context.Context, labels []string, pl *planner) (bool, e
 		case pl.progress <- struct{}{}:
 		default: // the send has a wake-up pending already
 		}
-		if next == "" || len(people) == 0 || st.r.Truncated {
+		if next == "" || st.r.Truncated {
 			break
 		}
 		if !s.d.Now().Before(st.deadline) {

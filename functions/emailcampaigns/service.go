@@ -50,7 +50,8 @@ type Rendered struct {
 // Audience reads the subscribers a campaign goes to.
 type Audience interface {
 	// Page returns a page of the bot's subscribers having any of labelIDs (every
-	// subscriber when labelIDs is empty), and the cursor of the next page ("" at the end).
+	// subscriber when labelIDs is empty), each once, and the cursor of the next page (""
+	// at the end). A page may be short, even empty, with a next cursor.
 	Page(ctx context.Context, bot string, labelIDs []string, limit int, cursor string) ([]Person, string, error)
 	// People returns a reader of the bot's subscribers, which a send step takes once: it
 	// may read what all subscribers share (the field catalog) once, when it is made, so a

@@ -313,24 +313,10 @@ type audience struct {
 	exps *experiments.Service
 }
 
-// Page lists the subscribers of one label after another ("<label index>:<cursor>"); a
-// subscriber with two of the labels comes twice, and is planned once (rows are keyed by
-// subscriber).
+// Page lists the subscribers that have any of the labels (every subscriber without labels),
+// each once (subscribers.Service.Audience).
 func (a audience) Page(ctx context.Context, bot string, labelIDs []string, limit int, cursor string) ([]broadcasts.Person, string, error) {
-	i, inner := 0, cursor
-	if cursor != "" {
-		n, rest, ok := strings.Cut(cursor, ":")
-		var err error
-		if i, err = strconv.Atoi(n); !ok || err != nil || i < 0 || (len(labelIDs) > 0 && i >= len(labelIDs)) || (len(labelIDs) == 0 && i != 0) {
-			return nil, "", fmt.Errorf("broadcasts wiring: audience cursor %q", cursor)
-		}
-		inner = rest
-	}
-	var f subscribers.Filter
-	if len(labelIDs) > 0 {
-		f.Label = labelIDs[i]
-	}
-	list, next, err := a.subs.List(ctx, bot, f, limit, inner)
+	list, next, err := a.subs.Audience(ctx, bot, labelIDs, limit, cursor)
 	if err != nil {
 		return nil, "", err
 	}
@@ -338,13 +324,7 @@ func (a audience) Page(ctx context.Context, bot string, labelIDs []string, limit
 	for _, s := range list {
 		out = append(out, person(s))
 	}
-	switch {
-	case next != "":
-		return out, strconv.Itoa(i) + ":" + next, nil
-	case i+1 < len(labelIDs):
-		return out, strconv.Itoa(i+1) + ":", nil
-	}
-	return out, "", nil
+	return out, next, nil
 }
 
 func (a audience) Person(ctx context.Context, bot, id string) (broadcasts.Person, error) {

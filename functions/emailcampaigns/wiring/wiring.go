@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/mail"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/botplatform/api/functions/content"
@@ -145,24 +144,10 @@ func (c *contentAdapter) Render(ctx context.Context, bot, docID string, version 
 // labels (every subscriber without labels).
 type audience struct{ subs *subscribers.Service }
 
-// Page lists the subscribers of one label after another; the cursor is "<label index>:<the
-// subscribers' cursor>". A subscriber with two of the labels comes twice: the campaign's
-// rows are keyed by subscriber, so it is planned once.
+// Page lists the subscribers that have any of the labels (every subscriber without labels),
+// each once (subscribers.Service.Audience).
 func (a audience) Page(ctx context.Context, bot string, labelIDs []string, limit int, cursor string) ([]emailcampaigns.Person, string, error) {
-	i, inner := 0, cursor
-	if cursor != "" {
-		n, rest, ok := strings.Cut(cursor, ":")
-		var err error
-		if i, err = strconv.Atoi(n); !ok || err != nil || i < 0 || (len(labelIDs) > 0 && i >= len(labelIDs)) || (len(labelIDs) == 0 && i != 0) {
-			return nil, "", fmt.Errorf("emailcampaigns wiring: audience cursor %q", cursor)
-		}
-		inner = rest
-	}
-	var f subscribers.Filter
-	if len(labelIDs) > 0 {
-		f.Label = labelIDs[i]
-	}
-	list, next, err := a.subs.List(ctx, bot, f, limit, inner)
+	list, next, err := a.subs.Audience(ctx, bot, labelIDs, limit, cursor)
 	if err != nil {
 		return nil, "", err
 	}
@@ -170,13 +155,7 @@ func (a audience) Page(ctx context.Context, bot string, labelIDs []string, limit
 	for _, s := range list {
 		out = append(out, person(s))
 	}
-	switch {
-	case next != "":
-		return out, strconv.Itoa(i) + ":" + next, nil
-	case i+1 < len(labelIDs):
-		return out, strconv.Itoa(i+1) + ":", nil
-	}
-	return out, "", nil
+	return out, next, nil
 }
 
 func (a audience) People(ctx context.Context, bot string) (emailcampaigns.People, error) {
