@@ -146,6 +146,14 @@ func TestRoutes(t *testing.T) {
 	assert.Equal(t, 400, res.Code)
 	res = s.Do(t, "POST", one+"/test-send", `{"addresses":["not an address","Qa <qa@example.com>"]}`)
 	assert.Equal(t, []any{"addresses[0]", "addresses[1]"}, fields(res))
+	// An address the bot's suppression list has is refused, with the reason, and nothing
+	// is sent to the others either.
+	s.supp.add("gone@example.com", "bounced")
+	res = s.Do(t, "POST", one+"/test-send", `{"addresses":["qa@example.com","Gone@Example.com"]}`)
+	assert.Equal(t, 422, res.Code)
+	assert.Equal(t, "address_suppressed", res.Problem())
+	assert.Equal(t, []any{map[string]any{"address": "Gone@Example.com", "reason": "bounced"}}, res.JSON["suppressed"])
+	assert.Empty(t, s.mail.all(), "nothing sent")
 	for range TestSendLimit.Max {
 		res = s.Do(t, "POST", one+"/test-send", `{"addresses":["qa@example.com","lead@example.com"]}`)
 		require.Equal(t, 200, res.Code, res.Body)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"strings"
 	"time"
 
 	"github.com/botplatform/api/shared/email"
@@ -79,6 +80,9 @@ func (s *Service) TestSend(ctx context.Context, bot, id string, addresses []stri
 	if err != nil {
 		return TestSendResult{}, err
 	}
+	if err := s.refuseSuppressed(ctx, bot, addresses); err != nil {
+		return TestSendResult{}, err
+	}
 	if err := s.d.Limiter.Allow(ctx, TestSendLimit, bot); err != nil {
 		return TestSendResult{}, err
 	}
@@ -109,4 +113,38 @@ func (s *Service) TestSend(ctx context.Context, bot, id string, addresses []stri
 		res.Sent = append(res.Sent, TestSent{Address: a, MessageID: rc.MessageID, SentAt: stamp(s.d.Now())})
 	}
 	return res, nil
+}
+
+// SuppressedAddress is an address a test send refused: the bot's suppression list has it.
+type SuppressedAddress struct {
+	Address string `json:"address"`
+	// Reason is why it was suppressed: unsubscribed, bounced or complained.
+	Reason string `json:"reason"`
+}
+
+// refuseSuppressed answers 422 address_suppressed, naming each, when the bot's suppression
+// list has any of addresses: a test goes to the same provider, under the same domain's
+// reputation, as the campaign, and an address that bounced hard or complained must not be
+// mailed again, test or not. Nothing is sent then.
+func (s *Service) refuseSuppressed(ctx context.Context, bot string, addresses []string) error {
+	lower := make([]string, len(addresses))
+	for i, a := range addresses {
+		lower[i] = strings.ToLower(a)
+	}
+	suppressed, err := s.suppressed(ctx, bot, lower)
+	if err != nil {
+		return err
+	}
+	var refused []SuppressedAddress
+	for i, a := range addresses {
+		if r, ok := suppressed[lower[i]]; ok {
+			refused = append(refused, SuppressedAddress{Address: a, Reason: suppressionReason(r)})
+		}
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	return httpapi.Errorf(httpapi.KindUnprocessable, "address_suppressed",
+		"the bot's suppression list has %d of the addresses (unsubscribed, bounced or complained); nothing was sent", len(refused)).
+		With("suppressed", refused)
 }
