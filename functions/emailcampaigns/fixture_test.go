@@ -290,18 +290,25 @@ func newFixture(t *testing.T, people int, opts ...func(*Config)) *fixture {
 	var err error
 	f.links, err = emaillinks.New([]byte("0123456789abcdef0123456789abcdef"))
 	require.NoError(t, err)
-	ob, err := outbox.New(st, f.q, outbox.Config{Now: c.Now})
-	require.NoError(t, err)
 	f.cfg = Config{Rate: 20, PublicURL: publicURL, StepDuration: 5 * time.Second}
 	for _, o := range opts {
 		o(&f.cfg)
 	}
 	f.events = eventlogtest.NewMemory()
+	f.build(t, c.Now, func(_ context.Context, d time.Duration) error { c.Advance(d); return nil })
+	return f
+}
+
+// build makes f's service on the clock now and sleep (nil: real sleeps), with its job
+// runner on f.q.
+func (f *fixture) build(t *testing.T, now func() time.Time, sleep func(context.Context, time.Duration) error) {
+	t.Helper()
+	ob, err := outbox.New(f.st, f.q, outbox.Config{Now: now})
+	require.NoError(t, err)
 	var log *slog.Logger
 	log, f.logs = logtest.Logger()
-	f.svc, err = New(Deps{Store: st, Content: f.content, Audience: f.aud, Domains: f.domains, Suppressions: f.supp, Mail: f.mail,
-		Links: f.links, Outbox: ob, Limiter: ratelimit.New(st, c.Now), Now: c.Now, Events: f.events, Log: log,
-		Sleep: func(_ context.Context, d time.Duration) error { c.Advance(d); return nil }}, f.cfg)
+	f.svc, err = New(Deps{Store: f.st, Content: f.content, Audience: f.aud, Domains: f.domains, Suppressions: f.supp, Mail: f.mail,
+		Links: f.links, Outbox: ob, Limiter: ratelimit.New(f.st, now), Now: now, Events: f.events, Log: log, Sleep: sleep}, f.cfg)
 	require.NoError(t, err)
 	reg := jobs.NewRegistry()
 	for kind, step := range f.svc.Jobs() {
@@ -309,7 +316,6 @@ func newFixture(t *testing.T, people int, opts ...func(*Config)) *fixture {
 	}
 	f.jobs = queue.NewMux()
 	jobs.NewQueueRunner(f.q, reg).Register(f.jobs)
-	return f
 }
 
 // jobCtx is the context of what the jobs Lambda runs on AWS.

@@ -10,29 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/botplatform/api/shared/email"
-	"github.com/botplatform/api/shared/jobs"
-	"github.com/botplatform/api/shared/outbox"
 	"github.com/botplatform/api/shared/queue"
-	"github.com/botplatform/api/shared/ratelimit"
 )
-
-// realTime rebuilds f's service on the real clock, for steps that run side by side: the
-// fixture's clock moves on at every sleep, whoever sleeps, so it cannot time two steps at
-// once. (The store keeps the fixture's clock for expiry.)
-func (f *fixture) realTime(t *testing.T) {
-	t.Helper()
-	ob, err := outbox.New(f.st, f.q, outbox.Config{})
-	require.NoError(t, err)
-	f.svc, err = New(Deps{Store: f.st, Content: f.content, Audience: f.aud, Domains: f.domains, Suppressions: f.supp, Mail: f.mail,
-		Links: f.links, Outbox: ob, Limiter: ratelimit.New(f.st, time.Now), Now: time.Now, Events: f.events}, f.cfg)
-	require.NoError(t, err)
-	reg := jobs.NewRegistry()
-	for kind, step := range f.svc.Jobs() {
-		reg.Register(kind, step)
-	}
-	f.jobs = queue.NewMux()
-	jobs.NewQueueRunner(f.q, reg).Register(f.jobs)
-}
 
 // Two campaigns sending at once share the provider's rate: together they send no faster
 // than one alone may (one message every 1/Rate seconds), each recipient of each once. The
@@ -42,7 +21,9 @@ func TestCampaignsSendingAtOnceShareTheRate(t *testing.T) {
 	t.Parallel()
 	const rate, people = 50, 40
 	f := newFixture(t, people, func(c *Config) { c.Rate, c.StepDuration = rate, time.Second })
-	f.realTime(t)
+	// The fixture's clock moves on at every sleep, whoever sleeps, so it cannot time two
+	// steps at once: the real clock does. (The store keeps the fixture's clock for expiry.)
+	f.build(t, time.Now, nil)
 	var (
 		mu sync.Mutex
 		at []time.Time
