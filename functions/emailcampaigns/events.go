@@ -31,7 +31,8 @@ type Event struct {
 	Type string
 	// Link is a click's link, by index in the campaign's link table.
 	Link int
-	// Machine marks an open by a privacy proxy rather than a person.
+	// Machine marks an open or click by a machine rather than a person: a privacy proxy's
+	// fetch, a security gateway following every link.
 	Machine bool
 	// Permanent marks a hard bounce.
 	Permanent bool
@@ -46,7 +47,9 @@ type Event struct {
 // own tallies: a second delivered, bounce, complaint or unsubscribe changes nothing, a
 // second open or click adds to the row's counts but not to opened or clicked. A human open
 // sets opened once; a privacy proxy's open counts apart (machine_opened, once per row); a
-// click is an open too when no human open came before it. A click's link is ev.Link (the
+// click is an open too when no human open came before it. A machine's click (a security
+// gateway that follows every link before delivery) counts apart too (machine_clicked, once
+// per row), in neither opened, clicked nor the link's clicks. A click's link is ev.Link (the
 // caller passes the token's ref.Link there); it must be in the link table. An event proves
 // the message left: a row counted interrupted becomes sent. An event for a row never sent
 // changes nothing.
@@ -132,6 +135,14 @@ func (s *Service) Record(ctx context.Context, ref emaillinks.Ref, ev Event) erro
 				changed = true
 			}
 		case EventClick:
+			if ev.Machine {
+				if r.MachineClicks == 0 {
+					count(evMachineClicked)
+				}
+				r.MachineClicks++
+				changed = true
+				break
+			}
 			if r.Opens.FirstAt == nil {
 				humanOpen(r, at, func() { count(evOpened) })
 				log(eventlog.EmailOpened, int(r.Opens.Count), nil)

@@ -125,7 +125,17 @@ func TestRecord(t *testing.T) {
 	assert.Equal(t, int64(1), counts.MachineOpened)
 	assert.Zero(t, counts.Opened, "a privacy proxy's open is no one's")
 
+	// A security gateway follows the link before the person reads the message: counted
+	// apart, no one's open or click, in no link's clicks.
 	ref.Link = 1
+	for range 2 {
+		require.NoError(t, f.svc.Record(ctx, ref, Event{Type: EventClick, Link: 1, Machine: true, At: at.Add(time.Minute)}))
+	}
+	counts = f.assertCounts(t, c.ID)
+	assert.Equal(t, int64(1), counts.MachineClicked)
+	assert.Zero(t, counts.Opened)
+	assert.Zero(t, counts.Clicked)
+
 	require.NoError(t, f.svc.Record(ctx, ref, Event{Type: EventClick, Link: 1, At: at.Add(2 * time.Minute)}))
 	counts = f.assertCounts(t, c.ID)
 	assert.Equal(t, int64(1), counts.Opened, "a click is an open")
@@ -139,7 +149,7 @@ func TestRecord(t *testing.T) {
 	}
 	counts = f.assertCounts(t, c.ID)
 	assert.Equal(t, Counts{Recipients: 1, Sent: 1, SkippedBy: newCounts().SkippedBy, Delivered: 1, Opened: 1, MachineOpened: 1, Clicked: 1,
-		Bounced: 1, Complained: 1, Unsubscribed: 1}, counts)
+		MachineClicked: 1, Bounced: 1, Complained: 1, Unsubscribed: 1}, counts)
 
 	rows := f.rows(t, c.ID)
 	r := rows[0].Recipient
@@ -161,6 +171,7 @@ func TestRecord(t *testing.T) {
 	assert.Equal(t, at, *r.DeliveredAt, "the first delivery stands")
 	assert.Equal(t, Opens{Count: 3, FirstAt: ptr(at.Add(2 * time.Minute)), Machine: 2}, r.Opens)
 	assert.Equal(t, []LinkClicks{{Link: 1, Count: 2}, {Link: 0, Count: 1}}, r.Clicks)
+	assert.Equal(t, int64(2), r.MachineClicks)
 	require.NotNil(t, r.Bounce)
 	assert.True(t, r.Bounce.Permanent, "a hard bounce overrides a soft one")
 

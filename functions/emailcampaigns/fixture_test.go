@@ -442,6 +442,9 @@ func recount(rows []row) Counts {
 		if len(r.Clicks) > 0 {
 			c.Clicked++
 		}
+		if r.MachineClicks > 0 {
+			c.MachineClicked++
+		}
 		if r.Bounce != nil {
 			c.Bounced++
 		}

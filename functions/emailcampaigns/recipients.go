@@ -58,10 +58,12 @@ type Recipient struct {
 	DeliveredAt *time.Time `json:"delivered_at"`
 	Opens       Opens      `json:"opens"`
 	// Clicks are the clicks on each tracked link (by its index in the campaign's links).
-	Clicks         []LinkClicks `json:"clicks"`
-	Bounce         *Bounce      `json:"bounce"`
-	ComplainedAt   *time.Time   `json:"complained_at"`
-	UnsubscribedAt *time.Time   `json:"unsubscribed_at"`
+	Clicks []LinkClicks `json:"clicks"`
+	// MachineClicks counts the links followed by machines (security gateways), apart.
+	MachineClicks  int64      `json:"machine_clicks"`
+	Bounce         *Bounce    `json:"bounce"`
+	ComplainedAt   *time.Time `json:"complained_at"`
+	UnsubscribedAt *time.Time `json:"unsubscribed_at"`
 	// Error is why the provider refused the message (state failed).
 	Error *SendFailure `json:"error"`
 }

@@ -26,25 +26,28 @@ type Counts struct {
 	SkippedBy   map[string]int64 `json:"skipped_by"`
 	// The events, each counting recipients (not events): Opened those with a human open (a
 	// click counts as one), MachineOpened those opened by a privacy proxy, Clicked those
-	// who clicked any link, Bounced those with a bounce of either kind.
-	Delivered     int64 `json:"delivered"`
-	Opened        int64 `json:"opened"`
-	MachineOpened int64 `json:"machine_opened"`
-	Clicked       int64 `json:"clicked"`
-	Bounced       int64 `json:"bounced"`
-	Complained    int64 `json:"complained"`
-	Unsubscribed  int64 `json:"unsubscribed"`
+	// who clicked any link, MachineClicked those whose links a machine followed (a security
+	// gateway), Bounced those with a bounce of either kind.
+	Delivered      int64 `json:"delivered"`
+	Opened         int64 `json:"opened"`
+	MachineOpened  int64 `json:"machine_opened"`
+	Clicked        int64 `json:"clicked"`
+	MachineClicked int64 `json:"machine_clicked"`
+	Bounced        int64 `json:"bounced"`
+	Complained     int64 `json:"complained"`
+	Unsubscribed   int64 `json:"unsubscribed"`
 }
 
 // The event counters.
 const (
-	evDelivered     = "ev#delivered"
-	evOpened        = "ev#opened"
-	evMachineOpened = "ev#machine_opened"
-	evClicked       = "ev#clicked"
-	evBounced       = "ev#bounced"
-	evComplained    = "ev#complained"
-	evUnsubscribed  = "ev#unsubscribed"
+	evDelivered      = "ev#delivered"
+	evOpened         = "ev#opened"
+	evMachineOpened  = "ev#machine_opened"
+	evClicked        = "ev#clicked"
+	evMachineClicked = "ev#machine_clicked"
+	evBounced        = "ev#bounced"
+	evComplained     = "ev#complained"
+	evUnsubscribed   = "ev#unsubscribed"
 )
 
 func newCounts() Counts {
@@ -80,6 +83,8 @@ func (c *Counts) set(name string, n int64) {
 		c.MachineOpened = n
 	case evClicked:
 		c.Clicked = n
+	case evMachineClicked:
+		c.MachineClicked = n
 	case evBounced:
 		c.Bounced = n
 	case evComplained:
