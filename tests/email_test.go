@@ -178,6 +178,7 @@ func TestEmailDomainCampaignTrackingUnsubscribe(t *testing.T) {
 	cpath := api + "/email-campaigns/" + camp
 	r = s.post(tok, cpath+"/consent-preview", nil)
 	require.Equal(t, 200, r.Status, "%s", r.Body)
+	conforms(t, "POST", "/api/bots/{botID}/email-campaigns/{campaignID}/consent-preview", cpath+"/consent-preview", r)
 	preview := r.JSON(t)["counts"].(map[string]any)
 	assert.Equal(t, float64(3), preview["sendable"])
 	assert.Equal(t, float64(1), preview["no_consent"])
@@ -267,6 +268,12 @@ func TestEmailDomainCampaignTrackingUnsubscribe(t *testing.T) {
 
 	r = s.get(tok, cpath+"/report")
 	require.Equal(t, 200, r.Status, "%s", r.Body)
+	conforms(t, "GET", "/api/bots/{botID}/email-campaigns/{campaignID}/report", cpath+"/report", r)
+	for _, sub := range []string{"/recipients", "/links"} {
+		lr := s.get(tok, cpath+sub)
+		require.Equal(t, 200, lr.Status, "%s", lr.Body)
+		conforms(t, "GET", "/api/bots/{botID}/email-campaigns/{campaignID}"+sub, cpath+sub, lr)
+	}
 	counts := r.JSON(t)["counts"].(map[string]any)
 	assert.Equal(t, float64(3), counts["sent"])
 	assert.Equal(t, float64(1), counts["opened"])
