@@ -174,6 +174,7 @@ func TestEmailDomainCampaignTrackingUnsubscribe(t *testing.T) {
 
 	r = s.post(tok, api+"/email-campaigns", map[string]any{"name": "Sale", "content_id": doc})
 	require.Equal(t, 201, r.Status, "%s", r.Body)
+	conforms(t, "POST", "/api/bots/{botID}/email-campaigns", api+"/email-campaigns", r)
 	camp := r.JSON(t)["id"].(string)
 	cpath := api + "/email-campaigns/" + camp
 	r = s.post(tok, cpath+"/consent-preview", nil)
@@ -269,7 +270,7 @@ func TestEmailDomainCampaignTrackingUnsubscribe(t *testing.T) {
 	r = s.get(tok, cpath+"/report")
 	require.Equal(t, 200, r.Status, "%s", r.Body)
 	conforms(t, "GET", "/api/bots/{botID}/email-campaigns/{campaignID}/report", cpath+"/report", r)
-	for _, sub := range []string{"/recipients", "/links"} {
+	for _, sub := range []string{"", "/recipients", "/links"} {
 		lr := s.get(tok, cpath+sub)
 		require.Equal(t, 200, lr.Status, "%s", lr.Body)
 		conforms(t, "GET", "/api/bots/{botID}/email-campaigns/{campaignID}"+sub, cpath+sub, lr)
