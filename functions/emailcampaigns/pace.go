@@ -42,18 +42,27 @@ func (s *Service) schedule(ctx context.Context) (paceRecord, int64, error) {
 	return r, it.Revision, err
 }
 
+// from is when the schedule's next free slot begins as of now: its Next, or now when that
+// has passed.
+func (r paceRecord) from(now time.Time) time.Time {
+	if r.Next.After(now) {
+		return r.Next
+	}
+	return now
+}
+
 // reserve takes n consecutive slots of the schedule, one every 1/Rate seconds, and returns
-// when the first begins.
-func (s *Service) reserve(ctx context.Context, n int) (time.Time, error) {
-	for range paceAttempts {
-		r, rev, err := s.schedule(ctx)
-		if err != nil {
-			return time.Time{}, err
+// when the first begins. r and rev are the schedule as the caller read it: the first attempt
+// writes on them, and a lost race reads it again.
+func (s *Service) reserve(ctx context.Context, n int, r paceRecord, rev int64) (time.Time, error) {
+	for attempt := range paceAttempts {
+		if attempt > 0 {
+			var err error
+			if r, rev, err = s.schedule(ctx); err != nil {
+				return time.Time{}, err
+			}
 		}
-		start := s.d.Now()
-		if r.Next.After(start) {
-			start = r.Next
-		}
+		start := r.from(s.d.Now())
 		next := start.Add(time.Duration(float64(n) * float64(time.Second) / s.cfg.Rate))
 		data, err := store.Encode(paceRecord{Next: next})
 		if err != nil {

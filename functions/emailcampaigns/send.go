@@ -589,15 +589,12 @@ func (st *step) prepare(ctx context.Context, pl *planner, limit int) prepared {
 	p := prepared{c: c, read: true, live: true}
 	// No more rows than the deployment's schedule has slots for before the step ends: a
 	// slot reserved and not used is lost to every campaign.
-	sched, _, err := s.schedule(ctx)
+	sched, schedRev, err := s.schedule(ctx)
 	if err != nil {
 		p.err = err
 		return p
 	}
-	from := s.d.Now()
-	if sched.Next.After(from) {
-		from = sched.Next
-	}
+	from := sched.from(s.d.Now())
 	if fit := int(st.deadline.Sub(from).Seconds() * s.cfg.Rate); fit < limit {
 		if fit < 1 {
 			p.busy = from
@@ -635,7 +632,7 @@ func (st *step) prepare(ctx context.Context, pl *planner, limit int) prepared {
 	p.b = newBatch(rows)
 	if len(rows) > 0 {
 		// The batch's slots in the deployment's schedule; a failure lands it unsent.
-		p.b.notBefore, p.err = s.reserve(ctx, len(rows))
+		p.b.notBefore, p.err = s.reserve(ctx, len(rows), sched, schedRev)
 	}
 	return p
 }
