@@ -53,7 +53,7 @@ func (pl *planner) wait(ctx context.Context) {
 }
 
 // plan writes the rows of audience pages of labels until the audience ends, the step's time
-// is up, planPagesPerStep pages are written or the send beside it has ended (pl.stop). It
+// is up or the send beside it has ended (pl.stop); Config.MaxAudience bounds the pages. It
 // reports each page on pl.progress. It is the only one to touch st.r while it runs, and it
 // reads the campaign into pl.c, never st.c, which the send beside it owns.
 func (st *step) plan(ctx context.Context, labels []string, pl *planner) (bool, error) {
@@ -61,7 +61,7 @@ func (st *step) plan(ctx context.Context, labels []string, pl *planner) (bool, e
 	if st.r.Phase == "" {
 		st.r.Phase = phasePlan
 	}
-	for range planPagesPerStep {
+	for {
 		if pl.stop.Load() {
 			return true, nil
 		}

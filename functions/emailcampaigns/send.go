@@ -104,8 +104,6 @@ const (
 	// planChunk is the most rows one plan transaction writes (two writes each, with room for
 	// the counters).
 	planChunk = 40
-	// planPagesPerStep bounds the pages one step plans.
-	planPagesPerStep = 20
 	// cancelChunk is the most rows one cancel transaction moves.
 	cancelChunk = 90
 	// sendTimeout bounds one message's send.

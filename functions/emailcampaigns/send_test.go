@@ -140,6 +140,24 @@ func TestSendIsPaced(t *testing.T) {
 	assert.GreaterOrEqual(t, at[249].Sub(at[0]), 12*time.Second)
 }
 
+// A step plans as far as its time allows, not a fixed number of pages: at a rate that
+// sends a large audience within one step, that step plans and sends all of it and the
+// campaign is sent. (A step used to plan 20 pages of 100 and then wait out its time,
+// which held every campaign to 2,000 messages a step whatever its rate.)
+func TestOneStepPlansAndSendsWhatItsTimeAllows(t *testing.T) {
+	t.Parallel()
+	const people = 25*planPage + 7
+	f := newFixture(t, people, func(c *Config) { c.Rate = MaxRate })
+	c := f.schedule(t, f.create(t))
+	_, err, ok := f.deliver(t)
+	require.True(t, ok)
+	require.NoError(t, err)
+	assert.Len(t, f.mail.all(), people, "every recipient in the first step")
+	assert.Equal(t, Sent, f.get(t, c.ID).State)
+	f.drain(t)
+	assert.Len(t, f.mail.all(), people)
+}
+
 // A crash between the claim of a row and its mark leaves the row sending: it becomes
 // interrupted once its claim is older than ClaimGrace, and is never sent again, whether
 // the message had left or not. An event for it later proves it had.
