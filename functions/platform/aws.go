@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,6 +63,10 @@ type AWSConfig struct {
 	// SESConfigurationSet (SES_CONFIGURATION_SET) is the SES configuration set email is sent
 	// with; "" where the Lambda sends no email (family.Deps.Email stays nil).
 	SESConfigurationSet string
+	// EmailRate (EMAIL_RATE) is the deployment's email sending rate in messages a second,
+	// as written ("" where unset: the campaigns' default); Deps refuses a value that is no
+	// number.
+	EmailRate string
 	// PublicURL (PUBLIC_URL) is the API's public base URL, where providers deliver
 	// webhooks; "" registers no webhook with a provider.
 	PublicURL string
@@ -103,6 +109,7 @@ func AWSConfigFromEnv() AWSConfig {
 		JobsStateMachineARN: os.Getenv("JOBS_STATE_MACHINE_ARN"),
 		SchedulerRoleARN:    os.Getenv(EnvSchedulerRoleARN),
 		SESConfigurationSet: os.Getenv(EnvSESConfigurationSet),
+		EmailRate:           strings.TrimSpace(os.Getenv(EnvEmailRate)),
 		PublicURL:           os.Getenv(EnvPublicURL),
 		Providers:           ProvidersFromEnv(os.Getenv),
 		SecretParameters: SecretParameters{
@@ -233,6 +240,22 @@ const EnvSchedulerRoleARN = "SCHEDULER_ROLE_ARN"
 // EnvSESConfigurationSet names the SES configuration set of the Lambdas that send email.
 const EnvSESConfigurationSet = "SES_CONFIGURATION_SET"
 
+// EnvEmailRate is the deployment's email sending rate, messages a second (AWSConfig.EmailRate).
+const EnvEmailRate = "EMAIL_RATE"
+
+// emailRate reads EMAIL_RATE: 0 when unset (the campaigns' default), else a positive
+// number; the campaigns' service checks its upper bound (emailcampaigns.MaxRate) when built.
+func emailRate(v string) (float64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	r, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(r > 0) || math.IsInf(r, 0) {
+		return 0, fmt.Errorf("%s %q: want a positive number of messages a second", EnvEmailRate, v)
+	}
+	return r, nil
+}
+
 // EnvSNSTopicARNs lists, comma-separated, the SNS topics whose deliveries the email
 // provider routes accept (SES events and SES inbound mail); unset refuses every one.
 const EnvSNSTopicARNs = "SNS_TOPIC_ARNS"
@@ -294,6 +317,9 @@ func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now 
 		client := sesv2.NewFromConfig(a.aws)
 		d.Email = &email.SES{Client: client, ConfigurationSet: a.cfg.SESConfigurationSet}
 		d.EmailSettings.SES, d.EmailSettings.ConfigurationSet = client, a.cfg.SESConfigurationSet
+	}
+	if d.EmailSettings.Rate, err = emailRate(a.cfg.EmailRate); err != nil {
+		return family.Deps{}, err
 	}
 	if topics := strings.TrimSpace(os.Getenv(EnvSNSTopicARNs)); topics != "" {
 		d.EmailSettings.SNSTopicARNs = strings.Split(topics, ",")

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"slices"
+	"strconv"
 
 	aiwiring "github.com/botplatform/api/functions/ai/wiring"
 	crmwiring "github.com/botplatform/api/functions/crm/wiring"
@@ -152,6 +153,9 @@ const (
 	MetaAppID
 	MetaGraphBaseURL
 	MetaDialogBaseURL
+	// EmailRate is the deployment's email sending rate: set only when configured (unset,
+	// the campaigns' default).
+	EmailRate
 )
 
 // crmSettings are the CRM family's configuration: its Lambda's, the MCP Lambda's, which
@@ -173,12 +177,14 @@ func Settings() map[string][]Setting {
 		// channels family's, built with PUBLIC_URL.
 		// The CRM family's steps call the CRMs with its configuration (crmSettings).
 		// The meta family's token refreshes exchange tokens with the Facebook app at Graph.
-		Jobs: append([]Setting{TelegramBaseURL, VKBaseURL, WhatsAppBaseURL, MetaAppID, MetaGraphBaseURL}, crmSettings...),
+		// The email campaigns' send steps pace to the deployment's rate.
+		Jobs: append([]Setting{TelegramBaseURL, VKBaseURL, WhatsAppBaseURL, MetaAppID, MetaGraphBaseURL, EmailRate}, crmSettings...),
 		// A test send of a message goes out through the providers' APIs.
 		"content": {TelegramBaseURL, VKBaseURL, WhatsAppBaseURL},
 		// Campaign messages carry tracking and unsubscribe links at PUBLIC_URL, which the
-		// email events family serves.
-		"emailcampaigns": {PublicURL},
+		// email events family serves; the service is built with the deployment's rate, as
+		// in the jobs Lambda, which runs its send steps.
+		"emailcampaigns": {PublicURL, EmailRate},
 		"emailevents":    {PublicURL, SNSTopicARNs},
 		"emaildomains":   {SNSTopicARNs},
 		// An OAuth start's redirect_uri defaults to the callback at PUBLIC_URL; the client ids
@@ -217,6 +223,7 @@ const (
 	EnvSchedulerRoleARN    = platform.EnvSchedulerRoleARN
 	EnvSESConfigurationSet = platform.EnvSESConfigurationSet
 	EnvSNSTopicARNs        = platform.EnvSNSTopicARNs
+	EnvEmailRate           = platform.EnvEmailRate
 	// Provider configuration, named where the platform reads it.
 	EnvPublicURL                    = platform.EnvPublicURL
 	EnvTelegramBaseURL              = platform.EnvTelegramBaseURL
@@ -301,6 +308,8 @@ func settingVar(s Setting, cfg Config) (name, value string, set bool) {
 		return EnvMetaGraphBaseURL, cfg.MetaGraphBaseURL, cfg.MetaGraphBaseURL != ""
 	case MetaDialogBaseURL:
 		return EnvMetaDialogBaseURL, cfg.MetaDialogBaseURL, cfg.MetaDialogBaseURL != ""
+	case EmailRate:
+		return EnvEmailRate, strconv.FormatFloat(cfg.EmailRate, 'f', -1, 64), cfg.EmailRate > 0
 	}
 	return "", "", false
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/botplatform/api/functions/ai"
+	"github.com/botplatform/api/functions/emailcampaigns"
 	"github.com/botplatform/api/shared/ai/aihttp"
 	"github.com/botplatform/api/shared/channel/telegram"
 	"github.com/botplatform/api/shared/channel/vk"
@@ -111,6 +112,10 @@ type Config struct {
 	// deliveries the email provider routes accept: SES events and SES inbound mail. Unset,
 	// every SNS delivery is refused.
 	SNSTopicARNs string
+	// EmailRate is the deployment's email sending rate in messages a second, shared by
+	// every campaign (context emailRate, EMAIL_RATE): set it to the SES account's maximum
+	// send rate (`aws sesv2 get-account`). 0 leaves the default, SES's starting quota of 14.
+	EmailRate float64
 }
 
 // snsTopicARN is the shape of an SNS topic ARN.
@@ -148,6 +153,7 @@ const (
 	CtxWhatsAppVerifyTokenParameter = "whatsappVerifyTokenParameter"
 	CtxSDKKeyParameter              = "sdkKeyParameter"
 	CtxSNSTopicARNs                 = "snsTopicArns"
+	CtxEmailRate                    = "emailRate"
 
 	CtxCRMHubSpotClientID                 = "crmHubSpotClientId"
 	CtxCRMHubSpotClientSecretParameter    = "crmHubSpotClientSecretParameter"
@@ -242,6 +248,7 @@ func ConfigFrom(get func(key string) any) (Config, error) {
 		WhatsAppBaseURL:              str(CtxWhatsAppBaseURL, ""),
 		WhatsAppAppID:                str(CtxWhatsAppAppID, ""),
 		SNSTopicARNs:                 str(CtxSNSTopicARNs, ""),
+		EmailRate:                    num(CtxEmailRate, 0),
 		WhatsAppAppSecretParameter:   str(CtxWhatsAppAppSecretParameter, ""),
 		WhatsAppVerifyTokenParameter: str(CtxWhatsAppVerifyTokenParameter, ""),
 		SDKKeyParameter:              str(CtxSDKKeyParameter, ""),
@@ -379,6 +386,9 @@ func (c Config) Validate() error {
 		if c.SNSTopicARNs != "" && !snsTopicARN.MatchString(arn) {
 			bad("%s: %q is not an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>)", CtxSNSTopicARNs, arn)
 		}
+	}
+	if c.EmailRate < 0 || c.EmailRate > emailcampaigns.MaxRate {
+		bad("%s %v: want a rate in messages a second, up to %d (0: the default, 14)", CtxEmailRate, c.EmailRate, emailcampaigns.MaxRate)
 	}
 	// The ai Lambda reads AI_ROUTES and AI_PRICES with these: a typo fails the synthesis, not
 	// a cold start (where it would leave the family answering 503 ai_not_configured).

@@ -118,6 +118,7 @@ func TestConfigProviders(t *testing.T) {
 		"aiGeminiBaseUrl":                    "https://gemini-proxy.example.com/v",
 		"aiRoutes":                           " fast=openai:gpt-4o-mini;quality=anthropic:claude-sonnet-4-0 ",
 		"aiPrices":                           "openai:gpt-4o-mini=150/600",
+		"emailRate":                          "250",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +137,8 @@ func TestConfigProviders(t *testing.T) {
 		AIOpenAIKeyParameter:    "/botplatform/prod/ai/openai-api-key", AIAnthropicKeyParameter: "/botplatform/prod/ai/anthropic-api-key",
 		AIGeminiKeyParameter: "botplatform-prod-ai-gemini-api-key", AIOpenAIBaseURL: "https://openai-proxy.example.com",
 		AIAnthropicBaseURL: "https://anthropic-proxy.example.com", AIGeminiBaseURL: "https://gemini-proxy.example.com/v",
-		AIRoutes: "fast=openai:gpt-4o-mini;quality=anthropic:claude-sonnet-4-0", AIPrices: "openai:gpt-4o-mini=150/600"}
+		AIRoutes: "fast=openai:gpt-4o-mini;quality=anthropic:claude-sonnet-4-0", AIPrices: "openai:gpt-4o-mini=150/600",
+		EmailRate: 250}
 	got := c
 	got.Stage, got.AssetDir, got.LogRetentionDays, got.ThrottleRateLimit, got.ThrottleBurstLimit, got.Alarm5xxThreshold = "", "", 0, 0, 0, 0
 	if got != want {
@@ -216,6 +218,8 @@ func TestConfigValidateProviders(t *testing.T) {
 		{func(c *Config) { c.AIRoutes = "fast=openia:gpt-4o-mini" }, "aiRoutes"},
 		{func(c *Config) { c.AIPrices = "openai:gpt-4o=2500" }, "aiPrices"},
 		{func(c *Config) { c.AIPrices = "mistral:large=1/2" }, "aiPrices"},
+		{func(c *Config) { c.EmailRate = -1 }, "emailRate"},
+		{func(c *Config) { c.EmailRate = 10_001 }, "emailRate"},
 		{func(c *Config) { c.AIOpenAIKeyParameter = "arn:aws:ssm:eu-west-1:123456789012:parameter/openai" }, "aiOpenAIKeyParameter"},
 		{func(c *Config) { c.AIGeminiKeyParameter = "/ssm/gemini" }, "reserved"},
 		// Each provider's key is its own secret, and none is another family's.

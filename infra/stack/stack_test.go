@@ -104,6 +104,7 @@ var providerContext = map[string]any{
 	stack.CtxMetaAppID:                          "874512093651234",
 	stack.CtxMetaAppSecretParameter:             metaSecretParam,
 	stack.CtxMetaGraphBaseURL:                   "https://graph-proxy.example.com",
+	stack.CtxEmailRate:                          200,
 }
 
 type synthesized struct {
@@ -585,7 +586,9 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 		stack.Jobs: append([]string{"CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "JOBS_STATE_MACHINE_ARN", "SCHEDULER_ROLE_ARN", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME",
 			"CRM_HUBSPOT_CLIENT_ID", "CRM_HUBSPOT_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_CLIENT_ID",
 			"CRM_SALESFORCE_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_LOGIN_BASE_URL", "CRM_DYNAMICS_LOGIN_BASE_URL",
-			"META_APP_ID", "META_APP_SECRET_PARAMETER", "META_GRAPH_BASE_URL"}, urls...),
+			"META_APP_ID", "META_APP_SECRET_PARAMETER", "META_GRAPH_BASE_URL", "EMAIL_RATE"}, urls...),
+		// The deployment's email rate, to the campaigns' service and their send steps.
+		"emailcampaigns": {"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME", "EMAIL_RATE"},
 		// The Facebook app (its secret's parameter's name) and endpoints, and the WhatsApp
 		// adapter's configuration for the numbers it attaches.
 		"meta": {"AUDIT_BUS_NAME", "CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "SECRETS_KEY_ID", "TABLE_NAME",
@@ -633,17 +636,19 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 	metaVars := map[string]string{"META_APP_ID": "874512093651234", "META_APP_SECRET_PARAMETER": metaSecretParam,
 		"META_GRAPH_BASE_URL": "https://graph-proxy.example.com"}
 	maps.Copy(jobsVars, metaVars)
+	jobsVars["EMAIL_RATE"] = "200"
 	for name, vars := range map[string]map[string]string{
 		"channels": {"PUBLIC_URL": "https://hooks.example.com/bots", "TELEGRAM_BASE_URL": "https://telegram-proxy.example.com",
 			"VK_BASE_URL": "https://vk-proxy.example.com/method", "WHATSAPP_BASE_URL": "https://graph.example.com/v21.0",
 			"WHATSAPP_APP_ID": "1029384756"},
-		stack.Jobs:    jobsVars,
-		"webhooks":    {"WHATSAPP_APP_SECRET_PARAMETER": appSecretParameter, "WHATSAPP_VERIFY_TOKEN_PARAMETER": verifyTokenParameter},
-		"customersdk": {"SDK_KEY_PARAMETER": sdkKeyParameter},
-		"sdk":         {"SDK_KEY_PARAMETER": sdkKeyParameter},
-		"crm":         crmVars,
-		"mcp":         crmVars,
-		"meta":        metaVars,
+		stack.Jobs:       jobsVars,
+		"webhooks":       {"WHATSAPP_APP_SECRET_PARAMETER": appSecretParameter, "WHATSAPP_VERIFY_TOKEN_PARAMETER": verifyTokenParameter},
+		"customersdk":    {"SDK_KEY_PARAMETER": sdkKeyParameter},
+		"sdk":            {"SDK_KEY_PARAMETER": sdkKeyParameter},
+		"crm":            crmVars,
+		"mcp":            crmVars,
+		"meta":           metaVars,
+		"emailcampaigns": {"EMAIL_RATE": "200"},
 		"ai": {"AI_OPENAI_API_KEY_PARAMETER": openAIKeyParam, "AI_ANTHROPIC_API_KEY_PARAMETER": anthropicKeyParam,
 			"AI_GEMINI_API_KEY_PARAMETER": geminiKeyParam, "AI_OPENAI_BASE_URL": "https://openai-proxy.example.com",
 			"AI_ROUTES": aiRoutes, "AI_PRICES": aiPrices},
