@@ -203,4 +203,33 @@ func TestFlowIntelligence(t *testing.T) {
 	r = s.get(otherTok, "/api/bots/"+other.Bot+"/flow-intelligence/policy")
 	require.Equal(t, 200, r.Status, "%s", r.Body)
 	assert.Equal(t, float64(0), r.JSON(t)["revision"])
+
+	// Changing the account's policy takes more than a bot: a bot API token, or a member whose
+	// Analytics right is on this bot alone, may read it and not change it (403); a member with
+	// the right on every bot may.
+	r = s.get(tok, base+"/policy")
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	current := r.JSON(t)
+	change := map[string]any{"sampling": "enabled", "sample_trigger_details": false, "retention_days": 7, "expected_revision": current["revision"]}
+	botTok := s.post(tok, "/api/bots/"+s.demo.BotID+"/api-tokens", map[string]any{"name": "flow"}).JSON(t)["token"].(string)
+	assert.Equal(t, 200, s.get(botTok, base+"/policy").Status, "a bot token reads the policy")
+	r = s.put(botTok, base+"/policy", change)
+	if assert.Equal(t, 403, r.Status, "%s", r.Body) {
+		assert.Equal(t, "insufficient_scope", r.Code(t))
+	}
+	oneBot := s.admin("user", "create", "--account", s.demo.AccountID, "--rights", "")["user_id"]
+	s.adminJSON("user", "grant", "--account", s.demo.AccountID, "--user", oneBot, "--bot", s.demo.BotID, "--rights", "analytics")
+	oneBotTok := s.admin("pat", "create", "--account", s.demo.AccountID, "--user", oneBot, "--scopes", "*")["token"]
+	assert.Equal(t, 200, s.get(oneBotTok, base+"/policy").Status, "the bot's analyst reads the policy")
+	r = s.put(oneBotTok, base+"/policy", change)
+	if assert.Equal(t, 403, r.Status, "%s", r.Body) {
+		assert.Equal(t, "missing_right", r.Code(t))
+		assert.Contains(t, r.JSON(t)["missing_rights"], "analytics")
+	}
+	assert.Equal(t, current, s.get(tok, base+"/policy").JSON(t), "unchanged")
+	analyst := s.admin("user", "create", "--account", s.demo.AccountID, "--rights", "analytics")["user_id"]
+	analystTok := s.admin("pat", "create", "--account", s.demo.AccountID, "--user", analyst, "--scopes", "*")["token"]
+	r = s.put(analystTok, base+"/policy", change)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	assert.Equal(t, float64(7), r.JSON(t)["retention_days"])
 }

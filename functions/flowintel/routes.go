@@ -12,10 +12,13 @@ const Base = "/api/bots/{botID}/flow-intelligence"
 
 // Access of the family: reads need analytics:read and writes analytics:write, with the bot's
 // Analytics right, and every route the account's flow_intelligence rollout (403
-// feature_not_enabled without it).
+// feature_not_enabled without it). The policy is the account's, so changing it takes more
+// than a bot: a personal access token (policyAccess) whose user holds the Analytics right on
+// every bot (accountWide).
 var (
-	readAccess  = httpapi.Need("analytics:read", auth.RightAnalytics).InRollout(auth.RolloutFlowIntelligence)
-	writeAccess = httpapi.Need("analytics:write", auth.RightAnalytics).InRollout(auth.RolloutFlowIntelligence)
+	readAccess   = httpapi.Need("analytics:read", auth.RightAnalytics).InRollout(auth.RolloutFlowIntelligence)
+	writeAccess  = httpapi.Need("analytics:write", auth.RightAnalytics).InRollout(auth.RolloutFlowIntelligence)
+	policyAccess = httpapi.NeedPAT("analytics:write", auth.RightAnalytics).InRollout(auth.RolloutFlowIntelligence)
 )
 
 type handlers struct {
@@ -29,7 +32,7 @@ func Routes(mux *httpapi.Mux, svc *Service, cursors *httpapi.Cursors) {
 	mux.Handle("GET "+Base+"/reactions/{reactionID}/overlay", readAccess, h.overlay)
 	mux.Handle("GET "+Base+"/reactions/{reactionID}/samples", readAccess, h.samples)
 	mux.Handle("GET "+Base+"/policy", readAccess, h.policy)
-	mux.Handle("PUT "+Base+"/policy", writeAccess, h.setPolicy)
+	mux.Handle("PUT "+Base+"/policy", policyAccess, h.setPolicy)
 	mux.Handle("POST "+Base+"/reaggregations", writeAccess, h.start)
 	mux.Handle("GET "+Base+"/reaggregations", readAccess, h.jobs)
 	mux.Handle("GET "+Base+"/reaggregations/{jobID}", readAccess, h.job)
@@ -82,6 +85,9 @@ func (h *handlers) policy(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *handlers) setPolicy(w http.ResponseWriter, r *http.Request) error {
+	if err := accountWide(httpapi.Caller(r)); err != nil {
+		return err
+	}
 	var req PolicyRequest
 	if err := httpapi.Decode(w, r, &req); err != nil {
 		return err
@@ -119,4 +125,16 @@ func (h *handlers) job(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return httpapi.WriteJSON(w, http.StatusOK, j)
+}
+
+// accountWide refuses a caller who could change the account's policy through one bot
+// without a say over the others: a member whose Analytics right is granted on single bots.
+// Owners, and members holding the right on every bot, may.
+func accountWide(p *auth.Principal) error {
+	if p.Role == auth.RoleOwner || p.Rights.Has(auth.RightAnalytics) {
+		return nil
+	}
+	return httpapi.E(httpapi.KindForbidden, "missing_right",
+		"the flow intelligence policy is the account's: changing it needs the analytics right on every bot, not on this bot alone").
+		With("missing_rights", []auth.Right{auth.RightAnalytics})
 }
