@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/botplatform/api/shared/auth"
 	"github.com/botplatform/api/tests/fakes/ai/aifake"
 	anthropicfake "github.com/botplatform/api/tests/fakes/ai/anthropic"
 	geminifake "github.com/botplatform/api/tests/fakes/ai/gemini"
@@ -291,4 +292,42 @@ func TestAIReconcile(t *testing.T) {
 	row := got["rows"].([]any)[0].(map[string]any)
 	assert.Equal(t, "mismatch", row["status"])
 	assert.Equal(t, float64(7), row["input_tokens_delta"])
+}
+
+// Both managed AI routes refuse a missing, malformed or unknown token with 401, and a token
+// without the route's own scope with 403, each with its problem code.
+func TestAIAuthentication(t *testing.T) {
+	t.Parallel()
+	e := startAI(t)
+	invokeOnly := e.s.admin("pat", "create", "--account", e.s.demo.AccountID, "--scopes", "managed_ai:invoke")["token"]
+	usageOnly := e.s.admin("pat", "create", "--account", e.s.demo.AccountID, "--scopes", "managed_ai:usage:read")["token"]
+	for _, c := range []struct {
+		name, method, path, token string
+		status                    int
+		code                      string
+	}{
+		{"no token", http.MethodGet, aiUsage, "", 401, "missing_credentials"},
+		{"malformed token", http.MethodGet, aiUsage, "mbp_not_a_token", 401, "invalid_token"},
+		{"unknown token", http.MethodGet, aiUsage, auth.NewToken(auth.KindPAT), 401, "invalid_token"},
+		{"without managed_ai:usage:read", http.MethodGet, aiUsage, invokeOnly, 403, "insufficient_scope"},
+		{"no token", http.MethodPost, aiResponses, "", 401, "missing_credentials"},
+		{"malformed token", http.MethodPost, aiResponses, "mbp_not_a_token", 401, "invalid_token"},
+		{"unknown token", http.MethodPost, aiResponses, auth.NewToken(auth.KindPAT), 401, "invalid_token"},
+		{"without managed_ai:invoke", http.MethodPost, aiResponses, usageOnly, 403, "insufficient_scope"},
+	} {
+		rq := req{Method: c.method, Path: c.path, Token: c.token}
+		if c.method == http.MethodPost {
+			rq.Body = aiBody("fast", "hi")
+			rq.Headers = map[string]string{"Idempotency-Key": "auth-" + strings.ReplaceAll(c.name, " ", "-")}
+		}
+		problem(t, c.method, c.path, c.path, e.s.do(rq), c.status, c.code)
+	}
+	assert.Zero(t, e.openai.Requests()+e.anthropic.Requests()+e.gemini.Requests(), "no refused request reached a provider")
+
+	// The same tokens do what their scope allows.
+	res := e.s.get(usageOnly, aiUsage)
+	assert.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	res = e.s.do(req{Method: http.MethodPost, Path: aiResponses, Token: invokeOnly, Body: aiBody("fast", "hi"),
+		Headers: map[string]string{"Idempotency-Key": "auth-allowed"}})
+	assert.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 }

@@ -258,3 +258,39 @@ func TestCopilot(t *testing.T) {
 	assert.Equal(t, "missing_right", got["code"], "the right is checked over MCP too")
 	assert.Equal(t, 404, s.get(tok, fake).Status)
 }
+
+// Asking for a proposal spends managed AI: on a plan without managed_ai it is 402
+// feature_not_in_plan (feature managed_ai), no provider is asked and nothing is stored;
+// reading proposals needs no plan feature; with managed_ai back, the same request succeeds.
+func TestCopilotWithoutManagedAI(t *testing.T) {
+	t.Parallel()
+	e := startAI(t)
+	s := e.s
+	acct := s.demo.AccountID
+	rx := s.post(e.tok, "/api/bots/"+s.demo.BotID+"/reactions", json.RawMessage(`{"name": "Welcome", "trigger": {"type": "start"},
+		"steps": [{"id": "hi", "type": "send_text", "text": "Hello"}, {"id": "bye", "type": "send_text", "text": "Bye"}]}`))
+	require.Equal(t, 201, rx.Status, "%s", rx.Body)
+	proposals := "/api/reactions/" + rx.JSON(t)["id"].(string) + "/copilot/proposals"
+	const template = "/api/reactions/{rootID}/copilot/proposals"
+	goal := map[string]any{"goal": "Ask whether the subscriber is new before greeting", "provider": "openai"}
+	s.adminJSON("account", "rollout", "--account", acct, "--enable", "copilot")
+
+	out := s.adminJSON("account", "plan", "--account", acct, "--features", "analytics,broadcasts")
+	require.NotContains(t, out["plan"], "managed_ai")
+	tok := s.admin("pat", "create", "--account", acct, "--scopes", "*")["token"] // sees the new plan at once
+	r := s.post(tok, proposals, goal)
+	p := problem(t, http.MethodPost, template, proposals, r, http.StatusPaymentRequired, "feature_not_in_plan")
+	assert.Equal(t, "managed_ai", p["feature"])
+	assert.Zero(t, e.openai.Requests(), "no provider was asked")
+	r = s.get(tok, proposals)
+	require.Equal(t, 200, r.Status, "reading proposals needs no plan feature: %s", r.Body)
+	assert.Empty(t, r.JSON(t)["data"], "nothing was stored")
+
+	// The plan was the reason: with managed_ai back, the same request makes a proposal.
+	s.adminJSON("account", "plan", "--account", acct, "--features", "standard")
+	tok = s.admin("pat", "create", "--account", acct, "--scopes", "*")["token"]
+	e.openai.ReplyNext(copilotAnswer)
+	r = s.post(tok, proposals, goal)
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	assert.Equal(t, 1, e.openai.Requests())
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/botplatform/api/shared/auth"
 	fake "github.com/botplatform/api/tests/fakes/telegram"
 )
 
@@ -259,6 +260,56 @@ func TestReplay(t *testing.T) {
 		r = s.get(otherTok, path)
 		assert.Equal(t, 404, r.Status, "%s: %s", path, r.Body)
 	}
+
+	// Every write route refuses another account: its token on this account's bot, and on its
+	// own bot naming this account's execution, fixture and reaction, is 404 and changes
+	// nothing; a bad token is 401, a token without reactions:write or a user without the
+	// Reactions right 403.
+	type write struct {
+		template string
+		req      req
+	}
+	writes := func(b string) []write {
+		return []write{
+			{"/api/bots/{botID}/replay/simulations", req{Method: "POST", Path: b + "/simulations", Body: map[string]any{"execution_id": exe, "version": "draft"}}},
+			{"/api/bots/{botID}/replay/fixtures", req{Method: "POST", Path: b + "/fixtures", Body: map[string]any{"execution_id": exe, "name": "Taken"}}},
+			{"/api/bots/{botID}/replay/fixtures/{fixtureID}", req{Method: "DELETE", Path: b + "/fixtures/" + fx}},
+			{"/api/bots/{botID}/replay/runs", req{Method: "POST", Path: b + "/runs", Body: map[string]any{"reaction_id": welcome, "target": "draft"}}},
+		}
+	}
+	for _, w := range append(writes(base), writes(otherBase)...) {
+		w.req.Token = otherTok
+		problem(t, w.req.Method, w.template, w.req.Path, s.do(w.req), 404, "not_found")
+	}
+	for _, w := range writes(base) {
+		for _, c := range []struct {
+			token, code string
+			status      int
+		}{
+			{"mbp_not_a_token", "invalid_token", 401},
+			{auth.NewToken(auth.KindPAT), "invalid_token", 401},
+			{readOnly, "insufficient_scope", 403},
+			{noRightsTok, "missing_right", 403},
+		} {
+			w.req.Token = c.token
+			problem(t, w.req.Method, w.template, w.req.Path, s.do(w.req), c.status, c.code)
+		}
+	}
+	r = s.get(tok, base+"/fixtures/"+fx)
+	assert.Equal(t, 200, r.Status, "the fixture survived every refused DELETE: %s", r.Body)
+	assert.Equal(t, "New subscriber", r.JSON(t)["name"])
+	r = s.get(tok, base+"/fixtures")
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	assert.Len(t, r.JSON(t)["data"], 1, "no fixture was exported by a refused request")
+	r = s.get(tok, base+"/runs")
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	assert.Len(t, r.JSON(t)["data"], 3, "no run was started by a refused request")
+	for _, path := range []string{otherBase + "/fixtures", otherBase + "/runs"} {
+		r = s.get(otherTok, path)
+		require.Equal(t, 200, r.Status, "%s: %s", path, r.Body)
+		assert.Empty(t, r.JSON(t)["data"], "nothing was copied into the other account's bot: %s", path)
+	}
+
 	r = s.del(tok, base+"/fixtures/"+fx)
 	assert.Equal(t, http.StatusNoContent, r.Status, "%s", r.Body)
 	r = s.get(tok, base+"/fixtures/"+fx)

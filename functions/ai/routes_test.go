@@ -94,8 +94,20 @@ func TestIdempotency(t *testing.T) {
 	assert.Empty(t, res.Header.Get(ReplayedHeader))
 	assert.NotEqual(t, first["id"], res.JSON["id"])
 
+	// A second short of 24 hours, the key still replays and still refuses another body.
+	calls := f.providers[aiapi.Gemini].callCount()
+	f.clock.Advance(IdempotencyTTL - time.Second)
+	res = f.respond(t, "k-1", body("fast", "hello"))
+	require.Equal(t, http.StatusOK, res.Code, res.Body)
+	assert.Equal(t, "true", res.Header.Get(ReplayedHeader), "just before 24 h the key still replays")
+	assert.Equal(t, first, res.JSON)
+	assert.Equal(t, calls, f.providers[aiapi.Gemini].callCount(), "a replay calls no provider")
+	res = f.respond(t, "k-1", body("fast", "hello!"))
+	assert.Equal(t, http.StatusUnprocessableEntity, res.Code, res.Body)
+	assert.Equal(t, "idempotency_key_reused", res.Problem())
+
 	// 24 hours on, the key is free again.
-	f.clock.Advance(IdempotencyTTL)
+	f.clock.Advance(time.Second)
 	res = f.respond(t, "k-1", body("fast", "hello!"))
 	require.Equal(t, http.StatusOK, res.Code, res.Body)
 	assert.NotEqual(t, first["id"], res.JSON["id"])
