@@ -8,11 +8,12 @@ import (
 	"github.com/botplatform/api/shared/mcptool"
 )
 
-// Tools are the family's MCP tools: the reads (overlay, samples, policy) with their routes'
-// access (analytics:read, the Analytics right, the flow_intelligence rollout) and answers.
-// None changes anything, so none is audited; the policy's change and reaggregation are REST
-// only.
-func Tools(svc *Service) []mcptool.Tool {
+// Tools are the family's MCP tools: every read (overlay, samples, policy, reaggregation jobs)
+// with its route's access (analytics:read, the Analytics right, the flow_intelligence
+// rollout) and answer. None changes anything, so none is audited; changing the policy and
+// starting a reaggregation are REST only. cursors are the REST lists' (the jobs list tool
+// and its route continue each other's pages).
+func Tools(svc *Service, cursors *httpapi.Cursors) []mcptool.Tool {
 	return []mcptool.Tool{
 		mcptool.New("get_flow_overlay", "Get a reaction version's steps with their flow numbers over a range of UTC days: "+
 			"per step (in the version's order) entered, completed (executed without error), continued (the run went on to "+
@@ -54,6 +55,24 @@ func Tools(svc *Service) []mcptool.Tool {
 			readAccess, func(ctx context.Context, _ policyArgs) (any, error) {
 				return svc.Policy(ctx, mcptool.Caller(ctx).AccountID)
 			}).Mirroring("GET " + Base + "/policy"),
+		mcptool.New("list_flow_reaggregations", "List a bot's reaggregation jobs (rebuilds of its flow counters from "+
+			"the execution traces), newest first, kept 30 days: each job's id (job_...), status (queued, running, "+
+			"succeeded, failed), from and to (the range rebuilt), runs_scanned, days (per UTC day: rebuilt with the "+
+			"counters corrected, unchanged, or skipped with its reason: traces_expired, future, busy), error (code and "+
+			"message of a failed job) and times. Starting a job is REST only (POST .../flow-intelligence/reaggregations).",
+			readAccess, func(ctx context.Context, in listJobsArgs) (any, error) {
+				path := "/api/bots/" + url.PathEscape(in.BotID) + "/flow-intelligence/reaggregations"
+				return mcptool.List(ctx, cursors, path, nil, in.Page, func(limit int, cursor string) ([]Job, string, error) {
+					return svc.Reaggregations(ctx, in.BotID, limit, cursor)
+				})
+			}).Mirroring("GET " + Base + "/reaggregations"),
+		mcptool.New("get_flow_reaggregation", "Get one reaggregation job of a bot, as list_flow_reaggregations shows "+
+			"it: its status (queued, running, succeeded, failed), the range, runs_scanned, what it did to each UTC day "+
+			"(rebuilt with the counters corrected, unchanged, or skipped with its reason) and, when it failed, why. A "+
+			"job that does not exist (or expired after 30 days) is 404.",
+			readAccess, func(ctx context.Context, in jobArgs) (any, error) {
+				return svc.Reaggregation(ctx, in.BotID, in.JobID)
+			}).Mirroring("GET " + Base + "/reaggregations/{jobID}"),
 	}
 }
 
@@ -99,4 +118,21 @@ func (a *samplesArgs) Validate() error {
 
 type policyArgs struct {
 	mcptool.Bot
+}
+
+type listJobsArgs struct {
+	mcptool.Bot
+	mcptool.Page
+}
+
+type jobArgs struct {
+	mcptool.Bot
+	JobID string `json:"job_id" jsonschema:"the job's id (job_...), as list_flow_reaggregations returns it"`
+}
+
+// Validate requires the job.
+func (a *jobArgs) Validate() error {
+	var p httpapi.Problems
+	p.Require("job_id", a.JobID)
+	return p.Err()
 }

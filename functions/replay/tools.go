@@ -13,7 +13,8 @@ import (
 // Tools are the replay family's MCP tools, with their routes' access (the replay rollout
 // feature included). No tool reveals a run's identifying data: get_replay_execution answers
 // the redacted form (Redact), so it mirrors no route; the trace GET, which shows the
-// subscriber id and the provider's ids, is REST only (docs/replay.md, "Agents").
+// subscriber id and the provider's ids, is REST only (docs/replay.md, "What is revealed,
+// and to whom"). Fixtures, regression runs and their results hold only redacted data.
 // simulate_replay runs a flow and is audited like its POST; the rest read.
 func Tools(svc *Service, cursors *httpapi.Cursors) []mcptool.Tool {
 	return []mcptool.Tool{
@@ -79,6 +80,17 @@ func Tools(svc *Service, cursors *httpapi.Cursors) []mcptool.Tool {
 			readAccess, func(ctx context.Context, in runArgs) (any, error) {
 				return svc.Run(ctx, in.BotID, in.RunID)
 			}).Mirroring("GET " + run),
+		// The result's trace is the simulation of the fixture's input, which is redacted
+		// (FixtureInput): its message ids are placeholders or made up (sim_<seq>), so the
+		// route's answer reveals nothing and the tool answers it as it is.
+		mcptool.New("get_replay_run_result", "Get one fixture's result in a regression run with the simulated trace: "+
+			"run_id, fixture_id, fixture_name, outcome (passed or changed), differences (at most 50; differences_total "+
+			"counts them all), result_sha256 (the SHA-256 of the trace's JSON) and trace, the simulated run (status, "+
+			"end_reason, error, steps, notes) from the fixture's redacted input: no subscriber id, no provider ids "+
+			"(message ids are placeholders). A trace over 300 KiB is not kept (trace null, result_omitted true).",
+			readAccess, func(ctx context.Context, in resultArgs) (any, error) {
+				return svc.RunResult(ctx, in.BotID, in.RunID, in.FixtureID)
+			}).Mirroring("GET " + result),
 	}
 }
 
@@ -157,5 +169,19 @@ type runArgs struct {
 func (a *runArgs) Validate() error {
 	var p httpapi.Problems
 	p.Require("run_id", a.RunID)
+	return p.Err()
+}
+
+type resultArgs struct {
+	mcptool.Bot
+	RunID     string `json:"run_id" jsonschema:"the run's id (rpr_...), as list_replay_runs returns it"`
+	FixtureID string `json:"fixture_id" jsonschema:"the fixture's id (rfx_...), as get_replay_run lists it in results"`
+}
+
+// Validate requires the run and the fixture.
+func (a *resultArgs) Validate() error {
+	var p httpapi.Problems
+	p.Require("run_id", a.RunID)
+	p.Require("fixture_id", a.FixtureID)
 	return p.Err()
 }

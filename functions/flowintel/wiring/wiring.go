@@ -24,7 +24,7 @@ func Family() family.Family {
 			Routes: func(mux *httpapi.Mux) { flowintel.Routes(mux, svc, env.Cursors) },
 			Jobs:   map[string]jobs.Step{flowintel.JobReaggregate: svc.Step},
 			Purge:  flowintel.PurgeStep(env.Store, env.Now),
-			Tools:  flowintel.Tools(svc),
+			Tools:  flowintel.Tools(svc, env.Cursors),
 		}
 	}}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,6 +16,7 @@ import (
 	"github.com/botplatform/api/functions/bots"
 	"github.com/botplatform/api/functions/copilot"
 	copilotwiring "github.com/botplatform/api/functions/copilot/wiring"
+	"github.com/botplatform/api/functions/flowintel"
 	flowintelwiring "github.com/botplatform/api/functions/flowintel/wiring"
 	"github.com/botplatform/api/functions/playbooks"
 	playbookswiring "github.com/botplatform/api/functions/playbooks/wiring"
@@ -248,6 +250,17 @@ func TestFlowIntelligenceToolsInTheLambda(t *testing.T) {
 	assert.NotContains(t, mustMarshal(t, samples), exe, "samples are redacted")
 	policy := w.call(t, "get_flow_policy", `{"bot_id":"`+w.bot+`"}`)
 	assert.Equal(t, float64(0), policy["revision"], "the default, never saved")
+	// A reaggregation job, started as the flowintel Lambda does (setup: its own composition,
+	// which knows the job's kind, on the same store).
+	lambda := familytest.Env(t, family.Deps{Store: env.Store, Tenancy: bots.Tenancy, Audit: out, Queue: out})
+	family.Compose(lambda, flowintelwiring.Family())
+	from, to := time.Now().UTC().Add(-time.Hour).Format(time.RFC3339), time.Now().UTC().Add(time.Hour).Format(time.RFC3339)
+	job, err := flowintelwiring.Service(lambda).StartReaggregation(sqlitetest.Unrecorded(t.Context()), w.bot, flowintel.ReaggregationRequest{From: &from, To: &to})
+	require.NoError(t, err)
+	jobs := w.call(t, "list_flow_reaggregations", `{"bot_id":"`+w.bot+`"}`)
+	require.Len(t, jobs["data"], 1)
+	assert.Equal(t, job.ID, jobs["data"].([]any)[0].(map[string]any)["id"])
+	assert.Equal(t, job.ID, w.call(t, "get_flow_reaggregation", `{"bot_id":"`+w.bot+`","job_id":"`+job.ID+`"}`)["id"])
 	w.calledEvery(t, flowintelwiring.Family())
 }
 
@@ -288,6 +301,9 @@ func TestReplayToolsInTheLambda(t *testing.T) {
 	got = w.call(t, "get_replay_run", `{`+botArg+`,"run_id":"`+run.ID+`"}`)
 	assert.Equal(t, float64(1), got["passed"])
 	require.Len(t, got["results"], 1)
+	result := w.call(t, "get_replay_run_result", `{`+botArg+`,"run_id":"`+run.ID+`","fixture_id":"`+fx.ID+`"}`)
+	assert.Equal(t, "passed", result["outcome"])
+	assert.NotContains(t, mustMarshal(t, result), exe, "the result holds the fixture's redacted input, not the run's ids")
 	w.calledEvery(t, replaywiring.Family())
 }
 
