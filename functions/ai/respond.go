@@ -244,7 +244,12 @@ func (s *Service) Respond(ctx context.Context, account, key string, req Response
 		s.release(context.WithoutCancel(ctx), c)
 		return Response{}, false, p.err
 	}
-	resp, err = s.generate(ctx, req, p.calls, p.billing, delta)
+	// The generation outlives a caller that goes away (a closed connection, a gateway's
+	// timeout): the provider bills it whatever happens to the caller, so it is metered and
+	// its answer kept under the key, for the caller's retry to replay instead of paying for
+	// a second one. generate bounds it (generationTimeout); a stream stops writing to a
+	// caller that is gone but reads the provider to its end.
+	resp, err = s.generate(context.WithoutCancel(ctx), req, p.calls, p.billing, forgiving(delta))
 	if err != nil {
 		s.release(context.WithoutCancel(ctx), c)
 		return Response{}, false, err
@@ -254,6 +259,21 @@ func (s *Service) Respond(ctx context.Context, account, key string, req Response
 		return Response{}, false, err
 	}
 	return resp, false, nil
+}
+
+// forgiving wraps a stream's delta so that the first failure to pass text on (the caller is
+// gone) stops passing text on without stopping the generation; nil stays nil.
+func forgiving(delta func(string) error) func(string) error {
+	if delta == nil {
+		return nil
+	}
+	gone := false
+	return func(text string) error {
+		if !gone && delta(text) != nil {
+			gone = true
+		}
+		return nil
+	}
 }
 
 // checkIdempotencyKey checks the header's value: required, at most 255 visible ASCII

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -423,6 +424,55 @@ func TestStream(t *testing.T) {
 	res = f.respond(t, "s2", b)
 	assert.Empty(t, res.Header.Get(ReplayedHeader))
 	assert.Equal(t, "response.completed", sse(t, res.Body)[3].name)
+}
+
+// A caller that goes away does not stop its generation: the provider bills it anyway, so it
+// runs to its end, is metered once, and its answer is kept under the key, which the caller's
+// retry replays without a second provider call. Streamed (the caller gone after the first
+// piece of text) and not (the caller's context canceled while the provider works).
+func TestGenerationOutlivesTheCaller(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	o := f.providers[aiapi.OpenAI]
+	req := ResponseRequest{Profile: "balanced", Provider: "auto", Stream: true,
+		Input: []aiapi.Message{{Role: aiapi.RoleUser, Content: "hi"}}}
+	pieces := 0
+	resp, replayed, err := f.svc.Respond(t.Context(), f.Account.ID, "gone", req, func(string) error {
+		pieces++
+		return errors.New("write: broken pipe")
+	})
+	require.NoError(t, err)
+	assert.False(t, replayed)
+	assert.Equal(t, 1, pieces, "nothing more is written to a caller that is gone")
+	assert.Equal(t, "openai says hi", resp.OutputText, "the provider was read to its end")
+	b := body("balanced", "hi")
+	b["stream"] = true
+	res := f.respond(t, "gone", b)
+	assert.Equal(t, "true", res.Header.Get(ReplayedHeader), "the retry replays the kept answer")
+	assert.Equal(t, "openai says hi", sse(t, res.Body)[0].data["delta"])
+	assert.Equal(t, 1, o.callCount())
+
+	o.hold, o.entered = make(chan struct{}), make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	req.Stream = false
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := f.svc.Respond(ctx, f.Account.ID, "gone2", req, nil)
+		done <- err
+	}()
+	<-o.entered
+	cancel() // the caller hangs up while the provider works
+	close(o.hold)
+	require.NoError(t, <-done)
+	res = f.respond(t, "gone2", body("balanced", "hi"))
+	require.Equal(t, http.StatusOK, res.Code, res.Body)
+	assert.Equal(t, "true", res.Header.Get(ReplayedHeader))
+	assert.Equal(t, 2, o.callCount())
+
+	rep, err := f.svc.Usage(t.Context(), f.Account.ID, UsageQuery{})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), rep.Total.Requests, "each generation metered once")
+	assert.Equal(t, int64(6), rep.Total.OutputTokens)
 }
 
 type event struct {
