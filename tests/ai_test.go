@@ -331,3 +331,44 @@ func TestAIAuthentication(t *testing.T) {
 		Headers: map[string]string{"Idempotency-Key": "auth-allowed"}})
 	assert.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 }
+
+// A generation is audited once, committed with its answer; its replay is audited too (a
+// request like any other), the refused changed body as well; reads are not. No event holds
+// the prompt, the answer or a key.
+func TestAIAudit(t *testing.T) {
+	t.Parallel()
+	e := startAI(t)
+	send := func(id, key string, b any) resp {
+		return e.s.do(req{Method: http.MethodPost, Path: aiResponses, Token: e.tok, Body: b,
+			Headers: map[string]string{"Idempotency-Key": key, "X-Request-Id": id}})
+	}
+	secretPrompt := "the customer's private question 5417"
+	first := send("ai-audit-1", "k1", aiBody("fast", secretPrompt))
+	require.Equal(t, 200, first.Status, "%s", first.Body)
+	answer, _ := first.JSON(t)["output_text"].(string)
+	require.NotEmpty(t, answer)
+	replay := send("ai-audit-2", "k1", aiBody("fast", secretPrompt))
+	require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, 422, send("ai-audit-3", "k1", aiBody("fast", "another question")).Status)
+	e.s.do(req{Method: http.MethodGet, Path: aiUsage, Token: e.tok, Headers: map[string]string{"X-Request-Id": "ai-audit-read"}})
+
+	byReq := map[string][]map[string]any{}
+	for _, ev := range auditEvents(t, e.s, e.tok, "") {
+		if id, _ := ev["request_id"].(string); strings.HasPrefix(id, "ai-audit") {
+			byReq[id] = append(byReq[id], ev)
+		}
+		b, err := json.Marshal(ev)
+		require.NoError(t, err)
+		assert.NotContains(t, string(b), secretPrompt)
+		assert.NotContains(t, string(b), answer)
+		for _, k := range e.managed {
+			assert.NotContains(t, string(b), k)
+		}
+	}
+	for id, status := range map[string]float64{"ai-audit-1": 200, "ai-audit-2": 200, "ai-audit-3": 422} {
+		require.Len(t, byReq[id], 1, id)
+		assert.Equal(t, "POST /api/v1/ai/responses", byReq[id][0]["route"], id)
+		assert.Equal(t, status, byReq[id][0]["status"], id)
+	}
+	assert.Empty(t, byReq["ai-audit-read"], "reads are not audited")
+}
