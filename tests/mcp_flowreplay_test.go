@@ -107,16 +107,7 @@ func TestMCPFlowIntelligenceAndReplayReads(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	var tr trace
 	require.NoError(t, json.Unmarshal(r.Body, &tr))
-	identifying := []string{sub}
-	for _, st := range tr.Steps {
-		if id, ok := st.Outcome["message_id"].(string); ok {
-			identifying = append(identifying, id)
-		}
-	}
-	require.Len(t, identifying, 3, "two messages sent")
-	if u, ok := tr.Trigger["update_id"].(string); ok {
-		identifying = append(identifying, u)
-	}
+	identifying := identifyingIDs(t, tr, sub)
 
 	// A reaggregation job, finished, and a regression run of the run exported as a fixture.
 	r = s.post(tok, flow+"/reaggregations", map[string]any{"from": from, "to": to})

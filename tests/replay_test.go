@@ -127,16 +127,7 @@ func TestReplay(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.Body, &tr))
 	assert.Contains(t, string(r.Body), sub)
 	require.Len(t, tr.Steps, 4)
-	identifying := []string{sub}
-	for _, st := range tr.Steps {
-		if id, ok := st.Outcome["message_id"].(string); ok {
-			identifying = append(identifying, id)
-		}
-	}
-	require.Len(t, identifying, 3, "two messages sent")
-	if u, ok := tr.Trigger["update_id"].(string); ok {
-		identifying = append(identifying, u)
-	}
+	identifying := identifyingIDs(t, tr, sub)
 
 	// The MCP trace tool answers the redacted form.
 	cs = s.mcpClient(t, tok, "")
@@ -316,4 +307,21 @@ func TestReplay(t *testing.T) {
 	assert.Equal(t, 404, r.Status)
 	assert.False(t, strings.Contains(s.stderr.String(), `"level":"ERROR"`) && strings.Contains(s.stderr.String(), "/replay/"),
 		"no replay request failed with a 500")
+}
+
+// identifyingIDs are what identifies the subscriber behind a recorded run of two sent
+// messages: the subscriber's id, the provider's message ids and the update id.
+func identifyingIDs(t *testing.T, tr trace, sub string) []string {
+	t.Helper()
+	out := []string{sub}
+	for _, st := range tr.Steps {
+		if id, ok := st.Outcome["message_id"].(string); ok {
+			out = append(out, id)
+		}
+	}
+	require.Len(t, out, 3, "two messages sent")
+	if u, ok := tr.Trigger["update_id"].(string); ok {
+		out = append(out, u)
+	}
+	return out
 }
