@@ -146,10 +146,12 @@ func TestEmailDomainCampaignTrackingUnsubscribe(t *testing.T) {
 		{"external_id": "4", "first_name": "Di", "fields": map[string]any{"email": "di@example.org", "email_consent": false}},
 		{"external_id": "5", "first_name": "Ed"},
 	}
+	subIDs := map[string]string{} // by first name
 	for _, p := range people {
 		p["channel"] = "telegram"
 		r = s.post(tok, api+"/subscribers", p)
 		require.Less(t, r.Status, 300, "%s", r.Body)
+		subIDs[p["first_name"].(string)] = r.JSON(t)["id"].(string)
 	}
 
 	// The content, published.
@@ -299,6 +301,23 @@ func TestEmailDomainCampaignTrackingUnsubscribe(t *testing.T) {
 	for _, m := range later {
 		assert.NotEqual(t, "bo@example.org", m.To[0])
 	}
+
+	// Ann is erased: soon no campaign's recipients show her address, and the reports count
+	// the same.
+	r = s.do(req{Method: "DELETE", Path: api + "/subscribers/" + subIDs["Ann"], Token: tok})
+	require.Equal(t, 204, r.Status, "%s", r.Body)
+	eventually(t, 30*time.Second, "Ann's address leaves the campaigns' recipients", func() bool {
+		for _, c := range []string{cpath, next} {
+			if strings.Contains(string(s.get(tok, c+"/recipients").Body), "ann@example.org") {
+				return false
+			}
+		}
+		return true
+	})
+	r = s.get(tok, cpath+"/recipients")
+	conforms(t, "GET", "/api/bots/{botID}/email-campaigns/{campaignID}/recipients", cpath+"/recipients", r)
+	assert.Contains(t, string(r.Body), `"erased":true`)
+	assert.Equal(t, float64(3), s.get(tok, cpath+"/report").JSON(t)["counts"].(map[string]any)["sent"])
 
 	// A forged SNS notification is refused: its certificate is not AWS's, and this process
 	// accepts no topic at all.

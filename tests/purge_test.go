@@ -78,9 +78,9 @@ func leftovers(t *testing.T, st *sqlite.Store, bot string) (left []string, sweep
 }
 
 // sweepKind is the job kind of a queued second pass due only after most of purge.SweepDelay: the bot
-// purge's own, or that of a subscriber's erasure (subscribers.erase_events), which erased
-// the subscriber's events at once and looks again later for late ones; run after the bot is
-// gone, it finds nothing and ends.
+// purge's own, or that of a subscriber's erasure (purge.EraseJob; subscribers.erase_events
+// before it), which erased what was kept about the subscriber at once and looks again later
+// for late writes; run after the bot is gone, it finds nothing and ends.
 func sweepKind(t *testing.T, it store.Item) string {
 	t.Helper()
 	var msg struct {
@@ -90,7 +90,7 @@ func sweepKind(t *testing.T, it store.Item) string {
 		VisibleAt time.Time `json:"visible_at"`
 	}
 	require.NoError(t, json.Unmarshal(it.Data, &msg))
-	if (msg.Body.Kind == purge.Job || msg.Body.Kind == "subscribers.erase_events") && time.Until(msg.VisibleAt) > purge.SweepDelay/2 {
+	if (msg.Body.Kind == purge.Job || msg.Body.Kind == purge.EraseJob || msg.Body.Kind == "subscribers.erase_events") && time.Until(msg.VisibleAt) > purge.SweepDelay/2 {
 		return msg.Body.Kind
 	}
 	return ""

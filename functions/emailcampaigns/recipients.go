@@ -66,6 +66,9 @@ type Recipient struct {
 	UnsubscribedAt *time.Time `json:"unsubscribed_at"`
 	// Error is why the provider refused the message (state failed).
 	Error *SendFailure `json:"error"`
+	// Erased is set once the subscriber was erased: the row keeps what the report counts,
+	// not the address (erase.go).
+	Erased bool `json:"erased,omitempty"`
 }
 
 // Opens counts a recipient's opens: human ones, and apart from them the fetches of privacy

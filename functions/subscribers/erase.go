@@ -2,6 +2,7 @@ package subscribers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -29,10 +30,11 @@ type tombstone struct {
 // facts. The activity counters keep counting them. A later upsert of the same identity
 // creates a new subscriber with a new id.
 //
-// The subscriber's events in the event log (WithEvents) are erased afterwards by the job
-// jobEraseEvents, whose start is staged in the same transaction when the Service has an
-// outbox (WithOutbox): an erasure that commits always erases the events, even when the
-// process ends right after the commit. Without a job runner it runs here, to the end.
+// What other items hold about the subscriber, the events in the event log (WithEvents, this
+// family's EraseStep) and other families' copies (their Erase steps), is erased afterwards by
+// the job purge.EraseJob, whose start is staged in the same transaction when the Service has
+// an outbox (WithOutbox): an erasure that commits always starts it, even when the process
+// ends right after the commit. Without them, the events alone are erased (erasure).
 func (s *Service) Delete(ctx context.Context, bot, id string, expected *int64) error {
 	for try := range attempts {
 		if err := pause(ctx, try); err != nil {
@@ -62,7 +64,7 @@ func (s *Service) Delete(ctx context.Context, bot, id string, expected *int64) e
 		for _, l := range rec.Labels {
 			writes = append(writes, store.DeleteOp(memberKey(bot, l, id), store.Always))
 		}
-		staged, committed, err := s.eventErasure(bot, id)
+		staged, committed, err := s.erasure(bot, id)
 		if err != nil {
 			return fmt.Errorf("erase subscriber: %w", err)
 		}
@@ -86,27 +88,30 @@ func (s *Service) WithOutbox(o outbox.Stager) *Service {
 	return &c
 }
 
-// eventErasure returns what the erasure of subscriber id must write in its transaction so
-// that the subscriber's events are erased too, and what to call once it has committed.
+// erasure returns what the erasure of subscriber id must write in its transaction so that
+// what other items hold about the subscriber is erased too (the job purge.EraseJob), and
+// what to call once it has committed.
 //
 // With an outbox and a job runner, the transaction stages the job's start twice: at once,
 // and again purge.SweepDelay later (as a deleted bot's purge does), to erase what was
-// appended for the subscriber after the first pass went by: events of work already under
+// written for the subscriber after the first pass went by: events of work already under
 // way when the erasure committed (a change that committed just before it recording its
 // events, a run's step), and, on DynamoDB, events its subscriber index listed late. The
-// outbox delivers them at least once; the job is idempotent. Without an outbox, the job
-// starts after the commit (a process that dies in between leaves the events); without a
-// runner, it runs to the end in the erasing call.
-func (s *Service) eventErasure(bot, id string) ([]store.Write, func(context.Context) error, error) {
-	if s.events == nil {
-		return nil, func(context.Context) error { return nil }, nil
-	}
+// outbox delivers them at least once; the job is idempotent. A Service without an outbox or
+// without a job runner (never so in a Lambda or the local process, whose family wiring has
+// both) erases the events alone: the job jobEraseEvents after the commit, or to the end in
+// the erasing call.
+func (s *Service) erasure(bot, id string) ([]store.Write, func(context.Context) error, error) {
+	e := purge.Erasure{BotID: bot, SubscriberID: id}
 	if s.outbox == nil || s.jobs == nil {
+		if s.events == nil {
+			return nil, func(context.Context) error { return nil }, nil
+		}
 		return nil, func(ctx context.Context) error { return s.startPurge(ctx, jobEraseEvents, bot, id) }, nil
 	}
 	var msgs []queue.Message
 	for _, delay := range []time.Duration{0, purge.SweepDelay} {
-		m, err := jobs.StartMessage(delay, jobEraseEvents, purgeJob{Bot: bot, ID: id})
+		m, err := jobs.StartMessage(delay, purge.EraseJob, e)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -117,6 +122,19 @@ func (s *Service) eventErasure(bot, id string) ([]store.Write, func(context.Cont
 		return nil, nil, err
 	}
 	return writes, func(ctx context.Context) error { deliver(ctx); return nil }, nil
+}
+
+// EraseStep is the family's step of the job purge.EraseJob: the erased subscriber's events
+// (eraseEventsStep). Without an event log there is nothing to erase.
+func (s *Service) EraseStep(ctx context.Context, payload json.RawMessage, cursor string) (string, bool, error) {
+	e, err := purge.DecodeErasure(payload)
+	if err != nil {
+		return "", false, err
+	}
+	if s.events == nil {
+		return "", true, nil
+	}
+	return s.eraseEventsStep(ctx, purgeJob{Bot: e.BotID, ID: e.SubscriberID}, cursor)
 }
 
 // eraseEventsStep erases the next part of an erased subscriber's events (a bounded amount:

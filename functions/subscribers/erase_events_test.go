@@ -105,9 +105,11 @@ func TestEraseStartsTheEventErasureJob(t *testing.T) {
 	assert.Empty(t, g.jobs.started)
 }
 
-// With an outbox, the job's start is staged in the erasure's own transaction: a process that
-// ends right after the commit (here: one whose outbox cannot deliver) leaves it to the
-// outbox's sweep, which starts it, at once and again purge.SweepDelay later.
+// With an outbox, the start of the job purge.EraseJob is staged in the erasure's own
+// transaction: a process that ends right after the commit (here: one whose outbox cannot
+// deliver) leaves it to the outbox's sweep, which starts it, at once and again
+// purge.SweepDelay later. The family's step of it (EraseStep, which the platform chains with
+// the other families') erases the events.
 func TestEraseStagesTheEventErasureInItsTransaction(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, true)
@@ -135,9 +137,10 @@ func TestEraseStagesTheEventErasureInItsTransaction(t *testing.T) {
 	assert.InDelta(t, purge.SweepDelay-outbox.DefaultGrace, sent[1].Delay, float64(2*time.Second), "the second pass, still delayed")
 
 	reg := jobs.NewRegistry()
-	svc.RegisterJobs(reg)
+	reg.Register(purge.EraseJob, svc.EraseStep)
 	for _, st := range queuetest.Decode[jobs.State](t, sent) {
-		assert.Equal(t, jobEraseEvents, st.Kind)
+		assert.Equal(t, purge.EraseJob, st.Kind)
+		assert.JSONEq(t, `{"bot_id":"`+f.bot+`","subscriber_id":"`+ann+`"}`, string(st.Payload))
 		for !st.Done {
 			st, err = reg.RunStep(t.Context(), st)
 			require.NoError(t, err)

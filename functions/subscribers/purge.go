@@ -21,7 +21,9 @@ import (
 const (
 	jobPurgeLabel = "subscribers.remove_deleted_label"
 	jobPurgeField = "subscribers.erase_deleted_field"
-	// jobEraseEvents erases an erased subscriber's events from the event log (erase.go).
+	// jobEraseEvents erases an erased subscriber's events from the event log (erase.go). An
+	// erasure now starts purge.EraseJob, whose first step does the same; the kind stays for
+	// the messages staged before that, and for an erasure without a job runner.
 	jobEraseEvents = "subscribers.erase_events"
 )
 

@@ -7,6 +7,7 @@ import (
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/mcptool"
+	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/queue"
 )
 
@@ -32,6 +33,12 @@ type Parts struct {
 	// bot must declare it: the job purge.Job runs every composed family's step in turn
 	// (purge.go), and shared/purge builds one from the family's partitions.
 	Purge jobs.Step
+	// Erase is the step that erases what the family keeps about one erased subscriber
+	// (payload purge.Erasure; the cursor is the family's own): a family that copies a
+	// subscriber's personal data, or keeps items by subscriber, must declare it. The job
+	// purge.EraseJob, which the subscribers family starts when it erases one, runs every
+	// composed family's step in turn (purge.go).
+	Erase jobs.Step
 	// Tools are the family's MCP tools, declared beside its routes with the same access
 	// (shared/mcptool); the MCP endpoint (functions/mcp) serves the tools of every family
 	// composed on its Env (Env.Tools).
@@ -50,8 +57,8 @@ type built struct {
 }
 
 // Compose builds families on env, in order, and adds their job kinds to the kinds env.Jobs
-// starts (with purge.Job over every family that purges, where any does) and their MCP tools
-// to env.Tools.
+// starts (with purge.Job over every family that purges, and purge.EraseJob over every family
+// that erases, where any does) and their MCP tools to env.Tools.
 func Compose(env *Env, families ...Family) *Composed {
 	c := &Composed{env: env}
 	for _, f := range families {
@@ -64,6 +71,9 @@ func Compose(env *Env, families ...Family) *Composed {
 	}
 	if list := c.purgers(); len(list) > 0 {
 		env.registry.Register(purgeJob, purgeStep(list, env.Log))
+	}
+	if list := c.erasers(); len(list) > 0 {
+		env.registry.Register(purge.EraseJob, eraseStep(list, env.Log))
 	}
 	return c
 }

@@ -11,7 +11,8 @@ import (
 	"github.com/botplatform/api/shared/purge"
 )
 
-// purger is one owner of a deleted bot's data, as the purge job runs it.
+// purger is one family's step in a chained job: the purge of a deleted bot's data, the
+// erasure of an erased subscriber's.
 type purger struct {
 	name string
 	step jobs.Step
@@ -49,44 +50,98 @@ func (c *Composed) purgers() []purger {
 	return out
 }
 
-// purgeCursor is where a purge job is: the family, by name so that a deploy that adds or
-// reorders families between two steps resumes at the same place, and that family's cursor.
-type purgeCursor struct {
+// erasers lists in order what erases an erased subscriber's data: every composed family
+// that declares Erase, the subscribers first (the events), then the others as composed.
+func (c *Composed) erasers() []purger {
+	var out []purger
+	for _, b := range c.built {
+		if b.parts.Erase != nil {
+			out = append(out, purger{name: b.name, step: b.parts.Erase})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b purger) int {
+		return boolRank(a.name != "subscribers") - boolRank(b.name != "subscribers")
+	})
+	return out
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// chainCursor is where a chained job (the purge, an erasure) is: the family, by name so that
+// a deploy that adds or reorders families between two steps resumes at the same place, and
+// that family's cursor.
+type chainCursor struct {
 	Family string `json:"family"`
 	Cursor string `json:"cursor,omitempty"`
 }
 
-// purgeStep is the step of the job purge.Job: one step of the current family's purge, then
-// on to the next family once it is done. Every family's step is bounded and repeatable, so
-// this one is too. A cursor naming a family that no longer purges starts over: the families
-// before it are empty, which each confirms in one step.
+// purgeStep is the step of the job purge.Job: the deleted bot's data, family by family.
 func purgeStep(list []purger, log *slog.Logger) jobs.Step {
-	return func(ctx context.Context, payload json.RawMessage, cursor string) (string, bool, error) {
+	return chainStep(purge.Job, list, func(ctx context.Context, payload json.RawMessage) (string, error) {
 		p, err := purge.DecodePayload(payload)
+		if err != nil {
+			return "", err
+		}
+		return p.BotID, nil
+	}, func(ctx context.Context, payload json.RawMessage) {
+		p, _ := purge.DecodePayload(payload)
+		log.InfoContext(ctx, "deleted bot's data erased", "account_id", p.AccountID, "bot_id", p.BotID)
+	})
+}
+
+// eraseStep is the step of the job purge.EraseJob: what the families keep about an erased
+// subscriber, family by family.
+func eraseStep(list []purger, log *slog.Logger) jobs.Step {
+	return chainStep(purge.EraseJob, list, func(ctx context.Context, payload json.RawMessage) (string, error) {
+		e, err := purge.DecodeErasure(payload)
+		if err != nil {
+			return "", err
+		}
+		return e.SubscriberID, nil
+	}, func(ctx context.Context, payload json.RawMessage) {
+		e, _ := purge.DecodeErasure(payload)
+		log.InfoContext(ctx, "erased subscriber's data erased", "bot_id", e.BotID, "subscriber_id", e.SubscriberID)
+	})
+}
+
+// chainStep is the step of a job that runs the steps of list in turn on one payload: one
+// step of the current family's, then on to the next family once it is done. Every family's
+// step is bounded and repeatable, so this one is too. A cursor naming a family that is no
+// longer in the list starts over: the families before it have nothing left, which each
+// confirms in one step. check decodes the payload (naming what it is about, for errors);
+// done is called once the last family is done.
+func chainStep(job string, list []purger, check func(context.Context, json.RawMessage) (string, error), done func(context.Context, json.RawMessage)) jobs.Step {
+	return func(ctx context.Context, payload json.RawMessage, cursor string) (string, bool, error) {
+		what, err := check(ctx, payload)
 		if err != nil {
 			return "", false, err
 		}
-		var at purgeCursor
+		var at chainCursor
 		if cursor != "" {
 			if err := json.Unmarshal([]byte(cursor), &at); err != nil {
-				return "", false, fmt.Errorf("%s: bad cursor: %w", purge.Job, err)
+				return "", false, fmt.Errorf("%s: bad cursor: %w", job, err)
 			}
 		}
 		i := slices.IndexFunc(list, func(pr purger) bool { return pr.name == at.Family })
 		if i < 0 {
 			i, at.Cursor = 0, ""
 		}
-		next, done, err := list[i].step(ctx, payload, at.Cursor)
+		next, finished, err := list[i].step(ctx, payload, at.Cursor)
 		if err != nil {
-			return "", false, fmt.Errorf("%s of %s: %w", list[i].name, p.BotID, err)
+			return "", false, fmt.Errorf("%s of %s: %w", list[i].name, what, err)
 		}
 		switch {
-		case !done:
-			at = purgeCursor{Family: list[i].name, Cursor: next}
+		case !finished:
+			at = chainCursor{Family: list[i].name, Cursor: next}
 		case i+1 < len(list):
-			at = purgeCursor{Family: list[i+1].name}
+			at = chainCursor{Family: list[i+1].name}
 		default:
-			log.InfoContext(ctx, "deleted bot's data erased", "account_id", p.AccountID, "bot_id", p.BotID)
+			done(ctx, payload)
 			return "", true, nil
 		}
 		b, err := json.Marshal(at)

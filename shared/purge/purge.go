@@ -286,9 +286,10 @@ func (e *eraser) flush(ctx context.Context) error {
 	return nil
 }
 
-// Run drives step to the end for p in the calling goroutine, for tests and tools; the
-// service runs purges through the job runner, one step per message.
-func Run(ctx context.Context, step jobs.Step, p Payload) error {
+// Run drives step to the end for p (a Payload, or an Erasure for an erase step) in the
+// calling goroutine, for tests and tools; the service runs purges and erasures through the
+// job runner, one step per message.
+func Run(ctx context.Context, step jobs.Step, p any) error {
 	raw, err := json.Marshal(p)
 	if err != nil {
 		return err

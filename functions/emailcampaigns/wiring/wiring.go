@@ -34,12 +34,13 @@ func Family() family.Family {
 			// deleted bot's campaigns: a purge needs only the store.
 			env.Log.Warn("email campaigns unavailable", "error", err)
 			return family.Parts{Routes: func(mux *httpapi.Mux) { emailcampaigns.Unavailable(mux, err.Error()) },
-				Purge: emailcampaigns.PurgeStep(env.Store)}
+				Purge: emailcampaigns.PurgeStep(env.Store), Erase: emailcampaigns.EraseStep(env.Store)}
 		}
 		return family.Parts{
 			Routes: func(mux *httpapi.Mux) { emailcampaigns.Routes(mux, svc, env.Cursors) },
 			Jobs:   svc.Jobs(),
 			Purge:  emailcampaigns.PurgeStep(env.Store),
+			Erase:  emailcampaigns.EraseStep(env.Store),
 		}
 	}}
 }

@@ -27,6 +27,7 @@ func Family() family.Family {
 			Tools:  subscribers.Tools(svc, env.Cursors),
 			Jobs:   svc.Jobs(),
 			Purge:  subscribers.PurgeStep(env.Store),
+			Erase:  svc.EraseStep,
 		}
 	}}
 }

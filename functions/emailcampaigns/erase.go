@@ -1,0 +1,110 @@
+package emailcampaigns
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/purge"
+	"github.com/botplatform/api/shared/store"
+)
+
+// eraseBatch bounds the campaigns one step of an erasure looks at: a read and at most two
+// small writes each.
+const eraseBatch = 50
+
+// EraseStep is the family's step of the job purge.EraseJob. A campaign keeps, in an erased
+// subscriber's recipient row, the address it planned or sent to: the row keeps what the
+// report counts (its state, opens, clicks, bounce, the message id) and its subscriber id,
+// which now names no one, and loses the address and the provider's refusal text (which may
+// quote the address); it is marked erased. The address's claim in the campaign goes too. A
+// row being sent meanwhile is sent to no one: the send reads the subscriber again first.
+// The campaigns are looked at a page at a time, the cursor the query's; it needs only the
+// store, as the purge does.
+func EraseStep(st store.Store) jobs.Step {
+	return func(ctx context.Context, payload json.RawMessage, cursor string) (string, bool, error) {
+		e, err := purge.DecodeErasure(payload)
+		if err != nil {
+			return "", false, err
+		}
+		page, err := st.Query(ctx, store.Query{PK: campaignsPK(e.BotID), Prefix: "CMP#", Limit: eraseBatch, Cursor: cursor})
+		if err != nil {
+			return "", false, err
+		}
+		rcp := recipientID(e.SubscriberID)
+		for _, it := range page.Items {
+			campaign := strings.TrimPrefix(it.Key.SK, "CMP#")
+			if err := eraseRow(ctx, st, e.BotID, campaign, rcp); err != nil {
+				return "", false, fmt.Errorf("erase recipient %s of %s: %w", rcp, campaign, err)
+			}
+		}
+		return page.Next, page.Next == "", nil
+	}
+}
+
+// eraseRow removes the address from one campaign's row of the recipient (if it has one),
+// and the address's claim when it is this row's.
+func eraseRow(ctx context.Context, st store.Store, bot, campaign, rcp string) error {
+	for range rowAttempts {
+		it, err := st.Get(ctx, rowKey(bot, campaign, rcp))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil // not in this campaign's audience
+		}
+		if err != nil {
+			return err
+		}
+		r, err := decodeRow(it)
+		if err != nil {
+			return err
+		}
+		if r.Erased {
+			return nil
+		}
+		writes, err := claimRelease(ctx, st, bot, campaign, r)
+		if err != nil {
+			return err
+		}
+		rev := r.rev
+		r.Address, r.Erased, r.rev = "", true, rev+1
+		if r.Error != nil {
+			r.Error = &SendFailure{Code: r.Error.Code, Message: "(erased with the subscriber)"}
+		}
+		next, err := r.item(bot, campaign)
+		if err != nil {
+			return err
+		}
+		err = st.Transact(ctx, append([]store.Write{store.PutOp(next, store.RevisionIs(rev))}, writes...))
+		if errors.Is(err, store.ErrConditionFailed) {
+			continue // the row (or the claim) changed meanwhile: read again
+		}
+		return err
+	}
+	return fmt.Errorf("the row keeps changing: %w", store.ErrUnavailable)
+}
+
+// claimRelease returns the write that deletes the claim of r's address, when the claim is
+// r's (a duplicate row of the same address holds none).
+func claimRelease(ctx context.Context, st store.Store, bot, campaign string, r row) ([]store.Write, error) {
+	if r.Address == "" {
+		return nil, nil
+	}
+	key := addressKey(bot, campaign, strings.ToLower(r.Address))
+	it, err := st.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	claim, err := store.Decode[map[string]string](it)
+	if err != nil {
+		return nil, err
+	}
+	if claim["recipient"] != r.ID {
+		return nil, nil
+	}
+	return []store.Write{store.DeleteOp(key, store.RevisionIs(it.Revision))}, nil
+}
