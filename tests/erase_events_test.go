@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	fake "github.com/botplatform/api/tests/fakes/telegram"
 )
 
 // Erasing a subscriber erases their events from the event log (a background job, started
@@ -69,4 +71,37 @@ func TestEraseSubscriberErasesTheirEvents(t *testing.T) {
 	for _, e := range r.JSON(t)["data"].([]any) {
 		assert.NotEqual(t, ann, e.(map[string]any)["subscriber_id"], "the unfiltered list holds none of theirs either")
 	}
+}
+
+// Erasing a subscriber erases their runs too (the erasure job's runtime step): the trace of
+// a run of theirs answers 404 soon after, another subscriber's stays.
+func TestEraseSubscriberErasesTheirRuns(t *testing.T) {
+	t.Parallel()
+	c := startConversation(t)
+	c.publish(t, `{"name":"Ping","trigger":{"type":"keyword","keywords":["ping"]},"steps":[{"id":"p","type":"send_text","text":"pong"}]}`)
+	ann := fake.User{ID: 6001, FirstName: "Ann", LastName: "Lee", LanguageCode: "en"}
+	bob := fake.User{ID: 6002, FirstName: "Bob", LastName: "Ray", LanguageCode: "en"}
+	runOf := func(u fake.User) (string, string) {
+		c.deliver(t, c.tg.TextUpdate(u, "ping"))
+		sub := ""
+		eventually(t, 10*time.Second, "the run completes", func() bool {
+			r := c.s.get(c.s.demo.Token, "/api/bots/"+c.s.demo.BotID+"/subscribers?channel=telegram&external_id="+fmt.Sprint(u.ID))
+			if data, _ := r.JSON(t)["data"].([]any); len(data) == 1 {
+				sub = data[0].(map[string]any)["id"].(string)
+			}
+			return sub != "" && len(c.executions(t, sub)) == 1 && c.executions(t, sub)[0].Status == "completed"
+		})
+		return sub, c.executions(t, sub)[0].ID
+	}
+	annSub, annRun := runOf(ann)
+	_, bobRun := runOf(bob)
+	trace := func(id string) int {
+		return c.s.get(c.s.demo.Token, "/api/bots/"+c.s.demo.BotID+"/executions/"+id).Status
+	}
+	require.Equal(t, http.StatusOK, trace(annRun))
+
+	r := c.s.del(c.s.demo.Token, "/api/bots/"+c.s.demo.BotID+"/subscribers/"+annSub)
+	require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Body)
+	eventually(t, 20*time.Second, "the erased subscriber's run is erased", func() bool { return trace(annRun) == http.StatusNotFound })
+	assert.Equal(t, http.StatusOK, trace(bobRun), "another subscriber's run stays")
 }

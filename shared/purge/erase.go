@@ -1,9 +1,13 @@
 package purge
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/botplatform/api/shared/jobs"
+	"github.com/botplatform/api/shared/store"
 )
 
 // EraseJob is the job kind that erases what the families keep about one erased subscriber
@@ -31,4 +35,20 @@ func DecodeErasure(raw json.RawMessage) (Erasure, error) {
 		return Erasure{}, errors.New("erase: payload needs bot_id and subscriber_id")
 	}
 	return e, nil
+}
+
+// ErasePlan lists the partitions of what a family keeps about the erased subscriber e, in
+// the order they are erased, as Plan does for a deleted bot.
+type ErasePlan func(ctx context.Context, e Erasure) ([]Part, error)
+
+// EraseStep returns the job step that erases the partitions of plan for an erased
+// subscriber, with Step's bounds and guarantees.
+func EraseStep(st store.Store, plan ErasePlan) jobs.Step {
+	return partsStep(st, func(ctx context.Context, raw json.RawMessage) ([]Part, error) {
+		e, err := DecodeErasure(raw)
+		if err != nil {
+			return nil, err
+		}
+		return plan(ctx, e)
+	})
 }

@@ -113,12 +113,20 @@ type position struct {
 // per call. The items of each part are read from the top every time: what earlier steps
 // erased is gone, so the top is where the work left off.
 func Step(st store.Store, plan Plan) jobs.Step {
-	return func(ctx context.Context, raw json.RawMessage, cursor string) (string, bool, error) {
+	return partsStep(st, func(ctx context.Context, raw json.RawMessage) ([]Part, error) {
 		p, err := DecodePayload(raw)
 		if err != nil {
-			return "", false, err
+			return nil, err
 		}
-		parts, err := plan(ctx, p)
+		return plan(ctx, p)
+	})
+}
+
+// partsStep is the step that erases the partitions parts lists for a payload (Step's, and
+// EraseStep's for an erased subscriber).
+func partsStep(st store.Store, plan func(ctx context.Context, raw json.RawMessage) ([]Part, error)) jobs.Step {
+	return func(ctx context.Context, raw json.RawMessage, cursor string) (string, bool, error) {
+		parts, err := plan(ctx, raw)
 		if err != nil {
 			return "", false, err
 		}

@@ -31,6 +31,7 @@ func Family() family.Family {
 			Routes: func(mux *httpapi.Mux) { runtime.Routes(mux, runtime.NewTraces(env.Store, subs, env.Now), env.Cursors) },
 			Queue:  func(mux *queue.Mux) { registerRuntime(mux, env, subs) },
 			Purge:  runtime.PurgeStep(env.Store),
+			Erase:  runtime.EraseStep(env.Store),
 		}
 	}}
 }
