@@ -294,3 +294,41 @@ func TestCopilotWithoutManagedAI(t *testing.T) {
 	require.Equal(t, 201, r.Status, "%s", r.Body)
 	assert.Equal(t, 1, e.openai.Requests())
 }
+
+// Under an Idempotency-Key a proposal is made once: the retry answers the same proposal
+// (201, Idempotent-Replayed) and the provider is asked once; another body under the key is
+// 422; without a key each request is a new proposal.
+func TestCopilotIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	e := startAI(t)
+	s := e.s
+	rx := s.post(e.tok, "/api/bots/"+s.demo.BotID+"/reactions", json.RawMessage(`{"name": "Welcome", "trigger": {"type": "start"},
+		"steps": [{"id": "hi", "type": "send_text", "text": "Hello"}, {"id": "bye", "type": "send_text", "text": "Bye"}]}`))
+	require.Equal(t, 201, rx.Status, "%s", rx.Body)
+	proposals := "/api/reactions/" + rx.JSON(t)["id"].(string) + "/copilot/proposals"
+	const template = "/api/reactions/{rootID}/copilot/proposals"
+	goal := map[string]any{"goal": "Ask whether the subscriber is new before greeting", "provider": "openai"}
+	s.adminJSON("account", "rollout", "--account", s.demo.AccountID, "--enable", "copilot")
+	tok := s.admin("pat", "create", "--account", s.demo.AccountID, "--scopes", "*")["token"]
+	post := func(key string, body any) resp {
+		return s.do(req{Method: http.MethodPost, Path: proposals, Token: tok, Body: body, Headers: map[string]string{"Idempotency-Key": key}})
+	}
+
+	e.openai.ReplyNext(copilotAnswer)
+	first := post("proposal-1", goal)
+	require.Equal(t, 201, first.Status, "%s", first.Body)
+	assert.Empty(t, first.Header.Get("Idempotent-Replayed"))
+	again := post("proposal-1", goal)
+	require.Equal(t, 201, again.Status, "%s", again.Body)
+	conforms(t, http.MethodPost, template, proposals, again)
+	assert.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
+	assert.Equal(t, first.JSON(t)["id"], again.JSON(t)["id"])
+	assert.Equal(t, 1, e.openai.Requests(), "the provider was asked once")
+
+	problem(t, http.MethodPost, template, proposals, post("proposal-1", map[string]any{"goal": "Something else", "provider": "openai"}),
+		http.StatusUnprocessableEntity, "idempotency_key_reused")
+	problem(t, http.MethodPost, template, proposals, post("not a key", goal), http.StatusBadRequest, "invalid_idempotency_key")
+	r := s.get(tok, proposals)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	assert.Len(t, r.JSON(t)["data"], 1, "one proposal")
+}

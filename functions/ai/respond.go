@@ -212,7 +212,7 @@ type claim struct {
 // other provider is tried. Only an answer is kept under the key: a request that failed
 // releases it, so that the same request may be retried.
 func (s *Service) Respond(ctx context.Context, account, key string, req ResponseRequest, delta func(string) error) (resp Response, replayed bool, err error) {
-	if err := checkIdempotencyKey(key); err != nil {
+	if err := CheckIdempotencyKey(key); err != nil {
 		return Response{}, false, err
 	}
 	if err := req.Validate(); err != nil {
@@ -276,9 +276,9 @@ func forgiving(delta func(string) error) func(string) error {
 	}
 }
 
-// checkIdempotencyKey checks the header's value: required, at most 255 visible ASCII
-// characters.
-func checkIdempotencyKey(key string) error {
+// CheckIdempotencyKey checks an Idempotency-Key header's value: required, at most 255
+// visible ASCII characters (copilot's optional key takes the same form).
+func CheckIdempotencyKey(key string) error {
 	if key == "" {
 		return httpapi.E(httpapi.KindInvalid, "idempotency_key_required", "send an Idempotency-Key header: a unique value per generation (a UUID, say)")
 	}

@@ -6,8 +6,10 @@ import "github.com/botplatform/api/shared/store"
 // pointer under its account finds it from its id alone (the /api/copilot/proposals/{id}
 // routes name no bot), and only within the caller's account:
 //
-//	BOT#<bot>#CPP    <rct_id>#<cpp_id>  a proposal (Proposal)
-//	ACCT#<acct>#CPP  <cpp_id>           where it is ({"bot_id", "reaction_id"})
+//	BOT#<bot>#CPP      <rct_id>#<cpp_id>  a proposal (Proposal)
+//	ACCT#<acct>#CPP    <cpp_id>           where it is ({"bot_id", "reaction_id"})
+//	ACCT#<acct>#CPPKEY <Idempotency-Key>  the proposal a create with that key made (once), expiring
+//	                                      after ai.IdempotencyTTL
 //
 // Ids sort by creation time, so a reaction's proposals (a prefix query, reversed) list
 // newest first.
@@ -25,4 +27,15 @@ func pointerKey(account, id string) store.Key { return store.Key{PK: pointersPK(
 type pointer struct {
 	BotID      string `json:"bot_id"`
 	ReactionID string `json:"reaction_id"`
+}
+
+func idemKey(account, key string) store.Key {
+	return store.Key{PK: "ACCT#" + account + "#CPPKEY", SK: key}
+}
+
+// created is what a create with an Idempotency-Key made: the proposal, and the hash of the
+// request it was made for (the reaction and the body).
+type created struct {
+	ProposalID  string `json:"proposal_id"`
+	RequestHash string `json:"request_hash"`
 }

@@ -3,6 +3,7 @@ package copilot
 import (
 	"net/http"
 
+	"github.com/botplatform/api/functions/ai"
 	"github.com/botplatform/api/shared/httpapi"
 )
 
@@ -41,9 +42,12 @@ func (h *handlers) create(w http.ResponseWriter, r *http.Request) error {
 	if err := httpapi.Decode(w, r, &req); err != nil {
 		return err
 	}
-	pr, err := h.svc.Create(r.Context(), httpapi.Caller(r), r.PathValue("rootID"), req)
+	pr, replayed, err := h.svc.CreateOnce(r.Context(), httpapi.Caller(r), r.PathValue("rootID"), r.Header.Get("Idempotency-Key"), req)
 	if err != nil {
 		return err
+	}
+	if replayed {
+		w.Header().Set(ai.ReplayedHeader, "true")
 	}
 	w.Header().Set("Location", "/api/copilot/proposals/"+pr.ID)
 	return httpapi.WriteJSON(w, http.StatusCreated, pr)

@@ -13,6 +13,9 @@ package copilot
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -164,9 +167,83 @@ func contains(list []string, s string) bool {
 // answer that is not a usable proposal is 502 copilot_unusable_answer: the generation is
 // metered (the provider answered), nothing is stored.
 func (s *Service) Create(ctx context.Context, p *auth.Principal, rootID string, req CreateRequest) (Proposal, error) {
-	if err := req.Validate(); err != nil {
-		return Proposal{}, err
+	pr, _, err := s.CreateOnce(ctx, p, rootID, "", req)
+	return pr, err
+}
+
+// CreateOnce is Create under an Idempotency-Key (none: ""), as POST /api/v1/ai/responses
+// takes one: the same key with the same reaction and body within ai.IdempotencyTTL answers the
+// proposal the first request made (replayed true) without generating again; with another
+// reaction or body it is 422 idempotency_key_reused; while the first request still runs, 409
+// idempotency_in_flight (the managed AI call's own key, derived from this one, holds it). A
+// retry after a failure generates again, except that an answer the provider already gave is
+// replayed by managed AI rather than paid twice.
+func (s *Service) CreateOnce(ctx context.Context, p *auth.Principal, rootID, key string, req CreateRequest) (Proposal, bool, error) {
+	if key != "" {
+		if err := ai.CheckIdempotencyKey(key); err != nil {
+			return Proposal{}, false, err
+		}
 	}
+	if err := req.Validate(); err != nil {
+		return Proposal{}, false, err
+	}
+	hash := req.hash(rootID)
+	if key != "" {
+		pr, found, err := s.replay(ctx, p, key, hash)
+		if found || err != nil {
+			return pr, found, err
+		}
+	}
+	pr, err := s.create(ctx, p, rootID, key, hash, req)
+	if errors.Is(err, errKeyTaken) {
+		// Another request with the key made its proposal meanwhile: that one is the answer.
+		pr, found, err := s.replay(ctx, p, key, hash)
+		if err == nil && !found {
+			err = fmt.Errorf("copilot: the Idempotency-Key's proposal vanished: %w", store.ErrUnavailable)
+		}
+		return pr, found, err
+	}
+	return pr, false, err
+}
+
+// errKeyTaken is create's answer when its Idempotency-Key was recorded by another request
+// meanwhile.
+var errKeyTaken = errors.New("copilot: the Idempotency-Key made a proposal meanwhile")
+
+// replay returns the proposal key made, when it made one (found), for a request of hash;
+// another request's hash is 422.
+func (s *Service) replay(ctx context.Context, p *auth.Principal, key, hash string) (Proposal, bool, error) {
+	it, err := s.store.Get(ctx, idemKey(p.AccountID, key))
+	if errors.Is(err, store.ErrNotFound) {
+		return Proposal{}, false, nil
+	}
+	if err != nil {
+		return Proposal{}, false, err
+	}
+	c, err := store.Decode[created](it)
+	if err != nil {
+		return Proposal{}, false, err
+	}
+	if c.RequestHash != hash {
+		return Proposal{}, false, httpapi.E(httpapi.KindUnprocessable, "idempotency_key_reused",
+			"this Idempotency-Key was used with another reaction or request body within 24 hours; use a new key for a new request")
+	}
+	// The replay answers only a caller who may create there, as the first request did.
+	pr, err := s.proposal(ctx, p, withRight(createAccess), c.ProposalID)
+	return pr, err == nil, err
+}
+
+// hash identifies a create request for its Idempotency-Key: the reaction and the body, its
+// defaults filled in.
+func (r CreateRequest) hash(rootID string) string {
+	b, _ := json.Marshal([]string{rootID, r.Goal, r.Profile, r.Provider})
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// create makes a proposal; with an Idempotency-Key, the proposal is recorded under it in the
+// same transaction (errKeyTaken when another request recorded one first).
+func (s *Service) create(ctx context.Context, p *auth.Principal, rootID, key, hash string, req CreateRequest) (Proposal, error) {
 	bot, err := s.reactionBot(ctx, p, withRight(createAccess), rootID)
 	if err != nil {
 		return Proposal{}, err
@@ -185,8 +262,14 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, rootID string, 
 	}
 	at := s.now()
 	id := ids.At(idPrefix, at)
+	// Managed AI's own key: the proposal's, or, under an Idempotency-Key, one derived from it,
+	// so that a retry's generation replays the answer already paid for.
+	aiKey := "copilot:" + id
+	if key != "" {
+		aiKey = "copilot-key:" + hash[:16] + ":" + key[:min(len(key), ai.MaxIdempotencyKeyLen-30)]
+	}
 	temp := 0.0
-	resp, _, err := s.ai.Respond(ctx, p.AccountID, "copilot:"+id, ai.ResponseRequest{
+	resp, _, err := s.ai.Respond(ctx, p.AccountID, aiKey, ai.ResponseRequest{
 		Profile: req.Profile, Provider: req.Provider, Instructions: instructions,
 		Input:           []aiapi.Message{{Role: aiapi.RoleUser, Content: msg}},
 		MaxOutputTokens: maxOutputTokens, Temperature: &temp,
@@ -215,10 +298,23 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, rootID string, 
 	if err != nil {
 		return Proposal{}, err
 	}
-	err = s.store.Transact(ctx, []store.Write{
+	writes := []store.Write{
 		store.PutOp(it, store.MustNotExist),
 		store.PutOp(store.Item{Key: pointerKey(p.AccountID, id), Data: ptr, Revision: 1}, store.MustNotExist),
-	})
+	}
+	if key != "" {
+		rec, err := store.Encode(created{ProposalID: id, RequestHash: hash})
+		if err != nil {
+			return Proposal{}, err
+		}
+		writes = append(writes, store.PutOp(store.Item{Key: idemKey(p.AccountID, key), Data: rec, Revision: 1,
+			ExpiresAt: store.SecondsPrecision(at.Add(ai.IdempotencyTTL))}, store.MustNotExist))
+	}
+	err = s.store.Transact(ctx, writes)
+	var ce *store.ConditionError
+	if key != "" && errors.As(err, &ce) && ce.Index == 2 {
+		return Proposal{}, errKeyTaken
+	}
 	if err != nil {
 		return Proposal{}, fmt.Errorf("create proposal: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/store"
+	"github.com/botplatform/api/shared/store/sqlite"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
@@ -94,7 +96,6 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	st := sqlitetest.Open(t)
 	var mu sync.Mutex
 	tick := t0
 	now := func() time.Time { // a clock that moves a millisecond a reading: ids keep their order
@@ -103,6 +104,8 @@ func newFixture(t *testing.T) *fixture {
 		tick = tick.Add(time.Millisecond)
 		return tick
 	}
+	// The store's clock is the service's, as on a deployment: items expire on it.
+	st := sqlitetest.Open(t, sqlite.WithClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return tick }))
 	f := &fixture{st: st, ai: &scriptedAI{}, bot: ids.At("bot", t0)}
 	f.rx = reactions.NewService(st, vocab{}, now, slog.New(slog.DiscardHandler))
 	f.svc = New(Config{Store: st, Reactions: f.rx, Vocabulary: vocab{}, Bots: bots{"acct_a": {f.bot}}, AI: f.ai, Now: now})
@@ -356,4 +359,45 @@ func TestValidateReportsPublishProblems(t *testing.T) {
 	v, err = f.svc.Validate(ctx, f.owner, empty.ID)
 	require.NoError(t, err)
 	assert.Equal(t, []httpapi.FieldError{{Field: "steps", Message: "a reaction needs at least one step to be published"}}, v.Problems)
+}
+
+// Under an Idempotency-Key a create is made once: the same key with the same reaction and
+// body replays the proposal without asking the model again; another body is 422; the managed
+// AI call goes under a key derived from it (so that a retry after a failure replays what the
+// provider already answered); a caller without the Reactions right gets no replay; keys are
+// per account, and a malformed one is 400.
+func TestCreateOnceUnderAnIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	rx := f.reaction(t)
+	f.ai.texts = []string{goodAnswer, goodAnswer}
+	req := CreateRequest{Goal: "Greet VIPs differently"}
+
+	first, replayed, err := f.svc.CreateOnce(ctx, f.owner, rx.ID, "k-1", req)
+	require.NoError(t, err)
+	assert.False(t, replayed)
+	again, replayed, err := f.svc.CreateOnce(ctx, f.owner, rx.ID, "k-1", CreateRequest{Goal: " Greet VIPs differently ", Profile: "balanced"})
+	require.NoError(t, err)
+	assert.True(t, replayed, "the same request, its defaults spelled out")
+	assert.Equal(t, first, again)
+	require.Len(t, f.ai.keys, 1, "the model was asked once")
+	assert.True(t, strings.HasPrefix(f.ai.keys[0], "copilot-key:") && strings.HasSuffix(f.ai.keys[0], ":k-1"), f.ai.keys[0])
+
+	_, _, err = f.svc.CreateOnce(ctx, f.owner, rx.ID, "k-1", CreateRequest{Goal: "Something else"})
+	assert.Equal(t, "idempotency_key_reused", httpapi.AsError(err).Code)
+	member := *f.owner
+	member.Role, member.Rights = auth.RoleMember, 0
+	_, _, err = f.svc.CreateOnce(ctx, &member, rx.ID, "k-1", req)
+	assert.Equal(t, "missing_right", httpapi.AsError(err).Code)
+	_, _, err = f.svc.CreateOnce(ctx, f.owner, rx.ID, "with space", req)
+	assert.Equal(t, "invalid_idempotency_key", httpapi.AsError(err).Code)
+
+	other, replayed, err := f.svc.CreateOnce(ctx, f.owner, rx.ID, "k-2", req)
+	require.NoError(t, err)
+	assert.False(t, replayed)
+	assert.NotEqual(t, first.ID, other.ID, "another key, another proposal")
+	list, _, err := f.svc.List(ctx, f.owner, rx.ID, 10, "")
+	require.NoError(t, err)
+	assert.Len(t, list, 2)
 }
