@@ -252,8 +252,10 @@ func (f *recMailer) all() []sentMail {
 }
 
 type fixture struct {
-	svc     *Service
-	st      *sqlitetest.Store
+	svc *Service
+	st  *sqlitetest.Store
+	// seen, when set, is the store the service sees instead of st (one that fails).
+	seen    store.Store
 	clock   *httpapitest.Clock
 	bot     string
 	content *fakeContent
@@ -307,7 +309,11 @@ func (f *fixture) build(t *testing.T, now func() time.Time, sleep func(context.C
 	require.NoError(t, err)
 	var log *slog.Logger
 	log, f.logs = logtest.Logger()
-	f.svc, err = New(Deps{Store: f.st, Content: f.content, Audience: f.aud, Domains: f.domains, Suppressions: f.supp, Mail: f.mail,
+	var st store.Store = f.st
+	if f.seen != nil {
+		st = f.seen
+	}
+	f.svc, err = New(Deps{Store: st, Content: f.content, Audience: f.aud, Domains: f.domains, Suppressions: f.supp, Mail: f.mail,
 		Links: f.links, Outbox: ob, Limiter: ratelimit.New(f.st, now), Now: now, Events: f.events, Log: log, Sleep: sleep}, f.cfg)
 	require.NoError(t, err)
 	reg := jobs.NewRegistry()

@@ -166,10 +166,18 @@ func (s *Service) SendStep(ctx context.Context, payload json.RawMessage, cursor 
 	now := s.d.Now()
 	st := &step{s: s, p: p, n: n, start: now, deadline: now.Add(s.cfg.StepDuration)}
 	next, done, err := st.run(ctx)
+	what := "the provider"
+	if _, ok := jobs.LaterDelay(err); !ok && errors.Is(err, store.ErrUnavailable) {
+		// The store is unavailable for now (throttled, locked, an outage): as for a
+		// provider's, the step runs again later rather than count towards the dead-letter
+		// limit, which would leave the campaign sending with nothing running. Everything the
+		// step did is settled or stays claimed (interrupted at worst): nothing is sent twice.
+		err, what = jobs.Later(err, retryAfter), "the store"
+	}
 	if d, ok := jobs.LaterDelay(err); ok {
-		// The provider failed for now: the step runs again after d, however long the
-		// outage lasts (never dead-lettered for it); pause or cancel stop it.
-		s.d.Log.WarnContext(ctx, "email campaign: the provider failed for now; the send goes on later",
+		// It failed for now: the step runs again after d, however long the outage lasts
+		// (never dead-lettered for it); pause or cancel stop it.
+		s.d.Log.WarnContext(ctx, "email campaign: "+what+" failed for now; the send goes on later",
 			"bot_id", p.Bot, "campaign_id", p.Campaign, "retry_in", d.String(), "error", err)
 	}
 	return next, done, err

@@ -1,9 +1,11 @@
 package emailcampaigns
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -248,6 +250,43 @@ func TestSendFailures(t *testing.T) {
 	require.Len(t, failed, 1)
 	assert.Equal(t, 550, failed[0].Error.Code)
 	assert.Contains(t, failed[0].Error.Message, "no such user")
+}
+
+// unavailableStore answers every query with store.ErrUnavailable while fail is set, as a
+// throttled or locked store does.
+type unavailableStore struct {
+	store.Store
+	fail atomic.Bool
+}
+
+func (s *unavailableStore) Query(ctx context.Context, q store.Query) (store.Page, error) {
+	if s.fail.Load() {
+		return store.Page{}, fmt.Errorf("store busy: %w", store.ErrUnavailable)
+	}
+	return s.Store.Query(ctx, q)
+}
+
+// A store unavailable for now stops the step as a provider's outage does: the same step
+// runs again later, the attempt never counts towards the dead-letter limit (which would
+// leave the campaign sending with nothing running), and once the store is back everyone
+// gets the message once.
+func TestStoreUnavailableSendsLater(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 30)
+	flaky := &unavailableStore{Store: f.st}
+	f.seen = flaky
+	f.build(t, f.clock.Now, func(_ context.Context, d time.Duration) error { f.clock.Advance(d); return nil })
+	c := f.schedule(t, f.create(t))
+	flaky.fail.Store(true)
+	m, err, _ := f.deliver(t)
+	f.later(t, m, err, "store busy")
+	flaky.fail.Store(false)
+	f.drain(t)
+	assert.Equal(t, Sent, f.get(t, c.ID).State)
+	for addr, n := range f.sentTo() {
+		assert.Equal(t, 1, n, addr)
+	}
+	assert.Len(t, f.sentTo(), 30)
 }
 
 // Cancel in the middle of the send: the rows still planned become canceled; what was sent
