@@ -38,6 +38,7 @@ func Family() family.Family {
 			Routes: func(mux *httpapi.Mux) { crm.Routes(mux, svc, env.Cursors) },
 			Jobs:   svc.Steps(),
 			Purge:  crm.PurgeStep(env.Store),
+			Erase:  crm.EraseStep(env.Store),
 			Tools:  crm.Tools(svc, env.Cursors),
 		}
 	}}
