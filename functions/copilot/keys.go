@@ -1,6 +1,11 @@
 package copilot
 
-import "github.com/botplatform/api/shared/store"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	"github.com/botplatform/api/shared/store"
+)
 
 // Storage layout. A proposal lives under its bot, so that the bot's purge erases it, and a
 // pointer under its account finds it from its id alone (the /api/copilot/proposals/{id}
@@ -8,8 +13,8 @@ import "github.com/botplatform/api/shared/store"
 //
 //	BOT#<bot>#CPP      <rct_id>#<cpp_id>  a proposal (Proposal)
 //	ACCT#<acct>#CPP    <cpp_id>           where it is ({"bot_id", "reaction_id"})
-//	ACCT#<acct>#CPPKEY <Idempotency-Key>  the proposal a create with that key made (once), expiring
-//	                                      after ai.IdempotencyTTL
+//	ACCT#<acct>#CPPKEY <sha256 of key>    the proposal a create with that Idempotency-Key made
+//	                                      (once), expiring after ai.IdempotencyTTL
 //
 // Ids sort by creation time, so a reaction's proposals (a prefix query, reversed) list
 // newest first.
@@ -29,8 +34,15 @@ type pointer struct {
 	ReactionID string `json:"reaction_id"`
 }
 
+// idemKey is where a create's Idempotency-Key is kept: as its hash, as managed AI keeps its
+// keys (a key is the client's string, not ours to store).
 func idemKey(account, key string) store.Key {
-	return store.Key{PK: "ACCT#" + account + "#CPPKEY", SK: key}
+	return store.Key{PK: "ACCT#" + account + "#CPPKEY", SK: sha256Hex(key)}
+}
+
+func sha256Hex(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
 }
 
 // created is what a create with an Idempotency-Key made: the proposal, and the hash of the

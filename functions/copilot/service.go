@@ -13,8 +13,6 @@ package copilot
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -237,8 +235,7 @@ func (s *Service) replay(ctx context.Context, p *auth.Principal, key, hash strin
 // defaults filled in.
 func (r CreateRequest) hash(rootID string) string {
 	b, _ := json.Marshal([]string{rootID, r.Goal, r.Profile, r.Provider})
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
+	return sha256Hex(string(b))
 }
 
 // create makes a proposal; with an Idempotency-Key, the proposal is recorded under it in the
@@ -266,7 +263,7 @@ func (s *Service) create(ctx context.Context, p *auth.Principal, rootID, key, ha
 	// so that a retry's generation replays the answer already paid for.
 	aiKey := "copilot:" + id
 	if key != "" {
-		aiKey = "copilot-key:" + hash[:16] + ":" + key[:min(len(key), ai.MaxIdempotencyKeyLen-30)]
+		aiKey = "copilot-key:" + sha256Hex(hash+":"+key)
 	}
 	temp := 0.0
 	resp, _, err := s.ai.Respond(ctx, p.AccountID, aiKey, ai.ResponseRequest{

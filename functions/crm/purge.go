@@ -91,7 +91,11 @@ func eraseLink(ctx context.Context, st store.Store, bot, conn, sub string) error
 			if err != nil {
 				return err
 			}
-			if r, err := store.Decode[recordRef](ref); err != nil || r.SubscriberID != sub {
+			r, err := store.Decode[recordRef](ref)
+			if err != nil {
+				return err
+			}
+			if r.SubscriberID != sub {
 				continue // another subscriber's now
 			}
 			writes = append(writes, store.DeleteOp(k, store.RevisionIs(ref.Revision)))

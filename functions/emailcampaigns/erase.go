@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/botplatform/api/shared/httpapi"
 	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/purge"
 	"github.com/botplatform/api/shared/store"
@@ -30,13 +31,13 @@ func EraseStep(st store.Store) jobs.Step {
 		if err != nil {
 			return "", false, err
 		}
-		page, err := st.Query(ctx, store.Query{PK: campaignsPK(e.BotID), Prefix: "CMP#", Limit: eraseBatch, Cursor: cursor})
+		page, err := st.Query(ctx, store.Query{PK: campaignsPK(e.BotID), Prefix: campaignPrefix, Limit: eraseBatch, Cursor: cursor})
 		if err != nil {
 			return "", false, err
 		}
 		rcp := recipientID(e.SubscriberID)
 		for _, it := range page.Items {
-			campaign := strings.TrimPrefix(it.Key.SK, "CMP#")
+			campaign := strings.TrimPrefix(it.Key.SK, campaignPrefix)
 			if err := eraseRow(ctx, st, e.BotID, campaign, rcp); err != nil {
 				return "", false, fmt.Errorf("erase recipient %s of %s: %w", rcp, campaign, err)
 			}
@@ -48,45 +49,28 @@ func EraseStep(st store.Store) jobs.Step {
 // eraseRow removes the address from one campaign's row of the recipient (if it has one),
 // and the address's claim when it is this row's.
 func eraseRow(ctx context.Context, st store.Store, bot, campaign, rcp string) error {
-	for range rowAttempts {
-		it, err := st.Get(ctx, rowKey(bot, campaign, rcp))
-		if errors.Is(err, store.ErrNotFound) {
-			return nil // not in this campaign's audience
-		}
-		if err != nil {
-			return err
-		}
-		r, err := decodeRow(it)
-		if err != nil {
-			return err
-		}
+	_, err := mutateRow(ctx, st, bot, campaign, rcp, nil, func(r *row, _ deltas) ([]store.Write, error) {
 		if r.Erased {
-			return nil
+			return nil, errNoChange
 		}
-		writes, err := claimRelease(ctx, st, bot, campaign, r)
+		release, err := claimRelease(ctx, st, bot, campaign, *r)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		rev := r.rev
-		r.Address, r.Erased, r.rev = "", true, rev+1
+		r.Address, r.Erased = "", true
 		if r.Error != nil {
 			r.Error = &SendFailure{Code: r.Error.Code, Message: "(erased with the subscriber)"}
 		}
-		next, err := r.item(bot, campaign)
-		if err != nil {
-			return err
-		}
-		err = st.Transact(ctx, append([]store.Write{store.PutOp(next, store.RevisionIs(rev))}, writes...))
-		if errors.Is(err, store.ErrConditionFailed) {
-			continue // the row (or the claim) changed meanwhile: read again
-		}
-		return err
+		return release, nil
+	})
+	if httpapi.KindOf(err) == httpapi.KindNotFound {
+		return nil // not in this campaign's audience
 	}
-	return fmt.Errorf("the row keeps changing: %w", store.ErrUnavailable)
+	return err
 }
 
 // claimRelease returns the write that deletes the claim of r's address, when the claim is
-// r's (a duplicate row of the same address holds none).
+// r's (a duplicate row of the same address holds none). A claim never changes hands.
 func claimRelease(ctx context.Context, st store.Store, bot, campaign string, r row) ([]store.Write, error) {
 	if r.Address == "" {
 		return nil, nil
@@ -100,11 +84,8 @@ func claimRelease(ctx context.Context, st store.Store, bot, campaign string, r r
 		return nil, err
 	}
 	claim, err := store.Decode[map[string]string](it)
-	if err != nil {
+	if err != nil || claim["recipient"] != r.ID {
 		return nil, err
 	}
-	if claim["recipient"] != r.ID {
-		return nil, nil
-	}
-	return []store.Write{store.DeleteOp(key, store.RevisionIs(it.Revision))}, nil
+	return []store.Write{store.DeleteOp(key, store.Always)}, nil
 }

@@ -76,7 +76,7 @@ func (s *Service) Record(ctx context.Context, ref emaillinks.Ref, ev Event) erro
 	}
 	bot, cmp := ref.Bot, ref.Campaign
 	var logged []eventlog.Event // what the stored change adds to the event log
-	_, err := s.mutateRow(ctx, bot, cmp, ref.Recipient, nil, func(r *row, d deltas) ([]store.Write, error) {
+	_, err := mutateRow(ctx, s.d.Store, bot, cmp, ref.Recipient, nil, func(r *row, d deltas) ([]store.Write, error) {
 		logged = logged[:0]
 		log := func(name string, nth int, props map[string]any) {
 			logged = append(logged, s.recipientEvent(bot, cmp, r.Recipient, name, nth, at, props))

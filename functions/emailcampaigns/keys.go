@@ -31,7 +31,12 @@ import (
 
 func campaignsPK(bot string) string { return "BOT#" + bot + "#ECMP" }
 
-func campaignKey(bot, id string) store.Key { return store.Key{PK: campaignsPK(bot), SK: "CMP#" + id} }
+// campaignPrefix begins the sort key of every campaign in the bot's campaigns partition.
+const campaignPrefix = "CMP#"
+
+func campaignKey(bot, id string) store.Key {
+	return store.Key{PK: campaignsPK(bot), SK: campaignPrefix + id}
+}
 
 func countKey(bot string) store.Key { return store.Key{PK: campaignsPK(bot), SK: "COUNT#CMP"} }
 

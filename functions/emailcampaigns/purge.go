@@ -28,7 +28,7 @@ func PurgeStep(st store.Store) jobs.Step {
 				if it.SK == countKey(bot).SK {
 					return nil, nil
 				}
-				return []string{dataPK(bot, it.SK[len("CMP#"):])}, nil
+				return []string{dataPK(bot, it.SK[len(campaignPrefix):])}, nil
 			}},
 		}, nil
 	})

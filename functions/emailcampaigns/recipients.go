@@ -173,14 +173,14 @@ const rowAttempts = 8
 // errNoChange is what a row change returns to write nothing.
 var errNoChange = errors.New("no change")
 
-// mutateRow applies change to the row and writes it under its revision, with the counter
-// moves and extra writes change returns, in one transaction; it reads the row again and
-// retries when another writer got there first. cur is the row as last read (nil: read it).
-// change returns errNoChange to write nothing; mutateRow then returns nil.
-func (s *Service) mutateRow(ctx context.Context, bot, campaign, id string, cur *row, change func(r *row, d deltas) ([]store.Write, error)) (row, error) {
+// mutateRow applies change to the row and writes it under its revision in st, with the
+// counter moves and extra writes change returns, in one transaction; it reads the row again
+// and retries when another writer got there first. cur is the row as last read (nil: read
+// it). change returns errNoChange to write nothing; mutateRow then returns nil.
+func mutateRow(ctx context.Context, st store.Store, bot, campaign, id string, cur *row, change func(r *row, d deltas) ([]store.Write, error)) (row, error) {
 	for range rowAttempts {
 		if cur == nil {
-			it, err := s.d.Store.Get(ctx, rowKey(bot, campaign, id))
+			it, err := st.Get(ctx, rowKey(bot, campaign, id))
 			if errors.Is(err, store.ErrNotFound) {
 				return row{}, httpapi.NotFound("recipient")
 			}
@@ -211,7 +211,7 @@ func (s *Service) mutateRow(ctx context.Context, bot, campaign, id string, cur *
 			return row{}, err
 		}
 		writes := append([]store.Write{store.PutOp(it, store.RevisionIs(expected))}, extra...)
-		err = s.d.Store.Transact(ctx, append(writes, d.writes()...))
+		err = st.Transact(ctx, append(writes, d.writes()...))
 		var ce *store.ConditionError
 		if errors.As(err, &ce) && ce.Index == 0 {
 			cur = nil
@@ -256,7 +256,7 @@ func (s *Service) mutateRows(ctx context.Context, bot, campaign string, rows []r
 		switch {
 		case errors.Is(err, store.ErrConditionFailed):
 			for _, p := range batch {
-				n, err := s.mutateRow(ctx, bot, campaign, rows[p.i].ID, &rows[p.i], func(r *row, d deltas) ([]store.Write, error) {
+				n, err := mutateRow(ctx, s.d.Store, bot, campaign, rows[p.i].ID, &rows[p.i], func(r *row, d deltas) ([]store.Write, error) {
 					return change(p.i, r, d)
 				})
 				if err != nil {

@@ -1058,7 +1058,7 @@ func (st *step) markSent(n *row, rc email.Receipt, now time.Time) ([]store.Write
 // settleRow moves a row this run claimed (sending) to state: failed (with f), planned
 // again or interrupted. A row no longer sending is left as it is.
 func (st *step) settleRow(ctx context.Context, r *row, state RowState, f *SendFailure) error {
-	_, err := st.s.mutateRow(ctx, st.p.Bot, st.p.Campaign, r.ID, r, func(n *row, _ deltas) ([]store.Write, error) {
+	_, err := mutateRow(ctx, st.s.d.Store, st.p.Bot, st.p.Campaign, r.ID, r, func(n *row, _ deltas) ([]store.Write, error) {
 		if n.State != RowSending {
 			return nil, errNoChange
 		}
@@ -1171,7 +1171,7 @@ func (st *step) cancel(ctx context.Context) (bool, error) {
 			continue
 		}
 		for i := range rows { // one of them moved meanwhile: row by row
-			_, err := s.mutateRow(ctx, bot, id, rows[i].ID, &rows[i], func(n *row, _ deltas) ([]store.Write, error) {
+			_, err := mutateRow(ctx, s.d.Store, bot, id, rows[i].ID, &rows[i], func(n *row, _ deltas) ([]store.Write, error) {
 				if n.State != RowPlanned {
 					return nil, errNoChange
 				}

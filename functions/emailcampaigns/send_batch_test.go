@@ -82,7 +82,7 @@ func TestClaimBatchWithARowLost(t *testing.T) {
 	mine, err := other.claim(jobCtx(t), []row{rows[3]})
 	require.NoError(t, err)
 	require.Len(t, mine, 1)
-	_, err = f.svc.mutateRow(jobCtx(t), f.bot, c.ID, rows[5].ID, nil, func(n *row, _ deltas) ([]store.Write, error) {
+	_, err = mutateRow(jobCtx(t), f.svc.d.Store, f.bot, c.ID, rows[5].ID, nil, func(n *row, _ deltas) ([]store.Write, error) {
 		n.PlannedAt = n.PlannedAt.Add(time.Millisecond) // a change that leaves it planned
 		return nil, nil
 	})

@@ -467,7 +467,7 @@ func (s *Service) Get(ctx context.Context, bot, id string) (Campaign, error) {
 
 // List returns a page of the bot's campaigns, oldest first, all states or one.
 func (s *Service) List(ctx context.Context, bot string, state State, limit int, cursor string) ([]Campaign, string, error) {
-	q := store.Query{PK: campaignsPK(bot), Prefix: "CMP#", Limit: limit, Cursor: cursor}
+	q := store.Query{PK: campaignsPK(bot), Prefix: campaignPrefix, Limit: limit, Cursor: cursor}
 	if state != "" {
 		q = store.Query{Index: store.GSI1, PK: byStatePK(bot, state), Limit: limit, Cursor: cursor}
 	}

@@ -53,23 +53,17 @@ func (c *Composed) purgers() []purger {
 // erasers lists in order what erases an erased subscriber's data: every composed family
 // that declares Erase, the subscribers first (the events), then the others as composed.
 func (c *Composed) erasers() []purger {
-	var out []purger
+	var first, rest []purger
 	for _, b := range c.built {
-		if b.parts.Erase != nil {
-			out = append(out, purger{name: b.name, step: b.parts.Erase})
+		switch {
+		case b.parts.Erase == nil:
+		case b.name == "subscribers":
+			first = append(first, purger{name: b.name, step: b.parts.Erase})
+		default:
+			rest = append(rest, purger{name: b.name, step: b.parts.Erase})
 		}
 	}
-	slices.SortStableFunc(out, func(a, b purger) int {
-		return boolRank(a.name != "subscribers") - boolRank(b.name != "subscribers")
-	})
-	return out
-}
-
-func boolRank(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	return append(first, rest...)
 }
 
 // chainCursor is where a chained job (the purge, an erasure) is: the family, by name so that
@@ -82,30 +76,18 @@ type chainCursor struct {
 
 // purgeStep is the step of the job purge.Job: the deleted bot's data, family by family.
 func purgeStep(list []purger, log *slog.Logger) jobs.Step {
-	return chainStep(purge.Job, list, func(ctx context.Context, payload json.RawMessage) (string, error) {
-		p, err := purge.DecodePayload(payload)
-		if err != nil {
-			return "", err
-		}
-		return p.BotID, nil
-	}, func(ctx context.Context, payload json.RawMessage) {
-		p, _ := purge.DecodePayload(payload)
-		log.InfoContext(ctx, "deleted bot's data erased", "account_id", p.AccountID, "bot_id", p.BotID)
+	return chainStep(purge.Job, list, log, "deleted bot's data erased", func(raw json.RawMessage) (string, []any, error) {
+		p, err := purge.DecodePayload(raw)
+		return p.BotID, []any{"account_id", p.AccountID, "bot_id", p.BotID}, err
 	})
 }
 
 // eraseStep is the step of the job purge.EraseJob: what the families keep about an erased
 // subscriber, family by family.
 func eraseStep(list []purger, log *slog.Logger) jobs.Step {
-	return chainStep(purge.EraseJob, list, func(ctx context.Context, payload json.RawMessage) (string, error) {
-		e, err := purge.DecodeErasure(payload)
-		if err != nil {
-			return "", err
-		}
-		return e.SubscriberID, nil
-	}, func(ctx context.Context, payload json.RawMessage) {
-		e, _ := purge.DecodeErasure(payload)
-		log.InfoContext(ctx, "erased subscriber's data erased", "bot_id", e.BotID, "subscriber_id", e.SubscriberID)
+	return chainStep(purge.EraseJob, list, log, "erased subscriber's data erased", func(raw json.RawMessage) (string, []any, error) {
+		e, err := purge.DecodeErasure(raw)
+		return e.SubscriberID, []any{"bot_id", e.BotID, "subscriber_id", e.SubscriberID}, err
 	})
 }
 
@@ -113,11 +95,11 @@ func eraseStep(list []purger, log *slog.Logger) jobs.Step {
 // step of the current family's, then on to the next family once it is done. Every family's
 // step is bounded and repeatable, so this one is too. A cursor naming a family that is no
 // longer in the list starts over: the families before it have nothing left, which each
-// confirms in one step. check decodes the payload (naming what it is about, for errors);
-// done is called once the last family is done.
-func chainStep(job string, list []purger, check func(context.Context, json.RawMessage) (string, error), done func(context.Context, json.RawMessage)) jobs.Step {
+// confirms in one step. decode checks the payload and names what it is about (for errors)
+// and its log attributes; finished is logged once the last family is done.
+func chainStep(job string, list []purger, log *slog.Logger, finished string, decode func(json.RawMessage) (string, []any, error)) jobs.Step {
 	return func(ctx context.Context, payload json.RawMessage, cursor string) (string, bool, error) {
-		what, err := check(ctx, payload)
+		what, attrs, err := decode(payload)
 		if err != nil {
 			return "", false, err
 		}
@@ -131,17 +113,17 @@ func chainStep(job string, list []purger, check func(context.Context, json.RawMe
 		if i < 0 {
 			i, at.Cursor = 0, ""
 		}
-		next, finished, err := list[i].step(ctx, payload, at.Cursor)
+		next, done, err := list[i].step(ctx, payload, at.Cursor)
 		if err != nil {
 			return "", false, fmt.Errorf("%s of %s: %w", list[i].name, what, err)
 		}
 		switch {
-		case !finished:
+		case !done:
 			at = chainCursor{Family: list[i].name, Cursor: next}
 		case i+1 < len(list):
 			at = chainCursor{Family: list[i+1].name}
 		default:
-			done(ctx, payload)
+			log.InfoContext(ctx, finished, attrs...)
 			return "", true, nil
 		}
 		b, err := json.Marshal(at)

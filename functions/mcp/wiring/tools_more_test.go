@@ -56,10 +56,13 @@ type lambdaWorld struct {
 	called map[string]bool
 }
 
-// newLambdaWorld composes env (whose Audit and Queue are out) as the MCP Lambda does, and
-// seeds, unrecorded, an account with feature enabled and a bot.
-func newLambdaWorld(t *testing.T, env *family.Env, out *captured, feature auth.Feature) *lambdaWorld {
+// newLambdaWorld makes an Env of deps (its Audit and Queue captured in w.out), composes it
+// as the MCP Lambda does, and seeds, unrecorded, an account with feature enabled and a bot.
+func newLambdaWorld(t *testing.T, deps family.Deps, feature auth.Feature) *lambdaWorld {
 	t.Helper()
+	out := &captured{}
+	deps.Tenancy, deps.Audit, deps.Queue = bots.Tenancy, out, out
+	env := familytest.Env(t, deps)
 	w := &lambdaWorld{env: env, out: out, tools: lambdaTools(env), called: map[string]bool{}}
 	setup := sqlitetest.Unrecorded(t.Context())
 	acct, owner, err := env.Auth.CreateAccount(setup, "Acme")
@@ -198,9 +201,8 @@ func TestCopilotToolsInTheLambda(t *testing.T) {
 	for _, k := range []string{aiwiring.EnvOpenAIKey, aiwiring.EnvAnthropicKey, aiwiring.EnvGeminiKey, aiwiring.EnvRoutes, aiwiring.EnvPrices} {
 		t.Setenv(k, "") // the MCP Lambda holds no managed key
 	}
-	out := &captured{}
-	env := familytest.Env(t, family.Deps{Tenancy: bots.Tenancy, Audit: out, Queue: out})
-	w := newLambdaWorld(t, env, out, auth.RolloutCopilot)
+	w := newLambdaWorld(t, family.Deps{}, auth.RolloutCopilot)
+	env := w.env
 	rx := w.reaction(t, `{"name":"Welcome","trigger":{"type":"start"},"steps":[
 		{"id":"hi","type":"send_text","text":"Hello"},{"id":"bye","type":"send_text","text":"Bye"}]}`, true)
 
@@ -234,9 +236,8 @@ func TestCopilotToolsInTheLambda(t *testing.T) {
 // every store operation stays within the mcp row of infra/access (TestMain).
 func TestFlowIntelligenceToolsInTheLambda(t *testing.T) {
 	t.Parallel()
-	out := &captured{}
-	env := familytest.Env(t, family.Deps{Tenancy: bots.Tenancy, Audit: out, Queue: out})
-	w := newLambdaWorld(t, env, out, auth.RolloutFlowIntelligence)
+	w := newLambdaWorld(t, family.Deps{}, auth.RolloutFlowIntelligence)
+	env, out := w.env, w.out
 	rx, exe := w.recordRun(t)
 	botRx := `"bot_id":"` + w.bot + `","reaction_id":"` + rx.ID + `"`
 
@@ -271,9 +272,8 @@ func TestFlowIntelligenceToolsInTheLambda(t *testing.T) {
 // row of infra/access (TestMain).
 func TestReplayToolsInTheLambda(t *testing.T) {
 	t.Parallel()
-	out := &captured{}
-	env := familytest.Env(t, family.Deps{Tenancy: bots.Tenancy, Audit: out, Queue: out})
-	w := newLambdaWorld(t, env, out, auth.RolloutReplay)
+	w := newLambdaWorld(t, family.Deps{}, auth.RolloutReplay)
+	env := w.env
 	rx, exe := w.recordRun(t)
 	setup := sqlitetest.Unrecorded(t.Context())
 	svc := replaywiring.Service(env)
@@ -313,10 +313,9 @@ func TestReplayToolsInTheLambda(t *testing.T) {
 // table); every store operation stays within the mcp row of infra/access (TestMain).
 func TestPlaybooksToolsInTheLambda(t *testing.T) {
 	t.Parallel()
-	out := &captured{}
 	st := sqlitetest.Open(t)
-	env := familytest.Env(t, family.Deps{Store: st, Tenancy: bots.Tenancy, Audit: out, Queue: out, Events: storelog.New(st)})
-	w := newLambdaWorld(t, env, out, auth.RolloutPlaybooks)
+	w := newLambdaWorld(t, family.Deps{Store: st, Events: storelog.New(st)}, auth.RolloutPlaybooks)
+	env := w.env
 
 	// The install, made and installed as the playbooks Lambda does: setup.
 	setup := sqlitetest.Unrecorded(t.Context())
