@@ -259,27 +259,37 @@ func TestCopilot(t *testing.T) {
 	assert.Equal(t, 404, s.get(tok, fake).Status)
 }
 
+// proposalsTemplate is the route that creates and lists a reaction's proposals.
+const proposalsTemplate = "/api/reactions/{rootID}/copilot/proposals"
+
+// startCopilot starts the AI end-to-end process with the copilot rollout on and a two-step
+// reaction, and returns its proposals' path and a goal for them.
+func startCopilot(t *testing.T) (*aiE2E, string, map[string]any) {
+	t.Helper()
+	e := startAI(t)
+	s := e.s
+	rx := s.post(e.tok, "/api/bots/"+s.demo.BotID+"/reactions", json.RawMessage(`{"name": "Welcome", "trigger": {"type": "start"},
+		"steps": [{"id": "hi", "type": "send_text", "text": "Hello"}, {"id": "bye", "type": "send_text", "text": "Bye"}]}`))
+	require.Equal(t, 201, rx.Status, "%s", rx.Body)
+	s.adminJSON("account", "rollout", "--account", s.demo.AccountID, "--enable", "copilot")
+	goal := map[string]any{"goal": "Ask whether the subscriber is new before greeting", "provider": "openai"}
+	return e, "/api/reactions/" + rx.JSON(t)["id"].(string) + "/copilot/proposals", goal
+}
+
 // Asking for a proposal spends managed AI: on a plan without managed_ai it is 402
 // feature_not_in_plan (feature managed_ai), no provider is asked and nothing is stored;
 // reading proposals needs no plan feature; with managed_ai back, the same request succeeds.
 func TestCopilotWithoutManagedAI(t *testing.T) {
 	t.Parallel()
-	e := startAI(t)
+	e, proposals, goal := startCopilot(t)
 	s := e.s
 	acct := s.demo.AccountID
-	rx := s.post(e.tok, "/api/bots/"+s.demo.BotID+"/reactions", json.RawMessage(`{"name": "Welcome", "trigger": {"type": "start"},
-		"steps": [{"id": "hi", "type": "send_text", "text": "Hello"}, {"id": "bye", "type": "send_text", "text": "Bye"}]}`))
-	require.Equal(t, 201, rx.Status, "%s", rx.Body)
-	proposals := "/api/reactions/" + rx.JSON(t)["id"].(string) + "/copilot/proposals"
-	const template = "/api/reactions/{rootID}/copilot/proposals"
-	goal := map[string]any{"goal": "Ask whether the subscriber is new before greeting", "provider": "openai"}
-	s.adminJSON("account", "rollout", "--account", acct, "--enable", "copilot")
 
 	out := s.adminJSON("account", "plan", "--account", acct, "--features", "analytics,broadcasts")
 	require.NotContains(t, out["plan"], "managed_ai")
 	tok := s.admin("pat", "create", "--account", acct, "--scopes", "*")["token"] // sees the new plan at once
 	r := s.post(tok, proposals, goal)
-	p := problem(t, http.MethodPost, template, proposals, r, http.StatusPaymentRequired, "feature_not_in_plan")
+	p := problem(t, http.MethodPost, proposalsTemplate, proposals, r, http.StatusPaymentRequired, "feature_not_in_plan")
 	assert.Equal(t, "managed_ai", p["feature"])
 	assert.Zero(t, e.openai.Requests(), "no provider was asked")
 	r = s.get(tok, proposals)
@@ -300,15 +310,8 @@ func TestCopilotWithoutManagedAI(t *testing.T) {
 // 422; without a key each request is a new proposal.
 func TestCopilotIdempotencyKey(t *testing.T) {
 	t.Parallel()
-	e := startAI(t)
+	e, proposals, goal := startCopilot(t)
 	s := e.s
-	rx := s.post(e.tok, "/api/bots/"+s.demo.BotID+"/reactions", json.RawMessage(`{"name": "Welcome", "trigger": {"type": "start"},
-		"steps": [{"id": "hi", "type": "send_text", "text": "Hello"}, {"id": "bye", "type": "send_text", "text": "Bye"}]}`))
-	require.Equal(t, 201, rx.Status, "%s", rx.Body)
-	proposals := "/api/reactions/" + rx.JSON(t)["id"].(string) + "/copilot/proposals"
-	const template = "/api/reactions/{rootID}/copilot/proposals"
-	goal := map[string]any{"goal": "Ask whether the subscriber is new before greeting", "provider": "openai"}
-	s.adminJSON("account", "rollout", "--account", s.demo.AccountID, "--enable", "copilot")
 	tok := s.admin("pat", "create", "--account", s.demo.AccountID, "--scopes", "*")["token"]
 	post := func(key string, body any) resp {
 		return s.do(req{Method: http.MethodPost, Path: proposals, Token: tok, Body: body, Headers: map[string]string{"Idempotency-Key": key}})
@@ -320,14 +323,14 @@ func TestCopilotIdempotencyKey(t *testing.T) {
 	assert.Empty(t, first.Header.Get("Idempotent-Replayed"))
 	again := post("proposal-1", goal)
 	require.Equal(t, 201, again.Status, "%s", again.Body)
-	conforms(t, http.MethodPost, template, proposals, again)
+	conforms(t, http.MethodPost, proposalsTemplate, proposals, again)
 	assert.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
 	assert.Equal(t, first.JSON(t)["id"], again.JSON(t)["id"])
 	assert.Equal(t, 1, e.openai.Requests(), "the provider was asked once")
 
-	problem(t, http.MethodPost, template, proposals, post("proposal-1", map[string]any{"goal": "Something else", "provider": "openai"}),
+	problem(t, http.MethodPost, proposalsTemplate, proposals, post("proposal-1", map[string]any{"goal": "Something else", "provider": "openai"}),
 		http.StatusUnprocessableEntity, "idempotency_key_reused")
-	problem(t, http.MethodPost, template, proposals, post("not a key", goal), http.StatusBadRequest, "invalid_idempotency_key")
+	problem(t, http.MethodPost, proposalsTemplate, proposals, post("not a key", goal), http.StatusBadRequest, "invalid_idempotency_key")
 	r := s.get(tok, proposals)
 	require.Equal(t, 200, r.Status, "%s", r.Body)
 	assert.Len(t, r.JSON(t)["data"], 1, "one proposal")

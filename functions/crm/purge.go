@@ -2,7 +2,6 @@ package crm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -42,23 +41,15 @@ const eraseConnections = 25
 // goes (nothing finds them by subscriber). The connections a page at a time, the cursor the
 // query's.
 func EraseStep(st store.Store) jobs.Step {
-	return func(ctx context.Context, payload json.RawMessage, cursor string) (string, bool, error) {
-		e, err := purge.DecodeErasure(payload)
-		if err != nil {
-			return "", false, err
+	return purge.EraseEach(st, func(e purge.Erasure) store.Query {
+		return store.Query{PK: crmPK(e.BotID), Prefix: connPrefix, Limit: eraseConnections}
+	}, func(ctx context.Context, e purge.Erasure, it store.Item) error {
+		conn := strings.TrimPrefix(it.Key.SK, connPrefix)
+		if err := eraseLink(ctx, st, e.BotID, conn, e.SubscriberID); err != nil {
+			return fmt.Errorf("erase subscriber %s from connection %s: %w", e.SubscriberID, conn, err)
 		}
-		page, err := st.Query(ctx, store.Query{PK: crmPK(e.BotID), Prefix: connPrefix, Limit: eraseConnections, Cursor: cursor})
-		if err != nil {
-			return "", false, err
-		}
-		for _, it := range page.Items {
-			conn := strings.TrimPrefix(it.Key.SK, connPrefix)
-			if err := eraseLink(ctx, st, e.BotID, conn, e.SubscriberID); err != nil {
-				return "", false, fmt.Errorf("erase subscriber %s from connection %s: %w", e.SubscriberID, conn, err)
-			}
-		}
-		return page.Next, page.Next == "", nil
-	}
+		return nil
+	})
 }
 
 // eraseLink deletes the subscriber's link in one connection with the pointers that lead to

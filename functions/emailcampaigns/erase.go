@@ -2,7 +2,6 @@ package emailcampaigns
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -26,24 +25,15 @@ const eraseBatch = 50
 // The campaigns are looked at a page at a time, the cursor the query's; it needs only the
 // store, as the purge does.
 func EraseStep(st store.Store) jobs.Step {
-	return func(ctx context.Context, payload json.RawMessage, cursor string) (string, bool, error) {
-		e, err := purge.DecodeErasure(payload)
-		if err != nil {
-			return "", false, err
+	return purge.EraseEach(st, func(e purge.Erasure) store.Query {
+		return store.Query{PK: campaignsPK(e.BotID), Prefix: campaignPrefix, Limit: eraseBatch}
+	}, func(ctx context.Context, e purge.Erasure, it store.Item) error {
+		campaign, rcp := strings.TrimPrefix(it.Key.SK, campaignPrefix), recipientID(e.SubscriberID)
+		if err := eraseRow(ctx, st, e.BotID, campaign, rcp); err != nil {
+			return fmt.Errorf("erase recipient %s of %s: %w", rcp, campaign, err)
 		}
-		page, err := st.Query(ctx, store.Query{PK: campaignsPK(e.BotID), Prefix: campaignPrefix, Limit: eraseBatch, Cursor: cursor})
-		if err != nil {
-			return "", false, err
-		}
-		rcp := recipientID(e.SubscriberID)
-		for _, it := range page.Items {
-			campaign := strings.TrimPrefix(it.Key.SK, campaignPrefix)
-			if err := eraseRow(ctx, st, e.BotID, campaign, rcp); err != nil {
-				return "", false, fmt.Errorf("erase recipient %s of %s: %w", rcp, campaign, err)
-			}
-		}
-		return page.Next, page.Next == "", nil
-	}
+		return nil
+	})
 }
 
 // eraseRow removes the address from one campaign's row of the recipient (if it has one),

@@ -52,3 +52,28 @@ func EraseStep(st store.Store, plan ErasePlan) jobs.Step {
 		return plan(ctx, e)
 	})
 }
+
+// EraseEach returns an erase step that reads a page of the items query names for the erased
+// subscriber (the bot's campaigns, its connections) and calls each for every item, a page a
+// step; the cursor is the query's. For a family whose copies of a subscriber sit under items
+// it can list, not in partitions of their own.
+func EraseEach(st store.Store, query func(e Erasure) store.Query, each func(ctx context.Context, e Erasure, it store.Item) error) jobs.Step {
+	return func(ctx context.Context, raw json.RawMessage, cursor string) (string, bool, error) {
+		e, err := DecodeErasure(raw)
+		if err != nil {
+			return "", false, err
+		}
+		q := query(e)
+		q.Cursor = cursor
+		page, err := st.Query(ctx, q)
+		if err != nil {
+			return "", false, err
+		}
+		for _, it := range page.Items {
+			if err := each(ctx, e, it); err != nil {
+				return "", false, err
+			}
+		}
+		return page.Next, page.Next == "", nil
+	}
+}
