@@ -131,8 +131,26 @@ type run struct {
 	Seen int `json:"seen"`
 	// Truncated: the audience had more than MaxAudience subscribers; the rest were left out.
 	Truncated bool `json:"truncated,omitempty"`
-	rev       int64
+	// Failed counts the failed attempts of the step the run is at (stepFailed); a step
+	// that completes clears it.
+	Failed *failures `json:"failed,omitempty"`
+	rev    int64
 }
+
+// failures counts the attempts of one step (Step of run Epoch) that failed for a reason
+// other than a passing one (jobs.Later): a bug, data that does not decode.
+type failures struct {
+	Epoch int64 `json:"epoch"`
+	Step  int64 `json:"step"`
+	Count int   `json:"count"`
+}
+
+// MaxStepFailures is how many times one step of a send may fail (for a reason other than
+// the provider or the store being unavailable for now) before the campaign is paused with
+// pause_reason send_failed: fewer than the queue's deliveries before it dead-letters the
+// step (5, locally and on AWS), so that a campaign whose send cannot go on says so instead
+// of staying sending with nothing running.
+const MaxStepFailures = 3
 
 func (s *Service) loadRun(ctx context.Context, bot, id string) (run, error) {
 	it, err := s.d.Store.Get(ctx, runKey(bot, id))
@@ -165,7 +183,7 @@ func (s *Service) SendStep(ctx context.Context, payload json.RawMessage, cursor 
 	}
 	now := s.d.Now()
 	st := &step{s: s, p: p, n: n, start: now, deadline: now.Add(s.cfg.StepDuration)}
-	next, done, err := st.run(ctx)
+	next, done, err := st.runSafely(ctx)
 	what := "the provider"
 	if _, ok := jobs.LaterDelay(err); !ok && errors.Is(err, store.ErrUnavailable) {
 		// The store is unavailable for now (throttled, locked, an outage): as for a
@@ -179,8 +197,60 @@ func (s *Service) SendStep(ctx context.Context, payload json.RawMessage, cursor 
 		// (never dead-lettered for it); pause or cancel stop it.
 		s.d.Log.WarnContext(ctx, "email campaign: "+what+" failed for now; the send goes on later",
 			"bot_id", p.Bot, "campaign_id", p.Campaign, "retry_in", d.String(), "error", err)
+	} else if err != nil && s.stepFailed(ctx, p, n, err) {
+		return "", true, nil // paused: a resume starts a new run
 	}
 	return next, done, err
+}
+
+// runSafely runs the step, a panic of it (on the step's goroutine, or the plan's raised
+// there) returned as an error, so that it counts as a failure of the step (stepFailed).
+// A panic of one send is its row's alone and never gets here.
+func (st *step) runSafely(ctx context.Context) (next string, done bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			next, done, err = "", false, fmt.Errorf("emailcampaigns: send step panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return st.run(ctx)
+}
+
+// stepFailed counts a failed attempt of step n (the queue runs it again), and once the
+// step has failed MaxStepFailures times pauses the campaign with pause_reason send_failed
+// and reports true: the job ends there, and a resume starts a new run that continues
+// where this one stopped. Whatever the step did before failing is settled or stays
+// claimed (interrupted at worst), so nothing is sent twice. When the count cannot be kept
+// (the store fails too, or the campaign changed meanwhile) it reports false and the step
+// fails as before.
+func (s *Service) stepFailed(ctx context.Context, p jobPayload, n int64, cause error) bool {
+	r, err := s.loadRun(ctx, p.Bot, p.Campaign)
+	if err != nil {
+		return false
+	}
+	if r.Failed == nil || r.Failed.Epoch != p.Epoch || r.Failed.Step != n {
+		r.Failed = &failures{Epoch: p.Epoch, Step: n}
+	}
+	r.Failed.Count++
+	b, err := store.Encode(r)
+	if err != nil {
+		return false
+	}
+	cond := store.MustNotExist
+	if r.rev > 0 {
+		cond = store.RevisionIs(r.rev)
+	}
+	if err := s.d.Store.Put(ctx, store.Item{Key: runKey(p.Bot, p.Campaign), Revision: r.rev + 1, Data: b}, cond); err != nil {
+		return false
+	}
+	if r.Failed.Count < MaxStepFailures {
+		return false
+	}
+	c, err := s.load(ctx, p.Bot, p.Campaign)
+	if err != nil || c.Epoch != p.Epoch {
+		return false
+	}
+	paused, err := s.pauseSend(ctx, c, PauseSendFailed, fmt.Errorf("step %d failed %d times, the last: %w", n, r.Failed.Count, cause))
+	return err == nil && paused.State == Paused
 }
 
 // step is one step of a run.
@@ -293,7 +363,7 @@ func (st *step) advance(ctx context.Context) error {
 		return store.ErrConditionFailed // a newer run owns RUN now
 	}
 	r := st.r
-	r.Epoch, r.Step = st.p.Epoch, st.n+1
+	r.Epoch, r.Step, r.Failed = st.p.Epoch, st.n+1, nil
 	b, err := store.Encode(r)
 	if err != nil {
 		return err
@@ -899,14 +969,14 @@ func (st *step) sendOne(ctx context.Context, r *row, p Person, found bool, readE
 	p.UnsubscribeURL = s.d.Links.UnsubscribeURL(s.cfg.PublicURL, ref)
 	out, err := s.d.Content.Render(ctx, bot, st.doc, st.version, p)
 	if clientError(err) {
-		return outcome{state: RowPlanned, pause: "content_unavailable", err: err}
+		return outcome{state: RowPlanned, pause: PauseContentUnavailable, err: err}
 	}
 	if err != nil {
 		return outcome{state: RowPlanned, err: err}
 	}
 	signer, err := st.signer(ctx, out.From.Address)
 	if errors.Is(err, ErrNotVerified) || clientError(err) {
-		return outcome{state: RowPlanned, pause: "domain_not_verified", err: err}
+		return outcome{state: RowPlanned, pause: PauseDomainNotVerified, err: err}
 	}
 	if err != nil {
 		return outcome{state: RowPlanned, err: err}
@@ -1010,22 +1080,39 @@ func (st *step) signer(ctx context.Context, from string) (*email.Signer, error) 
 
 // pause pauses the campaign for reason (the send cannot go on until someone fixes it).
 func (st *step) pause(ctx context.Context, reason string, cause error) error {
-	s := st.s
-	c := st.c
-	if c.State != Sending {
-		return nil
-	}
-	now := stamp(s.d.Now())
-	c.State, c.PausedAt, c.PauseReason = Paused, &now, reason
-	err := s.save(ctx, &c, c.Revision, nil, 0)
-	if httpapi.KindOf(err) == httpapi.KindConflict {
-		return nil // changed meanwhile: the next batch reads it again
-	}
+	c, err := st.s.pauseSend(ctx, st.c, reason, cause)
 	if err == nil {
-		s.d.Log.WarnContext(ctx, "email campaign paused", "bot_id", st.p.Bot, "campaign_id", st.p.Campaign, "reason", reason, "error", cause)
 		st.c = c
 	}
 	return err
+}
+
+// The pause reasons of a campaign the send paused by itself.
+const (
+	PauseDomainNotVerified  = "domain_not_verified"
+	PauseContentUnavailable = "content_unavailable"
+	PauseSendFailed         = "send_failed"
+)
+
+// pauseSend pauses campaign c, read as sending, for reason and returns it as saved. A
+// campaign not sending, or changed since c was read, is returned as it was, unchanged
+// (whoever changed it decides; the send reads it again).
+func (s *Service) pauseSend(ctx context.Context, c record, reason string, cause error) (record, error) {
+	if c.State != Sending {
+		return c, nil
+	}
+	next := c
+	now := stamp(s.d.Now())
+	next.State, next.PausedAt, next.PauseReason = Paused, &now, reason
+	err := s.save(ctx, &next, c.Revision, nil, 0)
+	if httpapi.KindOf(err) == httpapi.KindConflict {
+		return c, nil
+	}
+	if err != nil {
+		return c, err
+	}
+	s.d.Log.WarnContext(ctx, "email campaign paused", "bot_id", c.bot, "campaign_id", c.ID, "reason", reason, "error", cause)
+	return next, nil
 }
 
 // markSent is the change that records a sent message on its row: sent, with its message

@@ -2,6 +2,7 @@ package emailcampaigns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -286,6 +287,95 @@ func TestStoreUnavailableSendsLater(t *testing.T) {
 	for addr, n := range f.sentTo() {
 		assert.Equal(t, 1, n, addr)
 	}
+	assert.Len(t, f.sentTo(), 30)
+}
+
+// A step that keeps failing for a reason that does not pass (here the audience answers
+// with an error that is not the store's being unavailable: a bug) is retried by the queue;
+// on its MaxStepFailures-th failure the campaign is paused with pause_reason send_failed
+// and the job ends, instead of the step being dead-lettered with the campaign left
+// sending. A resume then sends everyone exactly once.
+func TestFailingStepPausesTheCampaign(t *testing.T) {
+	t.Parallel()
+	for name, fail := range map[string]func() error{
+		"an error": func() error { return errors.New("audience: a bug") },
+		"a panic":  func() error { panic("audience: a bug") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, 30)
+			c := f.schedule(t, f.create(t))
+			var broken atomic.Bool
+			broken.Store(true)
+			f.aud.mu.Lock()
+			f.aud.onPage = func(int) error {
+				if broken.Load() {
+					return fail()
+				}
+				return nil
+			}
+			f.aud.mu.Unlock()
+			for i := 1; i < MaxStepFailures; i++ {
+				_, err, ok := f.deliver(t)
+				require.True(t, ok)
+				require.ErrorContains(t, err, "a bug", "attempt %d fails as it did: the queue runs it again", i)
+				assert.Equal(t, Sending, f.get(t, c.ID).State)
+				r, err := f.svc.loadRun(t.Context(), f.bot, c.ID)
+				require.NoError(t, err)
+				require.NotNil(t, r.Failed)
+				assert.Equal(t, i, r.Failed.Count)
+			}
+			_, err, ok := f.deliver(t)
+			require.True(t, ok)
+			require.NoError(t, err, "the last failure pauses the campaign and ends the job")
+			paused := f.get(t, c.ID)
+			assert.Equal(t, Paused, paused.State)
+			assert.Equal(t, PauseSendFailed, paused.PauseReason)
+			assert.Empty(t, f.q.Sent(), "nothing is left running")
+			assert.Contains(t, f.logs.String(), "send_failed")
+			assert.Contains(t, f.logs.String(), "a bug")
+
+			broken.Store(false)
+			_, err = f.svc.Resume(t.Context(), f.bot, c.ID, paused.Revision)
+			require.NoError(t, err)
+			f.drain(t)
+			assert.Equal(t, Sent, f.get(t, c.ID).State)
+			assert.Len(t, f.sentTo(), 30)
+			for addr, n := range f.sentTo() {
+				assert.Equal(t, 1, n, addr)
+			}
+			f.assertCounts(t, c.ID)
+		})
+	}
+}
+
+// A step that fails fewer than MaxStepFailures times and then completes clears its count:
+// failures of different steps never add up to a pause.
+func TestAStepThatCompletesClearsItsFailures(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 30)
+	c := f.schedule(t, f.create(t))
+	var fails atomic.Int32
+	fails.Store(MaxStepFailures - 1)
+	f.aud.mu.Lock()
+	f.aud.onPage = func(int) error {
+		if fails.Add(-1) >= 0 {
+			return errors.New("audience: a bug")
+		}
+		return nil
+	}
+	f.aud.mu.Unlock()
+	for range MaxStepFailures - 1 {
+		_, err, _ := f.deliver(t)
+		require.Error(t, err)
+	}
+	_, err, _ := f.deliver(t)
+	require.NoError(t, err)
+	r, err := f.svc.loadRun(t.Context(), f.bot, c.ID)
+	require.NoError(t, err)
+	assert.Nil(t, r.Failed, "the step completed: its failures are cleared")
+	f.drain(t)
+	assert.Equal(t, Sent, f.get(t, c.ID).State)
 	assert.Len(t, f.sentTo(), 30)
 }
 
