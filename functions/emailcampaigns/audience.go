@@ -10,8 +10,8 @@ import (
 )
 
 // Why a recipient row is skipped. The first six are decided when the audience is planned;
-// deleted and address_changed when the send reads the subscriber again (as can no_email,
-// no_consent and the suppressions, for a subscriber changed meanwhile).
+// deleted, address_changed and left_audience when the send reads the subscriber again (as
+// can no_email, no_consent and the suppressions, for a subscriber changed meanwhile).
 const (
 	SkipNoEmail        = "no_email"
 	SkipNoConsent      = "no_consent"
@@ -21,10 +21,12 @@ const (
 	SkipDuplicate      = "duplicate"
 	SkipDeleted        = "deleted"
 	SkipAddressChanged = "address_changed"
+	// SkipLeftAudience: the subscriber no longer has any of the audience's labels.
+	SkipLeftAudience = "left_audience"
 )
 
 // skipReasons lists every skip reason, in the report's order.
-var skipReasons = []string{SkipNoEmail, SkipNoConsent, SkipUnsubscribed, SkipBounced, SkipComplained, SkipDuplicate, SkipDeleted, SkipAddressChanged}
+var skipReasons = []string{SkipNoEmail, SkipNoConsent, SkipUnsubscribed, SkipBounced, SkipComplained, SkipDuplicate, SkipDeleted, SkipAddressChanged, SkipLeftAudience}
 
 // suppressionReason maps the suppression list's reasons to skip reasons (the same words;
 // an unknown one is counted as unsubscribed, the safe reading of "do not send").

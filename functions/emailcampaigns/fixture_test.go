@@ -146,6 +146,7 @@ func (f *fakeAudience) Get(_ context.Context, ids []string) (map[string]Person, 
 	out := map[string]Person{}
 	for _, p := range f.people {
 		if slices.Contains(ids, p.SubscriberID) && !f.gone[p.SubscriberID] {
+			p.Labels = slices.Clone(f.labels[p.SubscriberID])
 			out[p.SubscriberID] = p
 		}
 	}

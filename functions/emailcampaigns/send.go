@@ -268,6 +268,9 @@ type step struct {
 	version int
 	// people reads the recipients again, made once per step (by dispatch).
 	people People
+	// audience is the campaign's audience labels, read once per step (fixed once it is
+	// scheduled): the workers read it while the step reads the campaign again into c.
+	audience []string
 	// signers are looked up once per step and From address; mu guards them.
 	mu      sync.Mutex
 	signers map[string]*email.Signer
@@ -299,7 +302,7 @@ func (st *step) run(ctx context.Context) (string, bool, error) {
 	if (st.r.Epoch == st.p.Epoch && st.r.Step != st.n) || (st.r.Epoch != st.p.Epoch && st.n != 0) {
 		return "", true, nil // a copy of a step that has already run
 	}
-	st.c = c
+	st.c, st.audience = c, c.Audience.LabelIDs
 	if c.State == Scheduled {
 		if wait := c.SendAt.Sub(s.d.Now()); wait > time.Second {
 			// Delivered before its time (a queue may hold a message at most so long): wait
@@ -964,6 +967,8 @@ func (st *step) sendOne(ctx context.Context, r *row, p Person, found bool, readE
 		return outcome{state: RowSkipped, reason: SkipAddressChanged}
 	case !p.Consent:
 		return outcome{state: RowSkipped, reason: SkipNoConsent}
+	case !st.inAudience(p):
+		return outcome{state: RowSkipped, reason: SkipLeftAudience}
 	}
 	ref := emaillinks.Ref{Bot: bot, Campaign: id, Recipient: r.ID}
 	p.UnsubscribeURL = s.d.Links.UnsubscribeURL(s.cfg.PublicURL, ref)
@@ -995,6 +1000,13 @@ func (st *step) sendOne(ctx context.Context, r *row, p Person, found bool, readE
 	default:
 		return outcome{state: RowInterrupted, err: jobs.Later(fmt.Errorf("emailcampaigns: send to recipient %s of %s ended without an answer; it is counted interrupted: %w", r.ID, id, err), retryAfter)}
 	}
+}
+
+// inAudience reports whether p, read again at the send, is still in the campaign's
+// audience: everyone when it names no label, else the subscribers having any of its labels.
+func (st *step) inAudience(p Person) bool {
+	labels := st.audience
+	return len(labels) == 0 || slices.ContainsFunc(p.Labels, func(l string) bool { return slices.Contains(labels, l) })
 }
 
 // settleBatch moves the claimed rows where their outcomes say, in as few transactions as

@@ -119,7 +119,7 @@ func TestSendExactlyOnceThroughRedeliveryPauseAndResume(t *testing.T) {
 	counts := f.assertCounts(t, c.ID)
 	assert.Equal(t, Counts{Recipients: 1000, Sent: int64(sendable), Skipped: 30,
 		SkippedBy: map[string]int64{SkipNoEmail: 10, SkipNoConsent: 10, SkipUnsubscribed: 5, SkipDuplicate: 5, SkipBounced: 0,
-			SkipComplained: 0, SkipDeleted: 0, SkipAddressChanged: 0}}, counts)
+			SkipComplained: 0, SkipDeleted: 0, SkipAddressChanged: 0, SkipLeftAudience: 0}}, counts)
 	assert.LessOrEqual(t, f.supp.maxBatch, MaxSuppressionBatch)
 	for _, m := range all {
 		assert.Equal(t, f.domains.key, m.DKIM, "signed with the bot's domain key")
@@ -504,6 +504,43 @@ func TestSendReadsSubscribersAgain(t *testing.T) {
 	assert.Equal(t, int64(7), got.Counts.Sent+skippedLate)
 	assert.Positive(t, skippedLate)
 	assert.NotContains(t, f.sentTo(), "new@mail.example")
+	f.assertCounts(t, c.ID)
+}
+
+// A subscriber who lost every label of the audience after the plan is skipped at the send
+// (left_audience): the audience is read again with the subscriber, as consent is. One who
+// keeps any of the audience's labels is still sent to.
+func TestSendSkipsWhoLeftTheAudience(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 8, sequential)
+	for i := range 8 {
+		f.aud.labels[fmt.Sprintf("sub_%05d", i)] = []string{"lbl_other", "lbl_vip"}
+	}
+	c := f.schedule(t, f.create(t, "lbl_vip", "lbl_gold"))
+	f.mail.before = func(n int, _ email.Message) error {
+		if n == 1 {
+			f.aud.mu.Lock()
+			for i := 2; i < 8; i++ {
+				f.aud.labels[fmt.Sprintf("sub_%05d", i)] = []string{"lbl_other"}
+			}
+			f.aud.labels["sub_00001"] = []string{"lbl_gold"} // still in: another of the audience's labels
+			f.aud.mu.Unlock()
+		}
+		return nil
+	}
+	f.drain(t)
+	got := f.get(t, c.ID)
+	left := got.Counts.SkippedBy[SkipLeftAudience]
+	assert.Equal(t, int64(8), got.Counts.Sent+left)
+	assert.Positive(t, left, "those not sent before the change are skipped")
+	assert.LessOrEqual(t, left, int64(6))
+	assert.Contains(t, f.sentTo(), "p00001@mail.example", "a label of the audience kept: sent")
+	for _, r := range f.rows(t, c.ID) {
+		if r.State == RowSkipped {
+			assert.Equal(t, SkipLeftAudience, r.SkipReason)
+			assert.NotContains(t, []string{"sub_00000", "sub_00001"}, r.Recipient)
+		}
+	}
 	f.assertCounts(t, c.ID)
 }
 

@@ -80,6 +80,9 @@ type Person struct {
 	Locale       string
 	Timezone     string
 	Fields       map[string]any
+	// Labels are the subscriber's label ids, read again at the send: one who no longer has
+	// any of the audience's labels is skipped (left_audience).
+	Labels []string
 	// UnsubscribeURL is the person's unsubscribe link in this campaign, for the content's
 	// {{ unsubscribe_url }} (set by the send; "" elsewhere).
 	UnsubscribeURL string

@@ -193,7 +193,7 @@ func person(s subscribers.Subscriber) emailcampaigns.Person {
 		return *p
 	}
 	p := emailcampaigns.Person{SubscriberID: s.ID, FirstName: deref(s.FirstName), LastName: deref(s.LastName),
-		Name: deref(s.Name), Locale: deref(s.Locale), Timezone: deref(s.Timezone), Fields: s.Fields}
+		Name: deref(s.Name), Locale: deref(s.Locale), Timezone: deref(s.Timezone), Fields: s.Fields, Labels: s.Labels}
 	p.Email, _ = s.Fields["email"].(string)
 	p.Consent, _ = s.Fields["email_consent"].(bool)
 	return p
