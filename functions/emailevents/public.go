@@ -140,7 +140,7 @@ func (s *Service) Unsubscribe(ctx context.Context, token string) error {
 	if err != nil {
 		return err
 	}
-	err = s.suppress(ctx, ref.Bot, addr, ReasonUnsubscribed, ref.Campaign)
+	_, err = s.suppress(ctx, ref.Bot, addr, ReasonUnsubscribed, ref.Campaign)
 	if err != nil && !errors.Is(err, errNotAddress) {
 		return err
 	}

@@ -13,12 +13,13 @@ type Handlers struct {
 	cursors *httpapi.Cursors
 }
 
-// Routes registers the token API's suppression list routes. Re-allowing an address is
-// a builder's decision about the bot's sending, so it needs the Reactions right.
+// Routes registers the token API's suppression list routes. Suppressing or re-allowing an
+// address is a builder's decision about the bot's sending, so it needs the Reactions right.
 func Routes(mux *httpapi.Mux, svc *Service, cursors *httpapi.Cursors) {
 	h := &Handlers{svc: svc, cursors: cursors}
 	const sups = "/api/bots/{botID}/email/suppressions"
 	mux.Handle("GET "+sups, httpapi.Need("settings:read"), h.list)
+	mux.Handle("POST "+sups, httpapi.Need("settings:write", auth.RightReactions), h.importList)
 	mux.Handle("DELETE "+sups+"/{address}", httpapi.Need("settings:write", auth.RightReactions), h.delete)
 }
 
@@ -43,6 +44,19 @@ func (h *Handlers) list(w http.ResponseWriter, r *http.Request) error {
 	return httpapi.ServeList(w, r, h.cursors, func(limit int, cursor string) ([]Suppression, string, error) {
 		return h.svc.List(r.Context(), r.PathValue("botID"), reason, limit, cursor)
 	})
+}
+
+// importList suppresses the addresses of the body for its reason.
+func (h *Handlers) importList(w http.ResponseWriter, r *http.Request) error {
+	var req NewSuppressions
+	if err := httpapi.Decode(w, r, &req); err != nil {
+		return err
+	}
+	res, err := h.svc.Import(r.Context(), r.PathValue("botID"), req)
+	if err != nil {
+		return err
+	}
+	return httpapi.WriteJSON(w, http.StatusOK, res)
 }
 
 // delete takes the address (URL-escaped in the path: %40 for @ works, as does a plain @)

@@ -103,20 +103,89 @@ var errNotAddress = errors.New("emailevents: not an email address")
 // Suppress adds address to the bot's suppression list for reason ("unsubscribed",
 // "bounced", "complained"). It is idempotent (see Suppression for a second reason).
 func (s *Service) Suppress(ctx context.Context, bot, address, reason string) error {
-	return s.suppress(ctx, bot, address, reason, "")
+	_, err := s.suppress(ctx, bot, address, reason, "")
+	return err
+}
+
+// MaxImport bounds the addresses of one POST .../email/suppressions.
+const MaxImport = 500
+
+// NewSuppressions is the body of POST .../email/suppressions: addresses the bot's
+// campaigns must not mail (a list brought from another platform, a person who asked by
+// phone), each suppressed for reason.
+type NewSuppressions struct {
+	Addresses []string `json:"addresses"`
+	Reason    string   `json:"reason"`
+}
+
+// Validate checks the reason and every address, naming an address by its index only (the
+// problem is logged, the address is personal data).
+func (n *NewSuppressions) Validate() error {
+	var p httpapi.Problems
+	if !validReason(n.Reason) {
+		p.Add("reason", "is required: unsubscribed, bounced or complained")
+	}
+	switch {
+	case len(n.Addresses) == 0:
+		p.Add("addresses", "is required: 1 to %d addresses", MaxImport)
+	case len(n.Addresses) > MaxImport:
+		p.Add("addresses", "at most %d addresses a request", MaxImport)
+	default:
+		for i, a := range n.Addresses {
+			if _, ok := normalize(a); !ok {
+				p.Add(fmt.Sprintf("addresses[%d]", i), "is not an email address")
+			}
+		}
+	}
+	return p.Err()
+}
+
+// ImportResult counts what a POST .../email/suppressions did, each address once: added
+// to the list or given the new reason (Suppressed), or already on it with that reason
+// (Unchanged).
+type ImportResult struct {
+	Suppressed int `json:"suppressed"`
+	Unchanged  int `json:"unchanged"`
+}
+
+// Import suppresses every address of n (validated) for its reason, as an event of that
+// reason would (see Suppression for an address already on the list). Addresses that are
+// the same once lower-cased count once. A failure partway leaves the addresses before it
+// suppressed: the request can be sent again as it was.
+func (s *Service) Import(ctx context.Context, bot string, n NewSuppressions) (ImportResult, error) {
+	var res ImportResult
+	seen := make(map[string]bool, len(n.Addresses))
+	for _, a := range n.Addresses {
+		addr, _ := normalize(a)
+		if seen[addr] {
+			continue
+		}
+		seen[addr] = true
+		changed, err := s.suppress(ctx, bot, addr, n.Reason, "")
+		if err != nil {
+			return ImportResult{}, err
+		}
+		if changed {
+			res.Suppressed++
+		} else {
+			res.Unchanged++
+		}
+	}
+	return res, nil
 }
 
 // suppressRetries bounds the rounds Suppress runs when concurrent events for the same
 // address keep changing it between its read and its write.
 const suppressRetries = 3
 
-func (s *Service) suppress(ctx context.Context, bot, address, reason, campaign string) error {
+// suppress adds address for reason; changed is false when it had that reason already.
+func (s *Service) suppress(ctx context.Context, bot, address, reason, campaign string) (changed bool, err error) {
 	addr, ok := normalize(address)
 	if !ok {
-		return errNotAddress
+		return false, errNotAddress
 	}
 	if !validReason(reason) {
-		return fmt.Errorf("emailevents: unknown suppression reason %q", reason)
+		return false, fmt.Errorf("emailevents: unknown suppression reason %q", reason)
 	}
 	var cid *string
 	if campaign != "" {
@@ -133,13 +202,13 @@ func (s *Service) suppress(ctx context.Context, bot, address, reason, campaign s
 			sup = Suppression{Address: addr, Reason: reason, At: now, CampaignID: cid, UpdatedAt: now,
 				History: []SuppressionEvent{ev}, Revision: 1}
 		case err != nil:
-			return fmt.Errorf("read suppression: %w", err)
+			return false, fmt.Errorf("read suppression: %w", err)
 		default:
 			if sup, err = store.Decode[Suppression](it); err != nil {
-				return err
+				return false, err
 			}
 			if slices.ContainsFunc(sup.History, func(e SuppressionEvent) bool { return e.Reason == reason }) {
-				return nil
+				return false, nil
 			}
 			cond = store.RevisionIs(sup.Revision)
 			sup.History = append(sup.History, ev)
@@ -151,18 +220,18 @@ func (s *Service) suppress(ctx context.Context, bot, address, reason, campaign s
 		}
 		put, err := sup.item(bot)
 		if err != nil {
-			return err
+			return false, err
 		}
 		err = s.store.Put(ctx, put, cond)
 		if errors.Is(err, store.ErrConditionFailed) {
 			continue // another event for the address won the race: read it again
 		}
 		if err != nil {
-			return fmt.Errorf("write suppression: %w", err)
+			return false, fmt.Errorf("write suppression: %w", err)
 		}
-		return nil
+		return true, nil
 	}
-	return fmt.Errorf("suppress: the address kept changing: %w", store.ErrUnavailable)
+	return false, fmt.Errorf("suppress: the address kept changing: %w", store.ErrUnavailable)
 }
 
 // Suppressed returns which of addresses (at most MaxLookup) the bot may not send to:

@@ -32,7 +32,9 @@ func TestSuppress(t *testing.T) {
 
 	// A complaint upgrades; an unsubscribe after it keeps the complaint.
 	f.clock.Advance(time.Hour)
-	require.NoError(t, f.svc.suppress(ctx, f.bot, "ada@example.com", ReasonComplained, "ecmp_1"))
+	changed, err := f.svc.suppress(ctx, f.bot, "ada@example.com", ReasonComplained, "ecmp_1")
+	require.NoError(t, err)
+	assert.True(t, changed)
 	require.NoError(t, f.svc.Suppress(ctx, f.bot, "ada@example.com", ReasonUnsubscribed))
 	sup = f.suppression(t, "ada@example.com")
 	assert.Equal(t, ReasonComplained, sup.Reason)
@@ -88,6 +90,7 @@ func TestRoutesAccessTable(t *testing.T) {
 	s := newServer(t, Config{})
 	want := map[string]httpapi.Access{
 		"GET /api/bots/{botID}/email/suppressions":              httpapi.Need("settings:read"),
+		"POST /api/bots/{botID}/email/suppressions":             httpapi.Need("settings:write", auth.RightReactions),
 		"DELETE /api/bots/{botID}/email/suppressions/{address}": httpapi.Need("settings:write", auth.RightReactions),
 		"GET /e/t/o/{token}":                                    httpapi.PublicSecretPath(),
 		"GET /e/t/c/{token}":                                    httpapi.PublicSecretPath(),
@@ -107,7 +110,8 @@ func TestSuppressionRoutes(t *testing.T) {
 	s := newServer(t, Config{})
 	ctx := t.Context()
 	for i, r := range []string{ReasonBounced, ReasonUnsubscribed, ReasonComplained, ReasonBounced} {
-		require.NoError(t, s.svc.suppress(ctx, s.bot, fmt.Sprintf("u%d+tag@example.com", i), r, "ecmp_1"))
+		_, err := s.svc.suppress(ctx, s.bot, fmt.Sprintf("u%d+tag@example.com", i), r, "ecmp_1")
+		require.NoError(t, err)
 	}
 	base := "/api/bots/" + s.bot + "/email/suppressions"
 
@@ -170,6 +174,66 @@ func TestSuppressionRoutes(t *testing.T) {
 	assert.Equal(t, "insufficient_scope", r.Problem())
 	r = s.DoAs(t, tok, "GET", base, nil)
 	assert.Equal(t, http.StatusOK, r.Code)
+}
+
+// POST .../email/suppressions adds addresses by hand (a list brought from another
+// platform): each once, lower-cased, as an event of its reason would, counting what was
+// already there; bad bodies are 400 naming the field, never the address; it needs
+// settings:write and the Reactions right, and another account's bot is 404.
+func TestSuppressionImport(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, Config{})
+	base := "/api/bots/" + s.bot + "/email/suppressions"
+	_, err := s.svc.suppress(t.Context(), s.bot, "old@example.com", ReasonBounced, "ecmp_1")
+	require.NoError(t, err)
+
+	r := s.Do(t, "POST", base, map[string]any{"reason": "unsubscribed",
+		"addresses": []string{"Ann@Example.com", "ann@example.com", "bob@example.org", "old@example.com"}})
+	require.Equal(t, http.StatusOK, r.Code, r.Body)
+	assert.Equal(t, map[string]any{"suppressed": 3.0, "unchanged": 0.0}, r.JSON, "Ann once; old@ gains the reason")
+	got, err := s.svc.Suppressed(t.Context(), s.bot, []string{"ann@example.com", "bob@example.org", "old@example.com"})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"ann@example.com": ReasonUnsubscribed, "bob@example.org": ReasonUnsubscribed,
+		"old@example.com": ReasonBounced}, got, "a bounce stays the stronger reason")
+	old := s.suppression(t, "old@example.com")
+	require.Len(t, old.History, 2)
+	assert.Nil(t, old.History[1].CampaignID, "added by hand: no campaign")
+
+	r = s.Do(t, "POST", base, map[string]any{"reason": "unsubscribed", "addresses": []string{"bob@example.org"}})
+	require.Equal(t, http.StatusOK, r.Code, r.Body)
+	assert.Equal(t, map[string]any{"suppressed": 0.0, "unchanged": 1.0}, r.JSON, "the same again changes nothing")
+
+	tooMany := make([]string, MaxImport+1)
+	for i := range tooMany {
+		tooMany[i] = fmt.Sprintf("p%d@example.com", i)
+	}
+	for name, body := range map[string]map[string]any{
+		"no reason":      {"addresses": []string{"a@example.com"}},
+		"unknown reason": {"reason": "annoyed", "addresses": []string{"a@example.com"}},
+		"no addresses":   {"reason": "unsubscribed", "addresses": []string{}},
+		"too many":       {"reason": "unsubscribed", "addresses": tooMany},
+		"not an address": {"reason": "unsubscribed", "addresses": []string{"a@example.com", "secret-not-an-address"}},
+		"unknown field":  {"reason": "unsubscribed", "addresses": []string{"a@example.com"}, "source": "csv"},
+	} {
+		r := s.Do(t, "POST", base, body)
+		assert.Equal(t, http.StatusBadRequest, r.Code, "%s: %s", name, r.Body)
+		assert.NotContains(t, string(r.Body), "secret-not-an-address", name)
+	}
+	r = s.Do(t, "POST", base, map[string]any{"reason": "unsubscribed", "addresses": []string{"a@example.com", "nope"}})
+	assert.Contains(t, string(r.Body), "addresses[1]", "the bad address is named by its index")
+	assert.Nil(t, s.suppression(t, "a@example.com"), "a refused request suppresses nothing")
+
+	r = s.Do(t, "POST", "/api/bots/bot_other/email/suppressions", map[string]any{"reason": "unsubscribed", "addresses": []string{"a@example.com"}})
+	assert.Equal(t, http.StatusNotFound, r.Code)
+	tok := s.PAT(t, s.Owner, "settings:read")
+	r = s.DoAs(t, tok, "POST", base, map[string]any{"reason": "unsubscribed", "addresses": []string{"a@example.com"}})
+	assert.Equal(t, http.StatusForbidden, r.Code)
+	assert.Equal(t, "insufficient_scope", r.Problem())
+	member, err := s.Auth.CreateUser(sqlitetest.Unrecorded(t.Context()), s.Account.ID, "Member", 0)
+	require.NoError(t, err)
+	r = s.DoAs(t, s.PAT(t, member, "settings:read", "settings:write"), "POST", base, map[string]any{"reason": "unsubscribed", "addresses": []string{"a@example.com"}})
+	assert.Equal(t, http.StatusForbidden, r.Code)
+	assert.Equal(t, "missing_right", r.Problem())
 }
 
 func TestPurgeStep(t *testing.T) {

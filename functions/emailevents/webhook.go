@@ -248,7 +248,7 @@ func (s *Service) suppressRecipient(ctx context.Context, ref emaillinks.Ref, fal
 	} else if err != nil {
 		return fmt.Errorf("read the recipient's address: %w", err)
 	}
-	err = s.suppress(ctx, ref.Bot, addr, reason, ref.Campaign)
+	_, err = s.suppress(ctx, ref.Bot, addr, reason, ref.Campaign)
 	if errors.Is(err, errNotAddress) {
 		s.log.WarnContext(ctx, "no address to suppress", "bot_id", ref.Bot, "campaign_id", ref.Campaign, "recipient", ref.Recipient, "reason", reason)
 		return nil
