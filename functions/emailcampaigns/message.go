@@ -158,22 +158,9 @@ type signing struct{ s email.Sender }
 
 // Send sends msg through a copy of the sender that signs with dkim.
 func (m signing) Send(ctx context.Context, msg email.Message, dkim *email.Signer) (email.Receipt, error) {
-	switch x := m.s.(type) {
-	case *email.SES:
-		c := *x
-		c.DKIM = dkim
-		return c.Send(ctx, msg)
-	case *email.SMTP:
-		c := *x
-		c.DKIM = dkim
-		return c.Send(ctx, msg)
-	case *email.Sink:
-		c := *x
-		c.DKIM = dkim
-		return c.Send(ctx, msg)
-	}
-	if dkim != nil {
+	s, ok := email.Signing(m.s, dkim)
+	if !ok {
 		return email.Receipt{}, &email.SendError{Err: fmt.Errorf("%w: %T cannot sign with a bot's DKIM key", email.ErrConfig, m.s)}
 	}
-	return m.s.Send(ctx, msg)
+	return s.Send(ctx, msg)
 }

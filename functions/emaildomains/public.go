@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"net/mail"
@@ -161,6 +162,9 @@ type sesNotification struct {
 		Action       struct {
 			Type     string `json:"type"`
 			Encoding string `json:"encoding"`
+			// An S3 action's: where SES stored the message.
+			BucketName string `json:"bucketName"`
+			ObjectKey  string `json:"objectKey"`
 		} `json:"action"`
 	} `json:"receipt"`
 	Content string `json:"content"`
@@ -220,12 +224,16 @@ func (h *Handlers) sesInbound(w http.ResponseWriter, r *http.Request) error {
 	d := delivery{provider: ProviderSES, providerID: n.Mail.MessageID, recipients: n.Receipt.Recipients,
 		verdicts: &Verdicts{Spam: n.Receipt.SpamVerdict.Status, Virus: n.Receipt.VirusVerdict.Status, SPF: n.Receipt.SPFVerdict.Status,
 			DKIM: n.Receipt.DKIMVerdict.Status, DMARC: n.Receipt.DMARCVerdict.Status}}
+	a := n.Receipt.Action
 	switch {
+	case n.Content == "" && strings.EqualFold(a.Type, "S3"):
+		return h.sesStored(w, r, log, d, a.BucketName, a.ObjectKey)
 	case n.Content == "":
-		// An S3 action's notification, or a message over SES's 150 KB for SNS content.
-		log.ErrorContext(r.Context(), "SES receipt without the message content ignored", "ses_message_id", n.Mail.MessageID)
+		// An SNS action's notification of a message over 150 KB: SES leaves the content out.
+		log.ErrorContext(r.Context(), "SES receipt without the message content ignored (receive through an S3 action for messages over 150 KB)",
+			"ses_message_id", n.Mail.MessageID)
 		return httpapi.WriteJSON(w, http.StatusOK, Result{})
-	case strings.EqualFold(n.Receipt.Action.Encoding, "UTF8"):
+	case strings.EqualFold(a.Encoding, "UTF8"):
 		d.raw = []byte(n.Content)
 	default:
 		if d.raw, err = base64.StdEncoding.DecodeString(n.Content); err != nil {
@@ -236,6 +244,44 @@ func (h *Handlers) sesInbound(w http.ResponseWriter, r *http.Request) error {
 	res, err := s.receive(r.Context(), d)
 	if err != nil {
 		return err
+	}
+	return httpapi.WriteJSON(w, http.StatusOK, res)
+}
+
+// sesStored receives a message an SES receipt rule's S3 action stored in bucket under key:
+// read from the deployment's inbound bucket (ReceivedMail), received as any SES delivery,
+// then deleted. A notification whose message is gone (an earlier delivery of it took it),
+// larger than MaxRawBytes, or in another bucket is logged and acknowledged; a bucket that
+// cannot be read now is 503 provider_unavailable, and SNS delivers the notification again.
+func (h *Handlers) sesStored(w http.ResponseWriter, r *http.Request, log *slog.Logger, d delivery, bucket, key string) error {
+	s := h.svc
+	ctx := r.Context()
+	log = log.With("ses_message_id", d.providerID, "bucket", bucket, "object_key", key)
+	if s.received == nil {
+		log.ErrorContext(ctx, "SES receipt stored in S3 ignored: this deployment reads no inbound bucket (INBOUND_MAIL_BUCKET)")
+		return httpapi.WriteJSON(w, http.StatusOK, Result{})
+	}
+	raw, err := s.received.take(ctx, bucket, key)
+	switch {
+	case errors.Is(err, errMailGone):
+		log.InfoContext(ctx, "SES receipt whose stored message is gone ignored (taken by an earlier delivery, or expired)")
+		return httpapi.WriteJSON(w, http.StatusOK, Result{})
+	case errors.Is(err, errMailTooLarge), errors.Is(err, errNotOurBucket):
+		log.ErrorContext(ctx, "SES receipt stored in S3 not received: "+err.Error()+"; the object is left to expire")
+		return httpapi.WriteJSON(w, http.StatusOK, Result{})
+	case err != nil:
+		log.WarnContext(ctx, "SES receipt stored in S3 not readable for now", "error", err)
+		return httpapi.E(httpapi.KindUnavailable, "provider_unavailable", "the stored message cannot be read right now; retry").Wrap(err)
+	}
+	d.raw = raw
+	res, err := s.receive(ctx, d)
+	if err != nil {
+		return err // kept in the bucket: SNS delivers the notification again
+	}
+	if err := s.received.discard(ctx, bucket, key); err != nil {
+		// Received: a later delivery finds it a duplicate, and the bucket's lifecycle
+		// expires the object.
+		log.WarnContext(ctx, "SES receipt stored in S3 received but not deleted", "error", err)
 	}
 	return httpapi.WriteJSON(w, http.StatusOK, res)
 }

@@ -96,6 +96,10 @@ type Config struct {
 	// SNS verifies POST /esp/ses/inbound: its topics are the receipt rules' SNS topics.
 	// nil, or one accepting no topic, refuses every SES delivery.
 	SNS *sns.Verifier
+	// ReceivedMail is where the receipt rules' S3 actions store inbound mail (on AWS, the
+	// stack's inbound bucket); nil: a receipt whose notification does not carry the
+	// message is logged and acknowledged.
+	ReceivedMail *ReceivedMail
 	// Retention is how long inbound messages are kept; 0 is DefaultRetention.
 	Retention time.Duration
 	// MaxInboundPerDay bounds the inbound messages a bot keeps a day; 0 is
@@ -157,6 +161,7 @@ type Service struct {
 	records    RecordValues
 	secret     string
 	sns        *sns.Verifier
+	received   *ReceivedMail
 	retention  time.Duration
 	maxPerDay  int64
 	genKey     func() (*rsa.PrivateKey, error)
@@ -171,7 +176,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{store: cfg.Store, sealer: cfg.Sealer, resolver: cfg.Resolver, identities: cfg.Identities, outbox: cfg.Outbox,
 		actions: cfg.Actions, records: cfg.Records.withDefaults(), secret: cfg.InboundSecret, sns: cfg.SNS,
-		retention: cfg.Retention, maxPerDay: cfg.MaxInboundPerDay, genKey: cfg.GenerateKey, log: cfg.Log, now: cfg.Now}
+		received: cfg.ReceivedMail, retention: cfg.Retention, maxPerDay: cfg.MaxInboundPerDay, genKey: cfg.GenerateKey, log: cfg.Log, now: cfg.Now}
 	if s.resolver == nil {
 		s.resolver = NewResolver("")
 	}

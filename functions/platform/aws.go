@@ -260,6 +260,12 @@ func emailRate(v string) (float64, error) {
 // provider routes accept (SES events and SES inbound mail); unset refuses every one.
 const EnvSNSTopicARNs = "SNS_TOPIC_ARNS"
 
+// EnvInboundMailBucket names the S3 bucket the stack's SES receipt rule stores inbound mail
+// in (its S3 action): the SES inbound route reads each message there once its SNS
+// notification arrives, then deletes it. Unset: notifications without the message's
+// content are logged and acknowledged.
+const EnvInboundMailBucket = "INBOUND_MAIL_BUCKET"
+
 // SQS is the SQS client, for the jobs consumer's visibility changes.
 func (a *AWS) SQS() *awssqs.Client { return awssqs.NewFromConfig(a.aws) }
 
@@ -323,6 +329,9 @@ func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now 
 	}
 	if topics := strings.TrimSpace(os.Getenv(EnvSNSTopicARNs)); topics != "" {
 		d.EmailSettings.SNSTopicARNs = strings.Split(topics, ",")
+	}
+	if bucket := strings.TrimSpace(os.Getenv(EnvInboundMailBucket)); bucket != "" {
+		d.EmailSettings.InboundBucket, d.EmailSettings.AWS = bucket, &a.aws
 	}
 	if a.cfg.JobsQueueURL != "" {
 		if d.Queue, err = a.JobsSender(); err != nil {

@@ -86,6 +86,10 @@ const (
 	// the same Lambda may read (kms:EncryptionContext:PARAMETER_ARN). It applies only with
 	// at least one of them.
 	ParameterKey
+	// InboundMailBucket is the S3 bucket the stack's SES receipt rule stores inbound mail in
+	// (its S3 action; context emailInbound): the bucket and the objects in it. A grant on it gives
+	// INBOUND_MAIL_BUCKET, the bucket's name; it applies only when the stack receives mail.
+	InboundMailBucket
 )
 
 // Grant is a set of actions on one resource, under a condition or none.
@@ -384,6 +388,11 @@ func Access() map[string][]Grant {
 			{On: SecretsKey, Actions: []string{"kms:Decrypt", "kms:GenerateDataKey"}},
 			{On: EmailIdentities, Actions: []string{"ses:CreateEmailIdentity", "ses:PutEmailIdentityDkimSigningAttributes",
 				"ses:PutEmailIdentityMailFromAttributes", "ses:SendEmail", "ses:SendRawEmail"}},
+			// Inbound mail SES stored in the bucket (its receipt rule's S3 action, for
+			// messages of any size up to 10 MiB) is read once its SNS notification arrives,
+			// then deleted. ListBucket: so that a message already taken is a 404 (NoSuchKey),
+			// which S3 answers only to a role that may list the bucket, not a 403.
+			{On: InboundMailBucket, Actions: []string{"s3:GetObject", "s3:DeleteObject", "s3:ListBucket"}},
 		},
 		// The MCP server: the tools of the families it serves (functions/mcp/wiring), run
 		// as their routes run. Reads: the tenancy check and the read tools (GetItem, Query);

@@ -50,6 +50,7 @@ const (
 	Schedules                          = access.Schedules
 	ScheduleRole                       = access.ScheduleRole
 	EmailIdentities                    = access.EmailIdentities
+	InboundMailBucket                  = access.InboundMailBucket
 	QueueScheduleRole                  = access.QueueScheduleRole
 	StateMachineRole                   = access.StateMachineRole
 	OutboxScheduleRole                 = access.OutboxScheduleRole
@@ -93,11 +94,16 @@ func (c Config) parameterName(r Resource) string {
 }
 
 // AccessFor is the Lambda's row of Access as deployed with cfg: without the grants on SSM
-// parameters cfg does not name, and without ParameterKey when none is left.
+// parameters cfg does not name, without ParameterKey when none is left, and without the
+// grants on InboundMailBucket when the stack receives no mail (cfg.EmailInbound off: there
+// is no bucket).
 func AccessFor(name string, cfg Config) []Grant {
 	var out []Grant
 	named := false
 	for _, g := range Access()[name] {
+		if g.On == InboundMailBucket && !cfg.EmailInbound {
+			continue
+		}
 		if slices.Contains(parameters, g.On) {
 			if cfg.parameterName(g.On) == "" {
 				continue
@@ -127,8 +133,9 @@ const (
 	VKBaseURL
 	WhatsAppBaseURL
 	WhatsAppAppID
-	// SNSTopicARNs are the SNS topics the email provider routes accept: set only when
-	// configured (unset, every SNS delivery is refused).
+	// SNSTopicARNs are the SNS topics the email provider routes accept: always set, to the
+	// stack's own topics (SES events; inbound mail with emailInbound) followed by those of
+	// context snsTopicArns (topics the operator made).
 	SNSTopicARNs
 	// The CRM family's OAuth applications' client ids (their secrets are SSM parameters)
 	// and its providers' endpoint overrides: set only when configured (unset, no OAuth
@@ -185,8 +192,10 @@ func Settings() map[string][]Setting {
 		// email events family serves; the service is built with the deployment's rate, as
 		// in the jobs Lambda, which runs its send steps.
 		"emailcampaigns": {PublicURL, EmailRate},
-		"emailevents":    {PublicURL, SNSTopicARNs},
-		"emaildomains":   {SNSTopicARNs},
+		// The SES events webhook (emailevents) and the SES inbound route (emaildomains)
+		// accept the SNS deliveries of these topics only.
+		"emailevents":  {PublicURL, SNSTopicARNs},
+		"emaildomains": {SNSTopicARNs},
 		// An OAuth start's redirect_uri defaults to the callback at PUBLIC_URL; the client ids
 		// go with the secrets (Access). The providers are called from here and from the MCP
 		// Lambda's CRM read tools (fields, pipelines), which refresh tokens as the routes do
@@ -223,6 +232,7 @@ const (
 	EnvSchedulerRoleARN    = platform.EnvSchedulerRoleARN
 	EnvSESConfigurationSet = platform.EnvSESConfigurationSet
 	EnvSNSTopicARNs        = platform.EnvSNSTopicARNs
+	EnvInboundMailBucket   = platform.EnvInboundMailBucket
 	EnvEmailRate           = platform.EnvEmailRate
 	// Provider configuration, named where the platform reads it.
 	EnvPublicURL                    = platform.EnvPublicURL
@@ -263,7 +273,8 @@ const (
 )
 
 // settingVar is the variable of s, and its value in cfg ("" for PublicURL means the stack's
-// default, which only the stack knows).
+// default, which only the stack knows). For SNSTopicARNs the value is only the operator's
+// part (snsTopicArns): the stack puts its own topics first (builder.snsTopicARNs).
 func settingVar(s Setting, cfg Config) (name, value string, set bool) {
 	switch s {
 	case PublicURL:
@@ -277,7 +288,7 @@ func settingVar(s Setting, cfg Config) (name, value string, set bool) {
 	case WhatsAppAppID:
 		return EnvWhatsAppAppID, cfg.WhatsAppAppID, cfg.WhatsAppAppID != ""
 	case SNSTopicARNs:
-		return EnvSNSTopicARNs, cfg.SNSTopicARNs, cfg.SNSTopicARNs != ""
+		return EnvSNSTopicARNs, cfg.SNSTopicARNs, true
 	case CRMHubSpotClientID:
 		return EnvCRMHubSpotClientID, cfg.CRMHubSpotClientID, cfg.CRMHubSpotClientID != ""
 	case CRMSalesforceClientID:
@@ -340,6 +351,8 @@ func envVar(g Grant) (string, bool) {
 		return EnvSchedulerRoleARN, true
 	case EmailIdentities:
 		return EnvSESConfigurationSet, true
+	case InboundMailBucket:
+		return EnvInboundMailBucket, true
 	case WhatsAppAppSecretParameter:
 		return EnvWhatsAppAppSecretParameter, true
 	case WhatsAppVerifyTokenParameter:

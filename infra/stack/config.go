@@ -108,10 +108,15 @@ type Config struct {
 	MetaAppSecretParameter string
 	MetaGraphBaseURL       string
 	MetaDialogBaseURL      string
-	// SNSTopicARNs are the SNS topics (comma-separated in context snsTopicArns) whose
-	// deliveries the email provider routes accept: SES events and SES inbound mail. Unset,
-	// every SNS delivery is refused.
+	// SNSTopicARNs are SNS topics made outside the stack (comma-separated in context
+	// snsTopicArns) whose deliveries the email provider routes accept besides the stack's own
+	// topics (its SES events topic, and its inbound mail topic with EmailInbound).
 	SNSTopicARNs string
+	// EmailInbound has the stack receive mail (context emailInbound, default false): an S3
+	// bucket for received mail, an SNS topic, and an SES receipt rule set that stores mail in
+	// the bucket and notifies the topic. Off by default because SES receives mail only in
+	// some regions; the rule set is left for the operator to activate (docs/aws.md).
+	EmailInbound bool
 	// EmailRate is the deployment's email sending rate in messages a second, shared by
 	// every campaign (context emailRate, EMAIL_RATE): set it to the SES account's maximum
 	// send rate (`aws sesv2 get-account`). 0 leaves the default, SES's starting quota of 14.
@@ -153,6 +158,7 @@ const (
 	CtxWhatsAppVerifyTokenParameter = "whatsappVerifyTokenParameter"
 	CtxSDKKeyParameter              = "sdkKeyParameter"
 	CtxSNSTopicARNs                 = "snsTopicArns"
+	CtxEmailInbound                 = "emailInbound"
 	CtxEmailRate                    = "emailRate"
 
 	CtxCRMHubSpotClientID                 = "crmHubSpotClientId"
@@ -232,6 +238,24 @@ func ConfigFrom(get func(key string) any) (Config, error) {
 			return def
 		}
 	}
+	boolean := func(key string, def bool) bool {
+		switch v := get(key).(type) {
+		case nil:
+			return def
+		case bool:
+			return v
+		case string:
+			b, err := strconv.ParseBool(strings.TrimSpace(v))
+			if err != nil {
+				problems = append(problems, fmt.Errorf("context %s: want true or false, got %q", key, v))
+				return def
+			}
+			return b
+		default:
+			problems = append(problems, fmt.Errorf("context %s: want true or false, got %v", key, v))
+			return def
+		}
+	}
 	c := Config{
 		Stage:              str(CtxStage, DefaultStage),
 		Domain:             strings.ToLower(str(CtxDomain, "")),
@@ -248,6 +272,7 @@ func ConfigFrom(get func(key string) any) (Config, error) {
 		WhatsAppBaseURL:              str(CtxWhatsAppBaseURL, ""),
 		WhatsAppAppID:                str(CtxWhatsAppAppID, ""),
 		SNSTopicARNs:                 str(CtxSNSTopicARNs, ""),
+		EmailInbound:                 boolean(CtxEmailInbound, false),
 		EmailRate:                    num(CtxEmailRate, 0),
 		WhatsAppAppSecretParameter:   str(CtxWhatsAppAppSecretParameter, ""),
 		WhatsAppVerifyTokenParameter: str(CtxWhatsAppVerifyTokenParameter, ""),
@@ -289,20 +314,7 @@ func ConfigFrom(get func(key string) any) (Config, error) {
 	if float64(c.LogRetentionDays) != days {
 		problems = append(problems, fmt.Errorf("context %s: want whole days, got %v", CtxLogRetentionDays, days))
 	}
-	c.DeletionProtection = c.Prod()
-	switch v := get(CtxDeletionProtection).(type) {
-	case nil:
-	case bool:
-		c.DeletionProtection = v
-	case string:
-		b, err := strconv.ParseBool(strings.TrimSpace(v))
-		if err != nil {
-			problems = append(problems, fmt.Errorf("context %s: want true or false, got %q", CtxDeletionProtection, v))
-		}
-		c.DeletionProtection = b
-	default:
-		problems = append(problems, fmt.Errorf("context %s: want true or false, got %v", CtxDeletionProtection, v))
-	}
+	c.DeletionProtection = boolean(CtxDeletionProtection, c.Prod())
 	return c, errors.Join(problems...)
 }
 

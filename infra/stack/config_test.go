@@ -69,6 +69,37 @@ func TestConfigParsesStringsAndTypes(t *testing.T) {
 	}
 }
 
+// emailInbound is a boolean as deletionProtection is: true or false, typed (cdk.json) or as
+// a string (-c emailInbound=true); anything else is refused, not taken as off.
+func TestConfigEmailInbound(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		value any
+		want  bool
+	}{
+		{nil, false},
+		{"true", true},
+		{" TRUE ", true},
+		{true, true},
+		{"false", false},
+		{false, false},
+	} {
+		c, err := ConfigFrom(context(map[string]any{"emailInbound": tt.value}))
+		if err != nil || c.EmailInbound != tt.want {
+			t.Errorf("emailInbound %#v: %v (%v), want %v", tt.value, c.EmailInbound, err, tt.want)
+		}
+	}
+	for _, bad := range []any{"yes", "on", "", 1} {
+		c, err := ConfigFrom(context(map[string]any{"emailInbound": bad}))
+		if err == nil || !strings.Contains(err.Error(), "emailInbound") {
+			t.Errorf("emailInbound %#v: error %v, want one naming emailInbound", bad, err)
+		}
+		if c.EmailInbound {
+			t.Errorf("emailInbound %#v: on", bad)
+		}
+	}
+}
+
 func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	t.Parallel()
 	c := Config{

@@ -1,7 +1,8 @@
 // Package stack is the AWS shape of the bot platform as one CDK stack: an HTTP API routing
 // every operation of docs/openapi.yaml to the Lambda of its family behind the shared
 // authorizer, the DynamoDB table, the jobs queue and state machine, the audit bus, the KMS
-// keys, and the alarms. Every permission comes from one table, Access.
+// keys, SES's event and inbound mail notifications, and the alarms. Every permission comes
+// from one table, Access.
 package stack
 
 import (
@@ -26,8 +27,10 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsses"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssesactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -84,6 +87,33 @@ const AuthorizerCacheTTL = 30 * time.Second
 
 // AuditArchiveRetention is how long the audit bus archive keeps events for replay.
 const AuditArchiveRetention = 365 * 24 * time.Hour
+
+// Where SNS delivers SES's notifications, under the public URL: the email events webhook
+// (functions/emailevents) and the SES inbound route (functions/emaildomains).
+const (
+	SESEventsPath  = "/esp/ses/webhook"
+	SESInboundPath = "/esp/ses/inbound"
+)
+
+// Inbound mail (context emailInbound): the receipt rule stores each message under
+// InboundMailPrefix in the inbound bucket, which expires objects after InboundMailExpiry.
+// The platform deletes each object once it has received it; the expiry is a backstop for a
+// message it never took (an error, a notification lost).
+const (
+	InboundMailPrefix = "inbound/"
+	InboundMailExpiry = 3 * 24 * time.Hour
+)
+
+// SESEventTypes are the SES events the configuration set publishes to the events topic:
+// those functions/emailevents applies (SNSDelivery). The others would be delivered only to
+// be dropped: SES's opens and clicks would count what the platform's pixel and links count,
+// and sends, rejects and delays change no recipient.
+func SESEventTypes() []awsses.EmailSendingEvent {
+	return []awsses.EmailSendingEvent{awsses.EmailSendingEvent_DELIVERY, awsses.EmailSendingEvent_BOUNCE, awsses.EmailSendingEvent_COMPLAINT}
+}
+
+// InboundRuleSetName is the SES receipt rule set of a stage (context emailInbound).
+func InboundRuleSetName(stage string) string { return "botplatform-" + stage }
 
 // Stack is the synthesized stack and what tests look up in it.
 type Stack struct {
@@ -188,11 +218,13 @@ func New(scope constructs.Construct, id string, cfg Config) (*Stack, error) {
 	b.defineOutboxSweep()
 	b.defineQueueSchedules()
 	b.defineAudit()
+	b.defineEmail() // before the grants: the inbound mail grant names its bucket
 	if err := b.applyAccess(names); err != nil {
 		return nil, err
 	}
 	b.defineAPI(routes)
 	b.applySettings(names) // after the API: PUBLIC_URL defaults to its endpoint
+	b.subscribeEmail()     // after the API and its routes: SNS confirms at the public URL
 	b.defineAlarms(names)
 	b.defineOutputs()
 	return &Stack{Stack: st, Config: cfg, Routes: routes, RouteStack: b.routeStack, Lambdas: names}, nil
@@ -276,7 +308,13 @@ type builder struct {
 	scheduleRole awsiam.Role
 	// sesSet is the SES configuration set email is sent with (configurationSet).
 	sesSet awsses.ConfigurationSet
-	api    awsapigatewayv2.HttpApi
+	// emailEvents is the topic of the SES events of sesSet (defineEmail); inboundTopic and
+	// inboundBucket receive mail, with EmailInbound only (nil without).
+	emailEvents   awssns.Topic
+	inboundTopic  awssns.Topic
+	inboundBucket awss3.Bucket
+	inboundRules  awsses.ReceiptRuleSet
+	api           awsapigatewayv2.HttpApi
 	// routeStack is the nested stack of the API's routes (defineAPI).
 	routeStack awscdk.NestedStack
 	stage      awsapigatewayv2.HttpStage
@@ -698,8 +736,11 @@ func (b *builder) applySettings(names []string) {
 				continue
 			}
 			v := jsii.String(value)
-			if s == PublicURL {
+			switch s {
+			case PublicURL:
 				v = b.publicURL()
+			case SNSTopicARNs:
+				v = b.snsTopicARNs()
 			}
 			b.fns[n].fn.AddEnvironment(jsii.String(name), v, nil)
 		}
@@ -753,6 +794,14 @@ func (b *builder) resolve(r Resource, f *lambdaFn) ([]string, *string, error) {
 		}, set.ConfigurationSetName(), nil
 	case AuditDLQ:
 		return []string{*b.auditDLQ.QueueArn()}, nil, nil
+	case InboundMailBucket:
+		if b.inboundBucket == nil { // AccessFor drops these grants without emailInbound
+			return nil, nil, errors.New("a grant on the inbound mail bucket, but the stack receives no mail (emailInbound)")
+		}
+		// The bucket for s3:ListBucket, its objects for the rest: the grant's actions are
+		// checked against each resource's type, so neither gives the other's.
+		arn := *b.inboundBucket.BucketArn()
+		return []string{arn, arn + "/*"}, b.inboundBucket.BucketName(), nil
 	case WhatsAppAppSecretParameter, WhatsAppVerifyTokenParameter, SDKKeyParameter,
 		CRMHubSpotClientSecretParameter, CRMSalesforceClientSecretParameter,
 		AIOpenAIKeyParameter, AIAnthropicKeyParameter, AIGeminiKeyParameter, MetaAppSecretParameter:
@@ -762,6 +811,113 @@ func (b *builder) resolve(r Resource, f *lambdaFn) ([]string, *string, error) {
 		return []string{*f.logs.LogGroupArn()}, nil, nil
 	}
 	return nil, nil, fmt.Errorf("resource %d cannot be granted to a Lambda", r)
+}
+
+// snsTopicARNs is SNS_TOPIC_ARNS: the stack's own topics, then the operator's (context
+// snsTopicArns), comma-separated.
+func (b *builder) snsTopicARNs() *string {
+	topics := []*string{b.emailEvents.TopicArn()}
+	if b.inboundTopic != nil {
+		topics = append(topics, b.inboundTopic.TopicArn())
+	}
+	if b.cfg.SNSTopicARNs != "" {
+		for _, arn := range strings.Split(b.cfg.SNSTopicARNs, ",") {
+			topics = append(topics, jsii.String(arn))
+		}
+	}
+	return awscdk.Fn_Join(jsii.String(","), &topics)
+}
+
+// defineEmail declares what SES reports to: the events topic, which the configuration set's
+// event destination publishes the events the platform handles to (without bounce and
+// complaint handling SES puts the account under review), and, with EmailInbound, the
+// inbound bucket, its topic and the receipt rule set that stores received mail there.
+// subscribeEmail subscribes the API to both topics once it exists.
+//
+// The topics are not encrypted: SES may publish to an encrypted topic only under a customer
+// managed key whose policy lets it, and SNS holds a notification only until it is delivered.
+func (b *builder) defineEmail() {
+	set := b.configurationSet()
+	b.emailEvents = awssns.NewTopic(b.st, jsii.String("EmailEvents"), &awssns.TopicProps{
+		TopicName:   jsii.String("botplatform-" + b.cfg.Stage + "-email-events"),
+		DisplayName: jsii.String("botplatform " + b.cfg.Stage + " SES events"),
+	})
+	events := SESEventTypes()
+	// CDK adds the topic policy that lets SES publish for this configuration set only
+	// (aws:SourceAccount and aws:SourceArn), and makes the destination wait for it.
+	awsses.NewConfigurationSetEventDestination(b.st, jsii.String("EmailEventsDestination"), &awsses.ConfigurationSetEventDestinationProps{
+		ConfigurationSet:                     set,
+		ConfigurationSetEventDestinationName: jsii.String("botplatform-" + b.cfg.Stage + "-email-events"),
+		Destination:                          awsses.EventDestination_SnsTopic(b.emailEvents),
+		Events:                               &events,
+		Enabled:                              jsii.Bool(true),
+	})
+	if !b.cfg.EmailInbound {
+		return
+	}
+	// Removal as the stack's other data (b.removal): destroyed with a dev stack, retained
+	// in prod or with deletion protection. It holds a message only until the platform has
+	// taken it (and InboundMailExpiry at most), so a retained bucket empties itself; a dev
+	// stack's deletion fails on a message still there, which waiting out the expiry fixes.
+	b.inboundBucket = awss3.NewBucket(b.st, jsii.String("InboundMail"), &awss3.BucketProps{
+		Encryption:        awss3.BucketEncryption_S3_MANAGED,
+		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+		EnforceSSL:        jsii.Bool(true),
+		LifecycleRules: &[]*awss3.LifecycleRule{{
+			Id:         jsii.String("ExpireReceivedMail"),
+			Enabled:    jsii.Bool(true),
+			Expiration: duration(InboundMailExpiry),
+		}},
+		RemovalPolicy: b.removal,
+	})
+	// SES publishes to a topic of its own account without a grant (SES: "Giving permissions
+	// to Amazon SES for email receiving" asks a policy only of another account's topic).
+	b.inboundTopic = awssns.NewTopic(b.st, jsii.String("EmailInbound"), &awssns.TopicProps{
+		TopicName:   jsii.String("botplatform-" + b.cfg.Stage + "-email-inbound"),
+		DisplayName: jsii.String("botplatform " + b.cfg.Stage + " SES inbound mail"),
+	})
+	// The rule set is not made active: an account has one active rule set per region, and
+	// activating this one would replace the operator's (the output says how to activate it).
+	b.inboundRules = awsses.NewReceiptRuleSet(b.st, jsii.String("EmailInboundRules"), &awsses.ReceiptRuleSetProps{
+		ReceiptRuleSetName: jsii.String(InboundRuleSetName(b.cfg.Stage)),
+	})
+	b.inboundRules.AddRule(jsii.String("StoreInbound"), &awsses.ReceiptRuleOptions{
+		ReceiptRuleName: jsii.String("botplatform-" + b.cfg.Stage + "-inbound"),
+		Enabled:         jsii.Bool(true),
+		// SES's spam and virus verdicts: the inbound route drops a virus and flags spam.
+		ScanEnabled: jsii.Bool(true),
+		// Mail without TLS is accepted: senders that do not offer STARTTLS still exist, and
+		// refusing them would lose their mail to the platform's domains.
+		TlsPolicy: awsses.TlsPolicy_OPTIONAL,
+		// No recipients: the rule takes mail to every verified domain of the account in the
+		// region; the inbound route keeps what a bot's domain claims.
+		// CDK's S3 action adds the bucket policy statement that lets SES put objects under
+		// the prefix for this account (aws:SourceAccount), and makes the rule wait for it.
+		Actions: &[]awsses.IReceiptRuleAction{awssesactions.NewS3(&awssesactions.S3Props{
+			Bucket:          b.inboundBucket,
+			ObjectKeyPrefix: jsii.String(InboundMailPrefix),
+			Topic:           b.inboundTopic,
+		})},
+	})
+}
+
+// subscribeEmail subscribes the API to the email topics over HTTPS: the events topic at
+// SESEventsPath, the inbound topic at SESInboundPath. The deliveries are SNS envelopes, not
+// raw messages: the routes verify their signatures. The subscriptions wait for the routes
+// and their Lambdas, so that SNS's confirmation request finds them.
+func (b *builder) subscribeEmail() {
+	subscribe := func(topic awssns.Topic, path, family string) {
+		sub := topic.AddSubscription(awssnssubscriptions.NewUrlSubscription(jsii.String(*b.publicURL()+path),
+			&awssnssubscriptions.UrlSubscriptionProps{
+				Protocol:           awssns.SubscriptionProtocol_HTTPS,
+				RawMessageDelivery: jsii.Bool(false),
+			}))
+		sub.Node().AddDependency(b.routeStack, b.stage, b.fns[family].fn)
+	}
+	subscribe(b.emailEvents, SESEventsPath, "emailevents")
+	if b.inboundTopic != nil {
+		subscribe(b.inboundTopic, SESInboundPath, "emaildomains")
+	}
 }
 
 // configurationSet is the stack's SES configuration set, declared on first use: every email
@@ -921,6 +1077,14 @@ func (b *builder) defineOutputs() {
 		jsii.String(*b.publicURL()+channels.WebhookPath(channel.WhatsApp, "")))
 	out("TableName", "The DynamoDB table", b.table.TableName())
 	out("BusName", "The audit event bus", b.bus.EventBusName())
+	out("EmailEventsTopicArn", "The SNS topic of the SES events of the configuration set", b.emailEvents.TopicArn())
+	if b.inboundRules != nil {
+		name := InboundRuleSetName(b.cfg.Stage)
+		out("EmailInboundRuleSet", "The SES receipt rule set of inbound mail, not active: activate it with EmailInboundActivation "+
+			"(it replaces the account's active rule set in the region)", b.inboundRules.ReceiptRuleSetName())
+		out("EmailInboundActivation", "The command that makes the rule set "+name+" the active one",
+			jsii.String("aws ses set-active-receipt-rule-set --rule-set-name "+name+" --region "+*b.st.Region()))
+	}
 }
 
 // retentions maps the retention periods CloudWatch Logs accepts, in days, to CDK's names.

@@ -62,8 +62,12 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
-// withProviders is the stack with every provider context value set (providerContext).
+// withProviders is the stack with every provider context value set (providerContext),
+// inbound mail on and an operator's SNS topic.
 var withProviders *synthesized
+
+// operatorTopic is an SNS topic of snsTopicArns, made outside the stack.
+const operatorTopic = "arn:aws:sns:eu-west-1:123456789012:operator-ses"
 
 const (
 	appSecretParameter    = "/botplatform/staging/whatsapp-app-secret"
@@ -105,6 +109,8 @@ var providerContext = map[string]any{
 	stack.CtxMetaAppSecretParameter:             metaSecretParam,
 	stack.CtxMetaGraphBaseURL:                   "https://graph-proxy.example.com",
 	stack.CtxEmailRate:                          200,
+	stack.CtxEmailInbound:                       "true", // as the CLI passes it
+	stack.CtxSNSTopicARNs:                       operatorTopic,
 }
 
 type synthesized struct {
@@ -532,9 +538,11 @@ func TestEnvironmentContract(t *testing.T) {
 		"runtime":        append([]string{"CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		"content":        append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, base...),
 		"popups":         append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
-		"emaildomains":   append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, base...),
+		// The SES events webhook and the SES inbound route accept the stack's topics
+		// (SNS_TOPIC_ARNS); without inbound mail there is no bucket to read.
+		"emaildomains":   append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "SNS_TOPIC_ARNS", "TABLE_NAME"}, base...),
 		"emailcampaigns": append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME"}, base...),
-		"emailevents":    append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "PUBLIC_URL", "TABLE_NAME"}, base...),
+		"emailevents":    append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "PUBLIC_URL", "SNS_TOPIC_ARNS", "TABLE_NAME"}, base...),
 		"events":         append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		"funnels":        append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
 		"replay":         append([]string{"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "TABLE_NAME"}, base...),
@@ -587,6 +595,9 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 			"CRM_HUBSPOT_CLIENT_ID", "CRM_HUBSPOT_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_CLIENT_ID",
 			"CRM_SALESFORCE_CLIENT_SECRET_PARAMETER", "CRM_SALESFORCE_LOGIN_BASE_URL", "CRM_DYNAMICS_LOGIN_BASE_URL",
 			"META_APP_ID", "META_APP_SECRET_PARAMETER", "META_GRAPH_BASE_URL", "EMAIL_RATE"}, urls...),
+		// Inbound mail on: the SES inbound route reads the bucket the receipt rule stores in.
+		"emaildomains": {"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "SNS_TOPIC_ARNS", "TABLE_NAME",
+			"INBOUND_MAIL_BUCKET"},
 		// The deployment's email rate, to the campaigns' service and their send steps.
 		"emailcampaigns": {"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME", "EMAIL_RATE"},
 		// The Facebook app (its secret's parameter's name) and endpoints, and the WhatsApp
@@ -977,26 +988,33 @@ func actions(s map[string]any) ([]string, bool) {
 	return nil, false
 }
 
+// No statement allows a wildcard action. A Deny may have one: it gives nothing (the inbound
+// bucket's denies every s3 action without TLS).
 func TestNoWildcardActions(t *testing.T) {
-	all := map[string]any{}
-	for id, r := range dev.res {
-		all[id] = r.Properties
-	}
-	sts := statements(all)
-	if len(sts) < 10 {
-		t.Fatalf("found only %d statements", len(sts))
-	}
-	for _, s := range sts {
-		if _, ok := s["NotAction"]; ok {
-			t.Errorf("statement %v uses NotAction", s)
+	for name, s := range map[string]*synthesized{"default": dev, "providers": withProviders} {
+		all := map[string]any{}
+		for id, r := range s.res {
+			all[id] = r.Properties
 		}
-		acts, ok := actions(s)
-		if !ok {
-			t.Errorf("statement %v: actions are not plain strings", s)
+		sts := statements(all)
+		if len(sts) < 10 {
+			t.Fatalf("%s: found only %d statements", name, len(sts))
 		}
-		for _, a := range acts {
-			if strings.Contains(a, "*") {
-				t.Errorf("statement %v: wildcard action %q", s, a)
+		for _, st := range sts {
+			if _, ok := st["NotAction"]; ok {
+				t.Errorf("%s: statement %v uses NotAction", name, st)
+			}
+			acts, ok := actions(st)
+			if !ok {
+				t.Errorf("%s: statement %v: actions are not plain strings", name, st)
+			}
+			if st["Effect"] == "Deny" {
+				continue
+			}
+			for _, a := range acts {
+				if strings.Contains(a, "*") {
+					t.Errorf("%s: statement %v: wildcard action %q", name, st, a)
+				}
 			}
 		}
 	}
@@ -1147,6 +1165,10 @@ func checkRoles(t *testing.T, s *synthesized) {
 			// The account's identities (an ARN with no resource of the stack) and the
 			// stack's configuration set.
 			id, _ := s.only(t, "AWS::SES::ConfigurationSet", nil)
+			return id
+		case stack.InboundMailBucket:
+			// The bucket and its objects (TestEmailInbound holds the ARNs).
+			id, _ := s.only(t, "AWS::S3::Bucket", nil)
 			return id
 		}
 		t.Fatalf("unknown resource %d", r)
@@ -1422,7 +1444,7 @@ func TestProviderConfigurationInTheTemplate(t *testing.T) {
 }
 
 func TestAlarms(t *testing.T) {
-	topicID, _ := dev.only(t, "AWS::SNS::Topic", nil)
+	topicID, _ := dev.only(t, "AWS::SNS::Topic", func(r resource) bool { return r.Properties["DisplayName"] == "botplatform dev alarms" })
 	type metric struct{ namespace, name, dimension string }
 	have := map[metric]bool{}
 	for id, a := range dev.ofType("AWS::CloudWatch::Alarm") {
@@ -1455,7 +1477,9 @@ func TestAlarms(t *testing.T) {
 		dev.tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
 			"MetricName": "5xx", "Threshold": stack.DefaultAlarm5xxThreshold, "ComparisonOperator": "GreaterThanThreshold",
 		})
-		dev.tmpl.ResourceCountIs(jsii.String("AWS::SNS::Subscription"), jsii.Number(0))
+		// No one to email without alarmEmail (the SES events topic has the API's
+		// subscription: TestEmailEvents).
+		dev.tmpl.ResourcePropertiesCountIs(jsii.String("AWS::SNS::Subscription"), map[string]any{"Protocol": "email"}, jsii.Number(0))
 	})
 }
 
@@ -1473,6 +1497,7 @@ func TestProductionWithDomain(t *testing.T) {
 		stack.CtxDomain:         "api.example.com",
 		stack.CtxCertificateArn: "arn:aws:acm:eu-west-1:123456789012:certificate/0a1b2c3d-1111-2222-3333-444455556666",
 		stack.CtxAlarmEmail:     "ops@example.com",
+		stack.CtxEmailInbound:   true, // as cdk.json gives it
 		// As the CLI passes them: strings.
 		stack.CtxLogRetentionDays:  "90",
 		stack.CtxThrottleRateLimit: "50",
@@ -1490,10 +1515,15 @@ func TestProductionWithDomain(t *testing.T) {
 			"Properties":     map[string]any{"DeletionProtectionEnabled": true},
 		})
 		prod.tmpl.AllResources(jsii.String("AWS::KMS::Key"), map[string]any{"DeletionPolicy": "Retain"})
+		prod.tmpl.AllResources(jsii.String("AWS::S3::Bucket"), map[string]any{"DeletionPolicy": "Retain"})
+		prod.tmpl.ResourceCountIs(jsii.String("AWS::S3::Bucket"), jsii.Number(1))
 		prod.tmpl.AllResourcesProperties(jsii.String("AWS::Logs::LogGroup"), map[string]any{"RetentionInDays": 90})
 		prod.tmpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::DomainName"), map[string]any{"DomainName": "api.example.com"})
 		prod.tmpl.ResourceCountIs(jsii.String("AWS::ApiGatewayV2::ApiMapping"), jsii.Number(1))
 		prod.tmpl.HasResourceProperties(jsii.String("AWS::SNS::Subscription"), map[string]any{"Protocol": "email", "Endpoint": "ops@example.com"})
+		// SNS delivers SES's notifications at the custom domain.
+		prod.tmpl.HasResourceProperties(jsii.String("AWS::SNS::Subscription"), map[string]any{"Protocol": "https", "Endpoint": "https://api.example.com/esp/ses/webhook"})
+		prod.tmpl.HasResourceProperties(jsii.String("AWS::SNS::Subscription"), map[string]any{"Protocol": "https", "Endpoint": "https://api.example.com/esp/ses/inbound"})
 		prod.tmpl.HasResourceProperties(jsii.String("AWS::Events::EventBus"), map[string]any{"Name": "botplatform-prod"})
 		prod.tmpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Stage"), map[string]any{
 			"DefaultRouteSettings": map[string]any{"ThrottlingRateLimit": 50},

@@ -18,3 +18,24 @@ type Receipt struct {
 	// Provider names the Sender: "smtp", "ses" or "sink".
 	Provider string
 }
+
+// Signing returns a copy of s that signs every message with k, for a sender that signs per
+// message (the platform's: *SES, *SMTP and *Sink) and ok true. Another Sender cannot sign:
+// it is returned as it is, with ok false unless k is nil.
+func Signing(s Sender, k *Signer) (signing Sender, ok bool) {
+	switch x := s.(type) {
+	case *SES:
+		c := *x
+		c.DKIM = k
+		return &c, true
+	case *SMTP:
+		c := *x
+		c.DKIM = k
+		return &c, true
+	case *Sink:
+		c := *x
+		c.DKIM = k
+		return &c, true
+	}
+	return s, k == nil
+}

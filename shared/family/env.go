@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/botplatform/api/shared/audit"
@@ -183,6 +184,12 @@ type EmailSettings struct {
 	// ConfigurationSet the configuration set they get; nil locally (nothing registered).
 	SES              *sesv2.Client
 	ConfigurationSet string
+	// InboundBucket, on AWS with inbound mail on, is the S3 bucket the stack's SES receipt
+	// rule stores received mail in, and AWS the SDK configuration to read it with; "" and
+	// nil locally. (The S3 client is made where it is used, so that only the Lambdas that
+	// read the bucket link the S3 SDK.)
+	InboundBucket string
+	AWS           *aws.Config
 }
 
 // NewEnv builds the environment, refusing to start when a dependency is missing.

@@ -15,6 +15,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/botplatform/api/functions/emaildomains"
 	"github.com/botplatform/api/functions/reactions"
 	"github.com/botplatform/api/functions/runtime"
@@ -52,11 +54,12 @@ func New(env *family.Env) *emaildomains.Service {
 	if sealer == nil {
 		sealer = noSealer{}
 	}
+	acts := newActions(env)
 	cfg := emaildomains.Config{
 		Store:         env.Store,
 		Sealer:        sealer,
 		Resolver:      emaildomains.NewResolver(env.EmailSettings.DNSServer),
-		Actions:       newActions(env),
+		Actions:       acts,
 		InboundSecret: env.EmailSettings.InboundSecret,
 		Log:           env.Log,
 		Now:           env.Now,
@@ -69,11 +72,18 @@ func New(env *family.Env) *emaildomains.Service {
 	// Without topics the verifier refuses every SES delivery (inbound_not_configured).
 	cfg.SNS = sns.New(sns.Config{Topics: env.EmailSettings.SNSTopicARNs, Now: env.Now})
 	cfg.Identities, cfg.Outbox = identities(env), env.Outbox
+	if es := env.EmailSettings; es.InboundBucket != "" && es.AWS != nil {
+		cfg.ReceivedMail = &emaildomains.ReceivedMail{Bucket: es.InboundBucket, Client: s3.NewFromConfig(*es.AWS, func(o *s3.Options) {
+			// SES stores objects without a checksum the SDK could validate on reading.
+			o.DisableLogOutputChecksumValidationSkipped = true
+		})}
+	}
 	svc, err := emaildomains.New(cfg)
 	if err != nil {
 		// Every field New checks is set above; a failure here is a programming error.
 		panic(err)
 	}
+	acts.signer = svc.Signer
 	return svc
 }
 
@@ -106,6 +116,9 @@ type actions struct {
 	subs      *subscribers.Service
 	published publishedReactions
 	now       func() time.Time
+	// signer is the DKIM signer of a From address at one of the bot's verified domains
+	// (the service's Signer): forwards are signed as campaign mail is.
+	signer func(ctx context.Context, bot, from string) (*email.Signer, error)
 }
 
 // publishedReactions is what a reaction action asks the reactions family: which reactions
@@ -114,8 +127,8 @@ type publishedReactions interface {
 	Published(ctx context.Context, bot string) ([]reactions.Published, error)
 }
 
-func newActions(env *family.Env) actions {
-	return actions{
+func newActions(env *family.Env) *actions {
+	return &actions{
 		mail: env.Email, store: env.Store, outbox: env.Outbox, now: env.Now,
 		subs: subscribers.NewService(env.Store, env.Now, env.Jobs).WithEvents(env.Events, env.Log),
 		// Published reads only: no vocabulary (that is for publishing and imports).
@@ -139,8 +152,20 @@ func (a actions) Forward(ctx context.Context, bot, to string, msg emaildomains.I
 	if text == "" {
 		text = "(this message had no text part)"
 	}
-	_, err = a.mail.Send(ctx, email.Message{
-		From: mail.Address{Name: from.Name + " (forwarded)", Address: addressOf(msg)}, To: *addr,
+	sender := addressOf(msg)
+	mailer := a.mail
+	if a.signer != nil {
+		k, err := a.signer(ctx, bot, sender)
+		if err != nil {
+			return fmt.Errorf("the DKIM key of %s: %w", sender, err)
+		}
+		var ok bool
+		if mailer, ok = email.Signing(a.mail, k); !ok {
+			return fmt.Errorf("%T cannot sign with the bot's DKIM key", a.mail)
+		}
+	}
+	_, err = mailer.Send(ctx, email.Message{
+		From: mail.Address{Name: from.Name + " (forwarded)", Address: sender}, To: *addr,
 		ReplyTo: from, Subject: "Fwd: " + msg.Subject, Text: text, HTML: msg.HTML,
 	})
 	return err

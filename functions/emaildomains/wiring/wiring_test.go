@@ -25,7 +25,7 @@ import (
 type reactionSetup struct {
 	env  *family.Env
 	q    *queuetest.Sender
-	acts actions
+	acts *actions
 	subs *subscribers.Service
 	bot  string
 	rct  string
