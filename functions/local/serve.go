@@ -74,7 +74,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.Email = family.EmailSettings{Rate: *emailRate, DNSServer: *dnsServer, LinkBaseURL: cfg.PublicURL,
-		InboundSecret: os.Getenv("INBOUND_SECRET"), MailgunSigningKey: os.Getenv("MAILGUN_SIGNING_KEY")}
+		InboundSecret: os.Getenv("INBOUND_SECRET"), MailgunSigningKey: os.Getenv(platform.EnvMailgunSigningKey)}
 	if cfg.Email.LinkBaseURL == "" {
 		cfg.Email.LinkBaseURL = "http://" + *addr
 	}

@@ -95,6 +95,11 @@ type AWSConfig struct {
 	// Lambda has none (every one but ai, the one granted those parameters:
 	// family.Deps.AIKeys stays nil).
 	AIKeyParameters map[string]string
+	// MailgunSigningKeyParameter (MAILGUN_SIGNING_KEY_PARAMETER) names the SSM SecureString
+	// parameter of the Mailgun webhook signing key, which AWS.MailgunSigningKey reads at cold
+	// start; "" where the Lambda has none (every one but emailevents: Mailgun deliveries are
+	// refused).
+	MailgunSigningKeyParameter string
 }
 
 // AWSConfigFromEnv reads the contract from the process environment.
@@ -116,9 +121,10 @@ func AWSConfigFromEnv() AWSConfig {
 			WhatsAppAppSecret:   strings.TrimSpace(os.Getenv(EnvWhatsAppAppSecretParameter)),
 			WhatsAppVerifyToken: strings.TrimSpace(os.Getenv(EnvWhatsAppVerifyTokenParameter)),
 		},
-		SDKKeyParameter:           strings.TrimSpace(os.Getenv(EnvSDKKeyParameter)),
-		CRMClientSecretParameters: crmClientSecretParametersFromEnv(os.Getenv),
-		AIKeyParameters:           aiKeyParametersFromEnv(os.Getenv),
+		SDKKeyParameter:            strings.TrimSpace(os.Getenv(EnvSDKKeyParameter)),
+		CRMClientSecretParameters:  crmClientSecretParametersFromEnv(os.Getenv),
+		AIKeyParameters:            aiKeyParametersFromEnv(os.Getenv),
+		MailgunSigningKeyParameter: strings.TrimSpace(os.Getenv(EnvMailgunSigningKeyParameter)),
 	}
 }
 
@@ -329,6 +335,9 @@ func (a *AWS) deps(ctx context.Context, st *dynamo.Store, log *slog.Logger, now 
 	}
 	if topics := strings.TrimSpace(os.Getenv(EnvSNSTopicARNs)); topics != "" {
 		d.EmailSettings.SNSTopicARNs = strings.Split(topics, ",")
+	}
+	if d.EmailSettings.MailgunSigningKey, err = a.MailgunSigningKey(ctx); err != nil {
+		return family.Deps{}, err
 	}
 	if bucket := strings.TrimSpace(os.Getenv(EnvInboundMailBucket)); bucket != "" {
 		d.EmailSettings.InboundBucket, d.EmailSettings.AWS = bucket, &a.aws

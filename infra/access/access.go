@@ -86,6 +86,12 @@ const (
 	// the same Lambda may read (kms:EncryptionContext:PARAMETER_ARN). It applies only with
 	// at least one of them.
 	ParameterKey
+	// MailgunSigningKeyParameter is the SSM Parameter Store SecureString parameter that
+	// holds the Mailgun account's HTTP webhook signing key, which the emailevents Lambda
+	// verifies POST /esp/mailgun/webhook with. Like the others, the operator creates it, the
+	// stack knows only its name (context mailgunSigningKeyParameter), and a grant on it
+	// applies only when it is named.
+	MailgunSigningKeyParameter
 	// InboundMailBucket is the S3 bucket the stack's SES receipt rule stores inbound mail in
 	// (its S3 action; context emailInbound): the bucket and the objects in it. A grant on it gives
 	// INBOUND_MAIL_BUCKET, the bucket's name; it applies only when the stack receives mail.
@@ -444,11 +450,14 @@ func Access() map[string][]Grant {
 		},
 		// Opens, clicks, unsubscribes, provider webhooks and the suppression list: UpdateItem
 		// moves the campaigns' counters; GenerateMac derives the link key tokens are
-		// checked with.
+		// checked with. The Mailgun signing key verifies Mailgun's webhooks: read once per
+		// cold start from its SSM parameter.
 		"emailevents": {logs,
 			{On: Table, Actions: tableReadWrite},
 			{On: Bus, Actions: []string{"events:PutEvents"}},
 			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
+			{On: MailgunSigningKeyParameter, Actions: []string{"ssm:GetParameter"}},
+			{On: ParameterKey, Actions: []string{"kms:Decrypt"}},
 		},
 		// Browser push. GenerateDataKey/Decrypt: the VAPID private key is sealed (enable,
 		// rotate) and opened (test send), and a test send opens the subscription's sealed

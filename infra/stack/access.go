@@ -46,6 +46,7 @@ const (
 	AIAnthropicKeyParameter            = access.AIAnthropicKeyParameter
 	AIGeminiKeyParameter               = access.AIGeminiKeyParameter
 	MetaAppSecretParameter             = access.MetaAppSecretParameter
+	MailgunSigningKeyParameter         = access.MailgunSigningKeyParameter
 	ParameterKey                       = access.ParameterKey
 	Schedules                          = access.Schedules
 	ScheduleRole                       = access.ScheduleRole
@@ -65,7 +66,7 @@ func ServiceRoles() []string { return access.ServiceRoles() }
 // parameters are the Resources that are SSM parameters named in the configuration.
 var parameters = []Resource{WhatsAppAppSecretParameter, WhatsAppVerifyTokenParameter, SDKKeyParameter,
 	CRMHubSpotClientSecretParameter, CRMSalesforceClientSecretParameter,
-	AIOpenAIKeyParameter, AIAnthropicKeyParameter, AIGeminiKeyParameter, MetaAppSecretParameter}
+	AIOpenAIKeyParameter, AIAnthropicKeyParameter, AIGeminiKeyParameter, MetaAppSecretParameter, MailgunSigningKeyParameter}
 
 // parameterName is the name the configuration gives parameter r ("" when unset or when r
 // is no parameter).
@@ -89,6 +90,8 @@ func (c Config) parameterName(r Resource) string {
 		return c.AIGeminiKeyParameter
 	case MetaAppSecretParameter:
 		return c.MetaAppSecretParameter
+	case MailgunSigningKeyParameter:
+		return c.MailgunSigningKeyParameter
 	}
 	return ""
 }
@@ -270,6 +273,8 @@ const (
 	EnvMetaGraphBaseURL       = metawiring.EnvGraphURL
 	EnvMetaDialogBaseURL      = metawiring.EnvDialogURL
 	EnvMetaAppSecretParameter = platform.EnvMetaAppSecretParameter
+	// The Mailgun webhook signing key's parameter, where the platform reads it.
+	EnvMailgunSigningKeyParameter = platform.EnvMailgunSigningKeyParameter
 )
 
 // settingVar is the variable of s, and its value in cfg ("" for PublicURL means the stack's
@@ -371,6 +376,8 @@ func envVar(g Grant) (string, bool) {
 		return EnvAIGeminiKeyParameter, true
 	case MetaAppSecretParameter:
 		return EnvMetaAppSecretParameter, true
+	case MailgunSigningKeyParameter:
+		return EnvMailgunSigningKeyParameter, true
 	}
 	return "", false
 }

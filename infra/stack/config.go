@@ -108,6 +108,10 @@ type Config struct {
 	MetaAppSecretParameter string
 	MetaGraphBaseURL       string
 	MetaDialogBaseURL      string
+	// MailgunSigningKeyParameter names the SSM SecureString parameter of the Mailgun
+	// webhook signing key, which the emailevents Lambda alone reads at cold start (unset,
+	// every Mailgun delivery is refused, 401).
+	MailgunSigningKeyParameter string
 	// SNSTopicARNs are SNS topics made outside the stack (comma-separated in context
 	// snsTopicArns) whose deliveries the email provider routes accept besides the stack's own
 	// topics (its SES events topic, and its inbound mail topic with EmailInbound).
@@ -184,6 +188,8 @@ const (
 	CtxMetaAppSecretParameter = "metaAppSecretParameter"
 	CtxMetaGraphBaseURL       = "metaGraphBaseUrl"
 	CtxMetaDialogBaseURL      = "metaDialogBaseUrl"
+
+	CtxMailgunSigningKeyParameter = "mailgunSigningKeyParameter"
 )
 
 // secretContext are context keys someone might try for the secrets themselves. Context ends
@@ -198,6 +204,7 @@ var secretContext = map[string]string{
 	"aiAnthropicKey":            CtxAIAnthropicKeyParameter,
 	"aiGeminiKey":               CtxAIGeminiKeyParameter,
 	"metaAppSecret":             CtxMetaAppSecretParameter,
+	"mailgunSigningKey":         CtxMailgunSigningKeyParameter,
 }
 
 // Prod reports whether the stage is production: its data is retained and protected.
@@ -301,6 +308,8 @@ func ConfigFrom(get func(key string) any) (Config, error) {
 		MetaAppSecretParameter: str(CtxMetaAppSecretParameter, ""),
 		MetaGraphBaseURL:       strings.TrimRight(str(CtxMetaGraphBaseURL, ""), "/"),
 		MetaDialogBaseURL:      strings.TrimRight(str(CtxMetaDialogBaseURL, ""), "/"),
+
+		MailgunSigningKeyParameter: str(CtxMailgunSigningKeyParameter, ""),
 	}
 	for _, key := range slices.Sorted(maps.Keys(secretContext)) {
 		if get(key) != nil {
@@ -443,6 +452,7 @@ func (c Config) Validate() error {
 		{CtxAIAnthropicKeyParameter, c.AIAnthropicKeyParameter},
 		{CtxAIGeminiKeyParameter, c.AIGeminiKeyParameter},
 		{CtxMetaAppSecretParameter, c.MetaAppSecretParameter},
+		{CtxMailgunSigningKeyParameter, c.MailgunSigningKeyParameter},
 	} {
 		if p.name == "" {
 			continue

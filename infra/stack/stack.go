@@ -804,7 +804,7 @@ func (b *builder) resolve(r Resource, f *lambdaFn) ([]string, *string, error) {
 		return []string{arn, arn + "/*"}, b.inboundBucket.BucketName(), nil
 	case WhatsAppAppSecretParameter, WhatsAppVerifyTokenParameter, SDKKeyParameter,
 		CRMHubSpotClientSecretParameter, CRMSalesforceClientSecretParameter,
-		AIOpenAIKeyParameter, AIAnthropicKeyParameter, AIGeminiKeyParameter, MetaAppSecretParameter:
+		AIOpenAIKeyParameter, AIAnthropicKeyParameter, AIGeminiKeyParameter, MetaAppSecretParameter, MailgunSigningKeyParameter:
 		name := b.cfg.parameterName(r)
 		return []string{*b.parameterARN(name)}, jsii.String(name), nil
 	case OwnLogGroup:

@@ -81,6 +81,7 @@ const (
 	aiRoutes              = "fast=openai:gpt-4o-mini,gemini:gemini-2.0-flash"
 	aiPrices              = "openai:gpt-4o-mini=150/600"
 	metaSecretParam       = "/botplatform/staging/meta/app-secret"
+	mailgunKeyParam       = "/botplatform/staging/mailgun-signing-key"
 )
 
 var providerContext = map[string]any{
@@ -108,6 +109,7 @@ var providerContext = map[string]any{
 	stack.CtxMetaAppID:                          "874512093651234",
 	stack.CtxMetaAppSecretParameter:             metaSecretParam,
 	stack.CtxMetaGraphBaseURL:                   "https://graph-proxy.example.com",
+	stack.CtxMailgunSigningKeyParameter:         mailgunKeyParam,
 	stack.CtxEmailRate:                          200,
 	stack.CtxEmailInbound:                       "true", // as the CLI passes it
 	stack.CtxSNSTopicARNs:                       operatorTopic,
@@ -600,6 +602,9 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 			"INBOUND_MAIL_BUCKET"},
 		// The deployment's email rate, to the campaigns' service and their send steps.
 		"emailcampaigns": {"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "SECRETS_KEY_ID", "SES_CONFIGURATION_SET", "TABLE_NAME", "EMAIL_RATE"},
+		// The Mailgun signing key's parameter's name, to the Lambda that verifies Mailgun's
+		// webhooks alone.
+		"emailevents": {"AUDIT_BUS_NAME", "CURSOR_KEY_ID", "PUBLIC_URL", "SNS_TOPIC_ARNS", "TABLE_NAME", "MAILGUN_SIGNING_KEY_PARAMETER"},
 		// The Facebook app (its secret's parameter's name) and endpoints, and the WhatsApp
 		// adapter's configuration for the numbers it attaches.
 		"meta": {"AUDIT_BUS_NAME", "CRM_SECRETS_KEY_ID", "CURSOR_KEY_ID", "JOBS_QUEUE_URL", "PUBLIC_URL", "SECRETS_KEY_ID", "TABLE_NAME",
@@ -660,6 +665,7 @@ func TestEnvironmentContractWithProviders(t *testing.T) {
 		"mcp":            crmVars,
 		"meta":           metaVars,
 		"emailcampaigns": {"EMAIL_RATE": "200"},
+		"emailevents":    {"MAILGUN_SIGNING_KEY_PARAMETER": mailgunKeyParam},
 		"ai": {"AI_OPENAI_API_KEY_PARAMETER": openAIKeyParam, "AI_ANTHROPIC_API_KEY_PARAMETER": anthropicKeyParam,
 			"AI_GEMINI_API_KEY_PARAMETER": geminiKeyParam, "AI_OPENAI_BASE_URL": "https://openai-proxy.example.com",
 			"AI_ROUTES": aiRoutes, "AI_PRICES": aiPrices},
@@ -1155,6 +1161,8 @@ func checkRoles(t *testing.T, s *synthesized) {
 			return parameterARN(cfg.AIGeminiKeyParameter)
 		case stack.MetaAppSecretParameter:
 			return parameterARN(cfg.MetaAppSecretParameter)
+		case stack.MailgunSigningKeyParameter:
+			return parameterARN(cfg.MailgunSigningKeyParameter)
 		case stack.ParameterKey:
 			return parameterKeys
 		case stack.Schedules:
@@ -1265,7 +1273,8 @@ func (s *synthesized) policyOf(t *testing.T, name string) []map[string]any {
 // alone may read exactly the two WhatsApp parameters, the customersdk and sdk Lambdas alone
 // exactly the customer SDK's project-key parameter, the crm, MCP and jobs Lambdas alone
 // exactly the CRM client secrets' parameters, the ai and copilot Lambdas alone exactly the
-// managed AI keys' parameters, and each may decrypt only those, only through SSM.
+// managed AI keys' parameters, the emailevents Lambda alone the Mailgun signing key's, and
+// each may decrypt only those, only through SSM.
 func TestProviderSecretsLeastPrivilege(t *testing.T) {
 	check(t, "no parameter is created", func() {
 		withProviders.tmpl.ResourceCountIs(jsii.String("AWS::SSM::Parameter"), jsii.Number(0))
@@ -1281,6 +1290,7 @@ func TestProviderSecretsLeastPrivilege(t *testing.T) {
 		"meta":        {parameterARN(metaSecretParam)},
 		"ai":          {parameterARN(openAIKeyParam), parameterARN(anthropicKeyParam), parameterARN(geminiKeyParam)},
 		"copilot":     {parameterARN(openAIKeyParam), parameterARN(anthropicKeyParam), parameterARN(geminiKeyParam)},
+		"emailevents": {parameterARN(mailgunKeyParam)},
 	}
 	for name := range withProviders.functions(t) {
 		var reads, decrypts []map[string]any
