@@ -49,6 +49,9 @@ const (
 	PurposeReturnPath = "return_path"
 	PurposeDMARC      = "dmarc"
 	PurposeTracking   = "tracking"
+	// PurposeInbound is the MX that sends the domain's mail to the deployment (SES
+	// receiving on AWS): optional, listed only by a deployment that receives mail.
+	PurposeInbound = "inbound"
 )
 
 // Labels of the subdomains a domain's records use.
@@ -221,6 +224,9 @@ func buildRecords(v RecordValues, name, selector, dkim string) []Record {
 	}
 	if v.TrackingHost != "" {
 		recs = append(recs, Record{Type: "CNAME", Name: TrackingLabel + "." + name, Value: v.TrackingHost, Purpose: PurposeTracking})
+	}
+	if v.InboundMX != "" {
+		recs = append(recs, Record{Type: "MX", Name: name, Value: v.InboundMX, Priority: &prio, Purpose: PurposeInbound})
 	}
 	for i := range recs {
 		recs[i].Status, recs[i].Found = RecordUnchecked, []string{}

@@ -523,3 +523,48 @@ func TestDeletedWhileVerifying(t *testing.T) {
 		})
 	}
 }
+
+// A deployment that receives mail lists the optional inbound MX at the domain itself: verify
+// reports it like any record, but the domain verifies without it (a domain may send only).
+func TestInboundMXIsOptional(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *Config) { c.Records.InboundMX = "Inbound-SMTP.eu-west-1.amazonaws.com." })
+	ctx := t.Context()
+	d, err := f.svc.Add(ctx, f.bot, NewDomain{Name: "mail.example.com"})
+	require.NoError(t, err)
+	var inbound Record
+	sendOnly := d
+	sendOnly.Records = nil
+	for _, r := range d.Records {
+		if r.Purpose == PurposeInbound {
+			inbound = r
+			continue
+		}
+		sendOnly.Records = append(sendOnly.Records, r)
+	}
+	require.Equal(t, "MX", inbound.Type)
+	assert.Equal(t, "mail.example.com", inbound.Name)
+	assert.Equal(t, "inbound-smtp.eu-west-1.amazonaws.com", inbound.Value, "lower-cased, without the final dot")
+	assert.False(t, inbound.Required)
+
+	f.dns.publish(sendOnly)
+	d, err = f.svc.Verify(ctx, f.bot, d.ID)
+	require.NoError(t, err)
+	assert.Equal(t, StatusVerified, d.Status, "verified without the inbound MX")
+	status := func(d Domain) RecordStatus {
+		for _, r := range d.Records {
+			if r.Purpose == PurposeInbound {
+				return r.Status
+			}
+		}
+		return ""
+	}
+	assert.Equal(t, RecordMissing, status(d))
+
+	f.dns.publish(d)
+	d, err = f.svc.Verify(ctx, f.bot, d.ID)
+	require.NoError(t, err)
+	assert.Equal(t, RecordFound, status(d))
+
+	assert.Error(t, Config{Records: RecordValues{InboundMX: "not a host"}}.Validate())
+}

@@ -54,6 +54,10 @@ type RecordValues struct {
 	// TrackingHost is the deployment's public host, which the tracking CNAME points to;
 	// "" leaves the tracking record out.
 	TrackingHost string
+	// InboundMX is the host that receives the deployment's inbound mail (on AWS, SES's
+	// inbound-smtp.<region>.amazonaws.com); "" (a deployment that receives no mail by MX)
+	// leaves the inbound record out.
+	InboundMX string
 }
 
 func (v RecordValues) withDefaults() RecordValues {
@@ -68,6 +72,7 @@ func (v RecordValues) withDefaults() RecordValues {
 	}
 	v.MailFromMX = strings.TrimSuffix(strings.ToLower(v.MailFromMX), ".")
 	v.TrackingHost = strings.TrimSuffix(strings.ToLower(v.TrackingHost), ".")
+	v.InboundMX = strings.TrimSuffix(strings.ToLower(v.InboundMX), ".")
 	return v
 }
 
@@ -135,6 +140,11 @@ func (c Config) Validate() error {
 	v := c.Records.withDefaults()
 	if err := checkHost(v.MailFromMX); err != nil {
 		errs = append(errs, fmt.Errorf("Records.MailFromMX: %w", err))
+	}
+	if v.InboundMX != "" {
+		if err := checkHost(v.InboundMX); err != nil {
+			errs = append(errs, fmt.Errorf("Records.InboundMX: %w", err))
+		}
 	}
 	if v.TrackingHost != "" {
 		if err := checkHost(v.TrackingHost); err != nil {

@@ -165,7 +165,7 @@ func matches(r Record, found []string) bool {
 	case PurposeDMARC:
 		// Any policy will do: the record is a suggestion. Two records void DMARC (RFC 7489).
 		return len(prefixed(found, "v=dmarc1")) == 1
-	case PurposeReturnPath, PurposeTracking:
+	case PurposeReturnPath, PurposeTracking, PurposeInbound:
 		return slices.Contains(found, r.Value)
 	}
 	return false

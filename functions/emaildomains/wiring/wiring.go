@@ -72,11 +72,16 @@ func New(env *family.Env) *emaildomains.Service {
 	// Without topics the verifier refuses every SES delivery (inbound_not_configured).
 	cfg.SNS = sns.New(sns.Config{Topics: env.EmailSettings.SNSTopicARNs, Now: env.Now})
 	cfg.Identities, cfg.Outbox = identities(env), env.Outbox
+	if es := env.EmailSettings; es.SES != nil {
+		// SES's feedback and inbound hosts are those of the region it sends from.
+		cfg.Records.Region = es.SES.Options().Region
+	}
 	if es := env.EmailSettings; es.InboundBucket != "" && es.AWS != nil {
 		cfg.ReceivedMail = &emaildomains.ReceivedMail{Bucket: es.InboundBucket, Client: s3.NewFromConfig(*es.AWS, func(o *s3.Options) {
 			// SES stores objects without a checksum the SDK could validate on reading.
 			o.DisableLogOutputChecksumValidationSkipped = true
 		})}
+		cfg.Records.InboundMX = inboundMX(cfg.Records.Region)
 	}
 	svc, err := emaildomains.New(cfg)
 	if err != nil {
@@ -85,6 +90,14 @@ func New(env *family.Env) *emaildomains.Service {
 	}
 	acts.signer = svc.Signer
 	return svc
+}
+
+// inboundMX is the host SES receives mail at in region ("" is emaildomains.DefaultRegion).
+func inboundMX(region string) string {
+	if region == "" {
+		region = emaildomains.DefaultRegion
+	}
+	return "inbound-smtp." + region + ".amazonaws.com"
 }
 
 // identities is the provider domains are registered with: SES on AWS, none (nil) in a

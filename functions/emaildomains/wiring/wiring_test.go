@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/botplatform/api/shared/ids"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/queue/queuetest"
+	"github.com/botplatform/api/shared/secrets/secretstest"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
 )
 
@@ -151,4 +154,38 @@ func TestReactionSkipped(t *testing.T) {
 	list, _, err := s.subs.List(ctx, s.bot, subscribers.Filter{}, 10, "")
 	require.NoError(t, err)
 	assert.Empty(t, list)
+}
+
+// On AWS the records follow the region SES sends from: the return-path MX is SES's feedback
+// host of that region, and a deployment that receives mail (an inbound bucket) lists the
+// optional MX of SES's inbound host there; locally neither region nor inbound MX applies.
+func TestRecordsFollowTheSESRegion(t *testing.T) {
+	t.Parallel()
+	records := func(t *testing.T, env *family.Env) map[string]emaildomains.Record {
+		t.Helper()
+		d, err := New(env).Add(sqlitetest.Unrecorded(t.Context()), ids.New("bot"), emaildomains.NewDomain{Name: "mail.example.com"})
+		require.NoError(t, err)
+		out := map[string]emaildomains.Record{}
+		for _, r := range d.Records {
+			out[r.Purpose] = r
+		}
+		return out
+	}
+	sealer := secretstest.New("", 7)
+	env := familytest.Env(t, family.Deps{Secrets: sealer})
+	env.EmailSettings.SES = sesv2.New(sesv2.Options{Region: "eu-west-1"})
+	env.EmailSettings.InboundBucket, env.EmailSettings.AWS = "inbound-bucket", &aws.Config{Region: "eu-west-1"}
+	got := records(t, env)
+	assert.Equal(t, "feedback-smtp.eu-west-1.amazonses.com", got[emaildomains.PurposeReturnPath].Value)
+	in, ok := got[emaildomains.PurposeInbound]
+	require.True(t, ok, "a deployment that receives mail lists its MX")
+	assert.Equal(t, "MX", in.Type)
+	assert.Equal(t, "mail.example.com", in.Name)
+	assert.Equal(t, "inbound-smtp.eu-west-1.amazonaws.com", in.Value)
+	assert.False(t, in.Required, "a domain may send without receiving")
+
+	local := records(t, familytest.Env(t, family.Deps{Secrets: sealer}))
+	assert.Equal(t, "feedback-smtp.us-east-1.amazonses.com", local[emaildomains.PurposeReturnPath].Value)
+	_, ok = local[emaildomains.PurposeInbound]
+	assert.False(t, ok, "no inbound MX without an inbound bucket")
 }
