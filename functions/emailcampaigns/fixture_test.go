@@ -476,6 +476,14 @@ func (f *fixture) assertCounts(t *testing.T, id string) Counts {
 }
 
 // sentTo counts the messages each address got.
+// assertEachOnce asserts that every address the mailer sent to got exactly one message.
+func (f *fixture) assertEachOnce(t *testing.T) {
+	t.Helper()
+	for addr, n := range f.sentTo() {
+		assert.Equal(t, 1, n, "%s got %d messages", addr, n)
+	}
+}
+
 func (f *fixture) sentTo() map[string]int {
 	out := map[string]int{}
 	for _, m := range f.mail.all() {

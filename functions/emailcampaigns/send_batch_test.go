@@ -202,9 +202,7 @@ func TestTemporaryFailureWithSendsInFlight(t *testing.T) {
 			f.drain(t)
 			done := f.get(t, c.ID)
 			assert.Equal(t, Sent, done.State)
-			for addr, n := range f.sentTo() {
-				assert.Equal(t, 1, n, addr)
-			}
+			f.assertEachOnce(t)
 			if tc.state == RowInterrupted {
 				assert.Equal(t, int64(199), done.Counts.Sent)
 				assert.Equal(t, int64(1), done.Counts.Interrupted)
@@ -248,9 +246,7 @@ func TestPanicInOneSendOfManyInFlight(t *testing.T) {
 	assert.Equal(t, int64(99), done.Counts.Sent)
 	assert.Equal(t, int64(1), done.Counts.Interrupted)
 	assert.NotContains(t, f.sentTo(), crashing)
-	for addr, n := range f.sentTo() {
-		assert.Equal(t, 1, n, addr)
-	}
+	f.assertEachOnce(t)
 	f.assertCounts(t, c.ID)
 }
 
@@ -350,9 +346,7 @@ func TestPlanRunsBesideTheSend(t *testing.T) {
 	assert.True(t, overlapped, "a message left while the plan was reading its second page")
 	assert.Equal(t, Sent, f.get(t, c.ID).State)
 	assert.Len(t, f.mail.all(), 450)
-	for addr, n := range f.sentTo() {
-		assert.Equal(t, 1, n, addr)
-	}
+	f.assertEachOnce(t)
 	assert.Equal(t, int64(450), f.assertCounts(t, c.ID).Sent)
 }
 
@@ -380,9 +374,7 @@ func TestPlanFailureBesideTheSend(t *testing.T) {
 	f.drain(t)
 	assert.Equal(t, Sent, f.get(t, c.ID).State)
 	assert.Len(t, f.mail.all(), 450)
-	for addr, n := range f.sentTo() {
-		assert.Equal(t, 1, n, addr)
-	}
+	f.assertEachOnce(t)
 	assert.Equal(t, int64(450), f.assertCounts(t, c.ID).Sent)
 }
 

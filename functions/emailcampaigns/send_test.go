@@ -113,9 +113,7 @@ func TestSendExactlyOnceThroughRedeliveryPauseAndResume(t *testing.T) {
 	require.NotNil(t, done.FinishedAt)
 	all := f.mail.all()
 	assert.Len(t, all, sendable, "one message per sendable recipient")
-	for addr, n := range f.sentTo() {
-		assert.Equal(t, 1, n, "%s got %d messages", addr, n)
-	}
+	f.assertEachOnce(t)
 	counts := f.assertCounts(t, c.ID)
 	assert.Equal(t, Counts{Recipients: 1000, Sent: int64(sendable), Skipped: 30,
 		SkippedBy: map[string]int64{SkipNoEmail: 10, SkipNoConsent: 10, SkipUnsubscribed: 5, SkipDuplicate: 5, SkipBounced: 0,
@@ -191,9 +189,7 @@ func TestCrashAfterClaimLeavesTheRowInterrupted(t *testing.T) {
 	assert.Equal(t, int64(2), done.Counts.Interrupted)
 	assert.Equal(t, int64(18), done.Counts.Sent)
 	assert.Len(t, f.mail.all(), 19, "the message that had left is not sent again, the other one never")
-	for addr, n := range f.sentTo() {
-		assert.Equal(t, 1, n, addr)
-	}
+	f.assertEachOnce(t)
 	var interrupted []row
 	for _, r := range f.rows(t, c.ID) {
 		if r.State == RowInterrupted {
@@ -284,9 +280,7 @@ func TestStoreUnavailableSendsLater(t *testing.T) {
 	flaky.fail.Store(false)
 	f.drain(t)
 	assert.Equal(t, Sent, f.get(t, c.ID).State)
-	for addr, n := range f.sentTo() {
-		assert.Equal(t, 1, n, addr)
-	}
+	f.assertEachOnce(t)
 	assert.Len(t, f.sentTo(), 30)
 }
 
@@ -341,9 +335,7 @@ func TestFailingStepPausesTheCampaign(t *testing.T) {
 			f.drain(t)
 			assert.Equal(t, Sent, f.get(t, c.ID).State)
 			assert.Len(t, f.sentTo(), 30)
-			for addr, n := range f.sentTo() {
-				assert.Equal(t, 1, n, addr)
-			}
+			f.assertEachOnce(t)
 			f.assertCounts(t, c.ID)
 		})
 	}
@@ -448,9 +440,7 @@ func TestCancelWhilePlanning(t *testing.T) {
 	assert.Equal(t, done.Counts.Recipients-sent, done.Counts.Canceled)
 	assert.Zero(t, done.Counts.Planned)
 	assert.Zero(t, done.Counts.Sending)
-	for addr, n := range f.sentTo() {
-		assert.Equal(t, 1, n, addr)
-	}
+	f.assertEachOnce(t)
 	f.assertCounts(t, c.ID)
 }
 
@@ -657,9 +647,7 @@ func TestResumeWhileAStepRuns(t *testing.T) {
 	done := f.get(t, c.ID)
 	assert.Equal(t, Sent, done.State)
 	assert.Len(t, f.mail.all(), 400)
-	for addr, n := range f.sentTo() {
-		assert.Equal(t, 1, n, addr)
-	}
+	f.assertEachOnce(t)
 	f.assertCounts(t, c.ID)
 	r, err := f.svc.loadRun(t.Context(), f.bot, c.ID)
 	require.NoError(t, err)

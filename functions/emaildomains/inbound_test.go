@@ -309,6 +309,14 @@ func TestInboundDailyLimit(t *testing.T) {
 // sesReceipt is an SES receipt notification (SNS action, BASE64 encoding) for raw.
 func sesReceipt(t *testing.T, id string, recipients []string, spam, virus, dmarc string, raw []byte) string {
 	t.Helper()
+	return receiptOf(t, id, recipients, spam, virus, dmarc,
+		map[string]string{"type": "SNS", "topicArn": testTopic, "encoding": "BASE64"}, b64(raw))
+}
+
+// receiptOf is an SES receipt notification with its verdicts, its action and, for an SNS
+// action, the message's content ("" for none).
+func receiptOf(t *testing.T, id string, recipients []string, spam, virus, dmarc string, action map[string]string, content string) string {
+	t.Helper()
 	n := map[string]any{
 		"notificationType": "Received",
 		"mail":             map[string]any{"messageId": id, "source": "ada@sender.example", "destination": recipients},
@@ -319,9 +327,11 @@ func sesReceipt(t *testing.T, id string, recipients []string, spam, virus, dmarc
 			"spfVerdict":   map[string]string{"status": "PASS"},
 			"dkimVerdict":  map[string]string{"status": "PASS"},
 			"dmarcVerdict": map[string]string{"status": dmarc},
-			"action":       map[string]string{"type": "SNS", "topicArn": testTopic, "encoding": "BASE64"},
+			"action":       action,
 		},
-		"content": b64(raw),
+	}
+	if content != "" {
+		n["content"] = content
 	}
 	b, err := json.Marshal(n)
 	require.NoError(t, err)

@@ -2,7 +2,6 @@ package emaildomains
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -117,23 +116,8 @@ func (b *fakeBucket) receivedMail() *ReceivedMail {
 // the bucket and key where SES stored the message.
 func sesStoredReceipt(t *testing.T, id string, recipients []string, bucket, key string) string {
 	t.Helper()
-	n := map[string]any{
-		"notificationType": "Received",
-		"mail":             map[string]any{"messageId": id, "source": "ada@sender.example", "destination": recipients},
-		"receipt": map[string]any{
-			"recipients":   recipients,
-			"spamVerdict":  map[string]string{"status": "PASS"},
-			"virusVerdict": map[string]string{"status": "PASS"},
-			"spfVerdict":   map[string]string{"status": "PASS"},
-			"dkimVerdict":  map[string]string{"status": "PASS"},
-			"dmarcVerdict": map[string]string{"status": "PASS"},
-			"action": map[string]string{"type": "S3", "topicArn": testTopic, "bucketName": bucket,
-				"objectKeyPrefix": "inbound/", "objectKey": key},
-		},
-	}
-	b, err := json.Marshal(n)
-	require.NoError(t, err)
-	return string(b)
+	return receiptOf(t, id, recipients, "PASS", "PASS", "PASS", map[string]string{"type": "S3", "topicArn": testTopic,
+		"bucketName": bucket, "objectKeyPrefix": "inbound/", "objectKey": key}, "")
 }
 
 // Mail over SES's 150 KB reaches the deployment through the receipt rule's S3 action: the
