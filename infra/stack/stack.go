@@ -931,11 +931,15 @@ func (b *builder) configurationSet() awsses.ConfigurationSet {
 	return b.sesSet
 }
 
-// accessLogFormat is one JSON line per request. It holds no header, so never a credential.
+// accessLogFormat is one JSON line per request. It holds no header, so never a credential,
+// and no path, only the route's pattern: some paths carry a bearer capability (a sent
+// email's unsubscribe and tracking tokens, a broadcast's link token), which the stage-wide
+// format cannot tell apart. A request's path is in its family's request log, which shows
+// those routes by their pattern (httpapi.Access.SecretPath).
 func accessLogFormat() string {
 	return `{"requestId":"$context.requestId","ip":"$context.identity.sourceIp",` +
 		`"time":"$context.requestTime","method":"$context.httpMethod","routeKey":"$context.routeKey",` +
-		`"path":"$context.path","status":"$context.status","protocol":"$context.protocol",` +
+		`"status":"$context.status","protocol":"$context.protocol",` +
 		`"responseLength":"$context.responseLength","latency":"$context.responseLatency",` +
 		`"integrationStatus":"$context.integration.status","integrationLatency":"$context.integration.latency",` +
 		`"integrationError":"$context.integrationErrorMessage","authorizerError":"$context.authorizer.error"}`

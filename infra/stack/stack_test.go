@@ -469,6 +469,16 @@ func TestAPIStage(t *testing.T) {
 	if err := json.Unmarshal([]byte(logs["Format"].(string)), &format); err != nil || format["requestId"] == "" {
 		t.Errorf("access log format %q is not one JSON object with the request id: %v", logs["Format"], err)
 	}
+	// The route's pattern, never the path: some paths carry a bearer capability (an
+	// unsubscribe or tracking token).
+	if format["routeKey"] != "$context.routeKey" {
+		t.Errorf("access log format %q has no route key", logs["Format"])
+	}
+	for k, v := range format {
+		if strings.Contains(v, "$context.path") || strings.Contains(v, "$context.requestOverride") {
+			t.Errorf("access log field %s = %q: the path may hold a token", k, v)
+		}
+	}
 }
 
 func TestFunctions(t *testing.T) {
