@@ -674,4 +674,18 @@ func TestInboundForwardIsSigned(t *testing.T) {
 	assert.Contains(t, pm.Header.Get("From"), "support@help.acme-shop.com")
 	assert.Contains(t, pm.Header.Get("Reply-To"), "ada@example.org")
 	assert.Equal(t, "Fwd: Where is my order?", pm.Header.Get("Subject"))
+	// The original rides along as it arrived, as a message/rfc822 attachment.
+	mt, params, err := mime.ParseMediaType(pm.Header.Get("Content-Type"))
+	require.NoError(t, err)
+	require.Equal(t, "multipart/mixed", mt)
+	mr := multipart.NewReader(pm.Body, params["boundary"])
+	_, err = mr.NextPart() // the bodies
+	require.NoError(t, err)
+	att, err := mr.NextPart()
+	require.NoError(t, err)
+	assert.Equal(t, "message/rfc822", att.Header.Get("Content-Type"))
+	orig, err := mail.ReadMessage(att)
+	require.NoError(t, err)
+	assert.Equal(t, "<fw1@example.org>", orig.Header.Get("Message-ID"))
+	assert.Equal(t, "Ada <ada@example.org>", orig.Header.Get("From"))
 }

@@ -10,7 +10,9 @@
 package email
 
 import (
+	"bytes"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"html"
@@ -75,6 +77,61 @@ type Message struct {
 	MessageID string
 	// Date is the origination date; the zero value means the time of building.
 	Date time.Time
+	// Attachments, when any, follow the body in a multipart/mixed message (at most
+	// maxAttachments).
+	Attachments []Attachment
+}
+
+// Attachment is a file attached to a message.
+type Attachment struct {
+	// Filename is the name mail clients show (printable ASCII, at most 255 bytes).
+	Filename string
+	// ContentType is the media type. A message/rfc822 attachment (a forwarded message) is
+	// written as it is, so its data must be 7-bit text with CRLF line endings and lines of
+	// at most 998 bytes (RFC 2046 allows no other encoding for it; OriginalMessage picks
+	// the type); any other is written in base64.
+	ContentType string
+	Data        []byte
+}
+
+// maxAttachments bounds Message.Attachments.
+const maxAttachments = 10
+
+// OriginalMessage is the attachment that forwards raw, a message as received: message/rfc822
+// when raw can be written as it is (7-bit, CRLF line endings, lines of at most 998 bytes),
+// else the same bytes as an application/octet-stream file, in base64, that mail clients
+// still open as a message (original.eml).
+func OriginalMessage(raw []byte) Attachment {
+	if sevenBitMessage(raw) {
+		return Attachment{Filename: "original.eml", ContentType: "message/rfc822", Data: raw}
+	}
+	return Attachment{Filename: "original.eml", ContentType: "application/octet-stream", Data: raw}
+}
+
+// sevenBitMessage reports whether b is 7-bit text (no NUL) with CRLF line endings only and
+// lines of at most maxLineLen bytes.
+func sevenBitMessage(b []byte) bool {
+	line := 0
+	for i, c := range b {
+		switch {
+		case c == 0 || c >= 0x80:
+			return false
+		case c == '\r':
+			if i+1 >= len(b) || b[i+1] != '\n' {
+				return false
+			}
+		case c == '\n':
+			if i == 0 || b[i-1] != '\r' {
+				return false
+			}
+			line = 0
+			continue
+		}
+		if line++; line > maxLineLen+1 { // the CR counts until its LF
+			return false
+		}
+	}
+	return len(b) > 0
 }
 
 // reservedHeaders are the fields Build writes itself, or that must never be set by a
@@ -114,8 +171,15 @@ func build(m Message, now time.Time) ([]byte, string, error) {
 // intermediate buffers. boundary is the multipart boundary; "" means a random one (tests
 // give theirs).
 func compose(dst []byte, m Message, now time.Time, boundary string) ([]byte, string, error) {
-	if len(m.Text)+len(m.HTML)+len(m.Preheader) > MaxMessageSize {
+	size := len(m.Text) + len(m.HTML) + len(m.Preheader)
+	for _, a := range m.Attachments {
+		size += len(a.Data)
+	}
+	if size > MaxMessageSize {
 		return nil, "", fmt.Errorf("%w: body exceeds %d bytes", ErrTooLarge, MaxMessageSize)
+	}
+	if err := checkAttachments(m.Attachments); err != nil {
+		return nil, "", err
 	}
 	from, err := checkAddress("from", m.From)
 	if err != nil {
@@ -160,6 +224,12 @@ func compose(dst []byte, m Message, now time.Time, boundary string) ([]byte, str
 			return nil, "", err
 		}
 	}
+	var mixed string
+	if len(m.Attachments) > 0 {
+		if mixed, err = randomBoundary(); err != nil {
+			return nil, "", err
+		}
+	}
 
 	start := len(dst)
 	h := headerWriter{b: dst}
@@ -180,39 +250,117 @@ func compose(dst []byte, m Message, now time.Time, boundary string) ([]byte, str
 	if tags != "" {
 		h.add("X-Tags", tags)
 	}
-	if m.HTML == "" {
+	switch {
+	case mixed != "":
+		h.add("Content-Type", "multipart/mixed; boundary="+mixed)
+	case m.HTML == "":
 		h.add("Content-Type", "text/plain; charset=UTF-8")
 		h.add("Content-Transfer-Encoding", "quoted-printable")
-	} else {
+	default:
 		h.add("Content-Type", "multipart/alternative; boundary="+boundary)
 	}
 	if h.err != nil {
 		return nil, "", h.err
 	}
 	out := append(h.b, "\r\n"...)
-
-	// The body, as multipart.Writer and quotedprintable.Writer wrote it (reference_test.go
-	// holds the two equal): each part's header fields in sorted order, each part's
-	// quoted-printable text ending with a line break.
-	if m.HTML == "" {
-		out = appendQP(out, m.Text)
+	if mixed == "" {
+		out = appendBody(out, m, boundary)
 	} else {
+		// The body as the first part, then each attachment.
 		out = append(out, "--"...)
-		out = append(out, boundary...)
-		out = append(out, "\r\nContent-Transfer-Encoding: quoted-printable\r\nContent-Type: text/plain; charset=UTF-8\r\n\r\n"...)
-		out = appendQP(out, m.Text)
+		out = append(out, mixed...)
+		if m.HTML == "" {
+			out = append(out, "\r\nContent-Transfer-Encoding: quoted-printable\r\nContent-Type: text/plain; charset=UTF-8\r\n\r\n"...)
+		} else {
+			out = append(out, "\r\nContent-Type: multipart/alternative; boundary="...)
+			out = append(out, boundary...)
+			out = append(out, "\r\n\r\n"...)
+		}
+		out = appendBody(out, m, boundary)
+		for _, a := range m.Attachments {
+			out = append(out, "\r\n--"...)
+			out = append(out, mixed...)
+			out = appendAttachment(out, a)
+		}
 		out = append(out, "\r\n--"...)
-		out = append(out, boundary...)
-		out = append(out, "\r\nContent-Transfer-Encoding: quoted-printable\r\nContent-Type: text/html; charset=UTF-8\r\n\r\n"...)
-		out = appendHTML(out, m.HTML, m.Preheader)
-		out = append(out, "\r\n--"...)
-		out = append(out, boundary...)
+		out = append(out, mixed...)
 		out = append(out, "--\r\n"...)
 	}
 	if len(out)-start > MaxMessageSize {
 		return nil, "", fmt.Errorf("%w: built message exceeds %d bytes", ErrTooLarge, MaxMessageSize)
 	}
 	return out, id, nil
+}
+
+// appendBody appends the body: the quoted-printable text, or the multipart/alternative of
+// the text and the HTML with boundary. As multipart.Writer and quotedprintable.Writer wrote
+// it (reference_test.go holds the two equal): each part's header fields in sorted order,
+// each part's quoted-printable text ending with a line break.
+func appendBody(out []byte, m Message, boundary string) []byte {
+	if m.HTML == "" {
+		return appendQP(out, m.Text)
+	}
+	out = append(out, "--"...)
+	out = append(out, boundary...)
+	out = append(out, "\r\nContent-Transfer-Encoding: quoted-printable\r\nContent-Type: text/plain; charset=UTF-8\r\n\r\n"...)
+	out = appendQP(out, m.Text)
+	out = append(out, "\r\n--"...)
+	out = append(out, boundary...)
+	out = append(out, "\r\nContent-Transfer-Encoding: quoted-printable\r\nContent-Type: text/html; charset=UTF-8\r\n\r\n"...)
+	out = appendHTML(out, m.HTML, m.Preheader)
+	out = append(out, "\r\n--"...)
+	out = append(out, boundary...)
+	return append(out, "--\r\n"...)
+}
+
+// appendAttachment appends a's part header and data, after its boundary line: a
+// message/rfc822 attachment as it is (checkAttachments held it to 7 bits), any other in
+// base64 lines of 76 characters.
+func appendAttachment(out []byte, a Attachment) []byte {
+	out = append(out, "\r\nContent-Disposition: attachment; filename=\""...)
+	out = append(out, a.Filename...)
+	out = append(out, "\"\r\n"...)
+	if strings.HasPrefix(a.ContentType, "message/") {
+		out = append(out, "Content-Transfer-Encoding: 7bit\r\nContent-Type: "...)
+		out = append(out, a.ContentType...)
+		out = append(out, "\r\n\r\n"...)
+		out = append(out, a.Data...)
+		if !bytes.HasSuffix(a.Data, []byte("\r\n")) {
+			out = append(out, "\r\n"...)
+		}
+		return out
+	}
+	out = append(out, "Content-Transfer-Encoding: base64\r\nContent-Type: "...)
+	out = append(out, a.ContentType...)
+	out = append(out, "\r\n\r\n"...)
+	const perLine = 57 // bytes of data a 76-character line encodes
+	for data := a.Data; len(data) > 0; {
+		n := min(perLine, len(data))
+		out = base64.StdEncoding.AppendEncode(out, data[:n])
+		out = append(out, "\r\n"...)
+		data = data[n:]
+	}
+	return out
+}
+
+// checkAttachments validates the attachments: their number, names and types, and that a
+// message/* one can be written as it is.
+func checkAttachments(as []Attachment) error {
+	if len(as) > maxAttachments {
+		return invalid("at most %d attachments", maxAttachments)
+	}
+	for i, a := range as {
+		if a.Filename == "" || len(a.Filename) > 255 || strings.ContainsFunc(a.Filename, func(r rune) bool { return r < ' ' || r > '~' || r == '"' || r == '\\' }) {
+			return invalid("attachment %d: the filename must be 1 to 255 printable ASCII characters without quotes or backslashes", i)
+		}
+		if mt, _, err := mime.ParseMediaType(a.ContentType); err != nil || !strings.Contains(mt, "/") || strings.ContainsAny(a.ContentType, "\r\n") {
+			return invalid("attachment %d: %q is not a media type", i, a.ContentType)
+		}
+		if strings.HasPrefix(a.ContentType, "message/") && !sevenBitMessage(a.Data) {
+			return invalid("attachment %d: a %s attachment must be 7-bit text with CRLF line endings and short lines", i, a.ContentType)
+		}
+	}
+	return nil
 }
 
 // randomBoundary is a multipart boundary as multipart.NewWriter makes one: 30 random

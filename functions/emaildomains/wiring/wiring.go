@@ -13,6 +13,7 @@ import (
 	"net/mail"
 	"net/url"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -177,10 +178,22 @@ func (a actions) Forward(ctx context.Context, bot, to string, msg emaildomains.I
 			return fmt.Errorf("%T cannot sign with the bot's DKIM key", a.mail)
 		}
 	}
-	_, err = mailer.Send(ctx, email.Message{
+	fwd := email.Message{
 		From: mail.Address{Name: from.Name + " (forwarded)", Address: sender}, To: *addr,
 		ReplyTo: from, Subject: "Fwd: " + msg.Subject, Text: text, HTML: msg.HTML,
-	})
+	}
+	if len(msg.Raw) > 0 {
+		// The original rides along, attachments and all.
+		fwd.Attachments = []email.Attachment{email.OriginalMessage(msg.Raw)}
+	}
+	_, err = mailer.Send(ctx, fwd)
+	if errors.Is(err, email.ErrTooLarge) && len(fwd.Attachments) > 0 {
+		// Too large with the original attached (it counts twice, and base64 grows it): the
+		// bodies alone, saying so.
+		fwd.Attachments = nil
+		fwd.Text = text + "\n\n(The original message, " + strconv.Itoa(len(msg.Raw)) + " bytes, was too large to attach: its attachments are not forwarded.)"
+		_, err = mailer.Send(ctx, fwd)
+	}
 	return err
 }
 

@@ -1,8 +1,10 @@
 package wiring
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/mail"
+	"os"
 	"strings"
 	"testing"
 
@@ -16,6 +18,7 @@ import (
 	reactionswiring "github.com/botplatform/api/functions/reactions/wiring"
 	"github.com/botplatform/api/functions/runtime"
 	"github.com/botplatform/api/functions/subscribers"
+	"github.com/botplatform/api/shared/email"
 	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/family/familytest"
 	"github.com/botplatform/api/shared/ids"
@@ -188,4 +191,38 @@ func TestRecordsFollowTheSESRegion(t *testing.T) {
 	assert.Equal(t, "feedback-smtp.us-east-1.amazonses.com", local[emaildomains.PurposeReturnPath].Value)
 	_, ok = local[emaildomains.PurposeInbound]
 	assert.False(t, ok, "no inbound MX without an inbound bucket")
+}
+
+// A forward carries the original as an attachment; one too large to attach with it (here
+// 8-bit, so base64 would grow it past email.MaxMessageSize) goes without, saying so.
+func TestForwardAttachesTheOriginalWhenItFits(t *testing.T) {
+	t.Parallel()
+	sink := &email.Sink{Dir: t.TempDir()}
+	env := familytest.Env(t, family.Deps{Email: sink})
+	acts := newActions(env)
+	in := func(raw []byte) emaildomains.InboundMessage {
+		return emaildomains.InboundMessage{MessageSummary: emaildomains.MessageSummary{
+			From: &emaildomains.Address{Name: "Ada", Address: "ada@example.org"}, Subject: "Order",
+			Recipients: []string{"support@mail.example.com"}}, Text: "Where is it?", Raw: raw}
+	}
+	last := func(t *testing.T) string {
+		t.Helper()
+		paths, err := sink.List()
+		require.NoError(t, err)
+		require.NotEmpty(t, paths)
+		b, err := os.ReadFile(paths[len(paths)-1])
+		require.NoError(t, err)
+		return string(b)
+	}
+	small := []byte("From: ada@example.org\r\nSubject: Order\r\n\r\nWhere is it?\r\n")
+	require.NoError(t, acts.Forward(t.Context(), ids.New("bot"), "team@example.net", in(small)))
+	got := last(t)
+	assert.Contains(t, got, "Content-Type: message/rfc822")
+	assert.Contains(t, got, string(small))
+
+	big := append([]byte("From: ada@example.org\r\nSubject: Order\r\n\r\n"), bytes.Repeat([]byte("Grüße\r\n"), (8<<20)/8)...)
+	require.NoError(t, acts.Forward(t.Context(), ids.New("bot"), "team@example.net", in(big)))
+	got = last(t)
+	assert.NotContains(t, got, "multipart/mixed")
+	assert.Contains(t, got, "too large to attach")
 }
