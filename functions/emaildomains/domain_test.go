@@ -568,3 +568,44 @@ func TestInboundMXIsOptional(t *testing.T) {
 
 	assert.Error(t, Config{Records: RecordValues{InboundMX: "not a host"}}.Validate())
 }
+
+// A verified domain checked more than ReverifyAfter ago is verified again by the next
+// signer: records removed since fail it (and the signer with it); a DNS outage meanwhile
+// leaves it signing, checked again at the next signer; within the day nothing is looked up.
+func TestSignerVerifiesAgainAfterADay(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	d := f.verified(t, f.bot, "mail.example.com")
+	from := "news@mail.example.com"
+
+	f.dns.setFail(true) // a lookup now would fail: none is made within the day
+	f.clock.Advance(ReverifyAfter - time.Minute)
+	_, err := f.svc.Signer(ctx, f.bot, from)
+	require.NoError(t, err)
+
+	f.clock.Advance(2 * time.Minute) // past the day, DNS down: still signs
+	_, err = f.svc.Signer(ctx, f.bot, from)
+	require.NoError(t, err)
+	assert.Contains(t, f.logs.String(), "not verified again for now")
+	got, err := f.svc.Get(ctx, f.bot, d.ID)
+	require.NoError(t, err)
+	assert.Equal(t, StatusVerified, got.Status)
+
+	// DNS back, the DKIM record gone: the domain fails, and signing with it stops.
+	f.dns.setFail(false)
+	var dkim string
+	for _, r := range d.Records {
+		if r.Purpose == PurposeDKIM {
+			dkim = r.Name
+		}
+	}
+	f.dns.setTXT(dkim)
+	_, err = f.svc.Signer(ctx, f.bot, from)
+	require.ErrorIs(t, err, ErrNotVerified)
+	got, err = f.svc.Get(ctx, f.bot, d.ID)
+	require.NoError(t, err)
+	assert.Equal(t, StatusFailed, got.Status)
+	require.NotNil(t, got.CheckedAt)
+	assert.Equal(t, f.clock.Now().UTC().Truncate(time.Second), got.CheckedAt.UTC().Truncate(time.Second))
+}
