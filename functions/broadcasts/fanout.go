@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -87,6 +88,9 @@ type run struct {
 	// OrderedIDs: the plan names rows in the subscribers' order (recipientID); runs planned
 	// before it existed keep hashed ids, so that a repeated page writes no second row.
 	OrderedIDs bool `json:"ordered_ids,omitempty"`
+	// Failed counts the failed attempts of the step the run is at (step.failed); a step
+	// that completes clears it.
+	Failed *jobs.Failures `json:"failed,omitempty"`
 	// Recent are each channel's answers of the last second, so that the next step's pacer
 	// counts them and a step boundary never makes a second busier than the rate.
 	Recent map[string]pace.Log `json:"recent,omitempty"`
@@ -124,8 +128,83 @@ func (s *Service) SendStep(ctx context.Context, payload json.RawMessage, cursor 
 	}
 	now := s.d.Now()
 	st := &step{s: s, p: p, n: n, start: now, deadline: now.Add(s.cfg.StepDuration)}
+	next, done, err := st.runSafely(ctx)
+	if _, ok := jobs.LaterDelay(err); !ok && errors.Is(err, store.ErrUnavailable) {
+		// The store is unavailable for now (throttled, locked, an outage): the step runs
+		// again later, however long that lasts, rather than count towards the dead-letter
+		// limit, which would leave the broadcast running with nothing running it. What the
+		// step did is settled or stays claimed (interrupted at worst): nothing is sent twice.
+		s.d.Log.WarnContext(ctx, "broadcast: the store failed for now; the send goes on later",
+			"bot_id", p.Bot, "broadcast_id", p.Broadcast, "retry_in", retryAfter.String(), "error", err)
+		return next, done, jobs.Later(err, retryAfter)
+	}
+	if err != nil && st.failed(ctx, err) {
+		return "", true, nil // paused: a resume starts a new run
+	}
+	return next, done, err
+}
+
+// retryAfter is how long a step stopped by the store being unavailable waits before it runs
+// again (jobs.Later).
+const retryAfter = 30 * time.Second
+
+// runSafely runs the step, a panic of it returned as an error, so that it counts as a
+// failure of the step (failed).
+func (st *step) runSafely(ctx context.Context) (next string, done bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			next, done, err = "", false, fmt.Errorf("broadcasts: send step panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
 	return st.run(ctx)
 }
+
+// failed counts a failed attempt of the step (the queue runs it again), and once it has
+// failed jobs.MaxStepFailures times pauses the broadcast with status_reason send_failed and
+// reports true: the job ends there, and a resume starts a new run that continues where this
+// one stopped. When the count cannot be kept (the store fails too, or the broadcast changed
+// meanwhile) it reports false and the step fails as before.
+func (st *step) failed(ctx context.Context, cause error) bool {
+	s := st.s
+	r, err := s.loadRun(ctx, st.p.Bot, st.p.Broadcast)
+	if err != nil {
+		return false
+	}
+	if r.Failed == nil {
+		r.Failed = &jobs.Failures{}
+	}
+	count := r.Failed.Add(st.p.Epoch, st.n)
+	b, err := store.Encode(r)
+	if err != nil {
+		return false
+	}
+	cond := store.MustNotExist
+	if r.rev > 0 {
+		cond = store.RevisionIs(r.rev)
+	}
+	if err := s.d.Store.Put(ctx, store.Item{Key: runKey(st.p.Bot, st.p.Broadcast), Revision: r.rev + 1, Data: b}, cond); err != nil {
+		return false
+	}
+	if count < jobs.MaxStepFailures {
+		return false
+	}
+	rec, err := s.loadKey(ctx, st.p.Bot, st.key())
+	if err != nil || rec.Status != Running || rec.Epoch != st.p.Epoch {
+		return false
+	}
+	s.pauseRecord(&rec)
+	rec.StatusReason = ReasonSendFailed
+	if err := s.save(ctx, &rec, rec.Revision, nil, 0); err != nil {
+		return false
+	}
+	s.d.Log.WarnContext(ctx, "broadcast paused", "bot_id", st.p.Bot, "broadcast_id", st.p.Broadcast, "reason", ReasonSendFailed,
+		"error", fmt.Errorf("step %d failed %d times, the last: %w", st.n, count, cause))
+	return true
+}
+
+// ReasonSendFailed is the status_reason of a broadcast paused because a step of its send
+// failed jobs.MaxStepFailures times in a row (the error is in the log).
+const ReasonSendFailed = "send_failed"
 
 type step struct {
 	s        *Service
@@ -220,7 +299,7 @@ func (st *step) run(ctx context.Context) (string, bool, error) {
 // of the step, or a newer run, moved it first.
 func (st *step) advance(ctx context.Context) error {
 	r := st.r
-	r.Epoch, r.Step = st.p.Epoch, st.n+1
+	r.Epoch, r.Step, r.Failed = st.p.Epoch, st.n+1, nil
 	b, err := store.Encode(r)
 	if err != nil {
 		return err

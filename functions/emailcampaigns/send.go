@@ -133,24 +133,9 @@ type run struct {
 	Truncated bool `json:"truncated,omitempty"`
 	// Failed counts the failed attempts of the step the run is at (stepFailed); a step
 	// that completes clears it.
-	Failed *failures `json:"failed,omitempty"`
+	Failed *jobs.Failures `json:"failed,omitempty"`
 	rev    int64
 }
-
-// failures counts the attempts of one step (Step of run Epoch) that failed for a reason
-// other than a passing one (jobs.Later): a bug, data that does not decode.
-type failures struct {
-	Epoch int64 `json:"epoch"`
-	Step  int64 `json:"step"`
-	Count int   `json:"count"`
-}
-
-// MaxStepFailures is how many times one step of a send may fail (for a reason other than
-// the provider or the store being unavailable for now) before the campaign is paused with
-// pause_reason send_failed: fewer than the queue's deliveries before it dead-letters the
-// step (5, locally and on AWS), so that a campaign whose send cannot go on says so instead
-// of staying sending with nothing running.
-const MaxStepFailures = 3
 
 func (s *Service) loadRun(ctx context.Context, bot, id string) (run, error) {
 	it, err := s.d.Store.Get(ctx, runKey(bot, id))
@@ -216,7 +201,7 @@ func (st *step) runSafely(ctx context.Context) (next string, done bool, err erro
 }
 
 // stepFailed counts a failed attempt of step n (the queue runs it again), and once the
-// step has failed MaxStepFailures times pauses the campaign with pause_reason send_failed
+// step has failed jobs.MaxStepFailures times pauses the campaign with pause_reason send_failed
 // and reports true: the job ends there, and a resume starts a new run that continues
 // where this one stopped. Whatever the step did before failing is settled or stays
 // claimed (interrupted at worst), so nothing is sent twice. When the count cannot be kept
@@ -227,10 +212,10 @@ func (s *Service) stepFailed(ctx context.Context, p jobPayload, n int64, cause e
 	if err != nil {
 		return false
 	}
-	if r.Failed == nil || r.Failed.Epoch != p.Epoch || r.Failed.Step != n {
-		r.Failed = &failures{Epoch: p.Epoch, Step: n}
+	if r.Failed == nil {
+		r.Failed = &jobs.Failures{}
 	}
-	r.Failed.Count++
+	count := r.Failed.Add(p.Epoch, n)
 	b, err := store.Encode(r)
 	if err != nil {
 		return false
@@ -242,14 +227,14 @@ func (s *Service) stepFailed(ctx context.Context, p jobPayload, n int64, cause e
 	if err := s.d.Store.Put(ctx, store.Item{Key: runKey(p.Bot, p.Campaign), Revision: r.rev + 1, Data: b}, cond); err != nil {
 		return false
 	}
-	if r.Failed.Count < MaxStepFailures {
+	if count < jobs.MaxStepFailures {
 		return false
 	}
 	c, err := s.load(ctx, p.Bot, p.Campaign)
 	if err != nil || c.Epoch != p.Epoch {
 		return false
 	}
-	paused, err := s.pauseSend(ctx, c, PauseSendFailed, fmt.Errorf("step %d failed %d times, the last: %w", n, r.Failed.Count, cause))
+	paused, err := s.pauseSend(ctx, c, PauseSendFailed, fmt.Errorf("step %d failed %d times, the last: %w", n, count, cause))
 	return err == nil && paused.State == Paused
 }
 

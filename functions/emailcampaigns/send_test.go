@@ -15,6 +15,7 @@ import (
 
 	"github.com/botplatform/api/shared/email"
 	"github.com/botplatform/api/shared/emaillinks"
+	"github.com/botplatform/api/shared/jobs"
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/store"
 	"github.com/botplatform/api/shared/store/sqlite/sqlitetest"
@@ -286,7 +287,7 @@ func TestStoreUnavailableSendsLater(t *testing.T) {
 
 // A step that keeps failing for a reason that does not pass (here the audience answers
 // with an error that is not the store's being unavailable: a bug) is retried by the queue;
-// on its MaxStepFailures-th failure the campaign is paused with pause_reason send_failed
+// on its jobs.MaxStepFailures-th failure the campaign is paused with pause_reason send_failed
 // and the job ends, instead of the step being dead-lettered with the campaign left
 // sending. A resume then sends everyone exactly once.
 func TestFailingStepPausesTheCampaign(t *testing.T) {
@@ -309,7 +310,7 @@ func TestFailingStepPausesTheCampaign(t *testing.T) {
 				return nil
 			}
 			f.aud.mu.Unlock()
-			for i := 1; i < MaxStepFailures; i++ {
+			for i := 1; i < jobs.MaxStepFailures; i++ {
 				_, err, ok := f.deliver(t)
 				require.True(t, ok)
 				require.ErrorContains(t, err, "a bug", "attempt %d fails as it did: the queue runs it again", i)
@@ -341,14 +342,14 @@ func TestFailingStepPausesTheCampaign(t *testing.T) {
 	}
 }
 
-// A step that fails fewer than MaxStepFailures times and then completes clears its count:
+// A step that fails fewer than jobs.MaxStepFailures times and then completes clears its count:
 // failures of different steps never add up to a pause.
 func TestAStepThatCompletesClearsItsFailures(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 30)
 	c := f.schedule(t, f.create(t))
 	var fails atomic.Int32
-	fails.Store(MaxStepFailures - 1)
+	fails.Store(jobs.MaxStepFailures - 1)
 	f.aud.mu.Lock()
 	f.aud.onPage = func(int) error {
 		if fails.Add(-1) >= 0 {
@@ -357,7 +358,7 @@ func TestAStepThatCompletesClearsItsFailures(t *testing.T) {
 		return nil
 	}
 	f.aud.mu.Unlock()
-	for range MaxStepFailures - 1 {
+	for range jobs.MaxStepFailures - 1 {
 		_, err, _ := f.deliver(t)
 		require.Error(t, err)
 	}

@@ -132,6 +132,31 @@ func LaterDelay(err error) (d time.Duration, ok bool) {
 	return 0, false
 }
 
+// MaxStepFailures is how many times one step of a send job may fail for a reason that does
+// not pass (not Later: a bug, data that does not decode, a panic) before the job stops itself
+// in a state its user sees (a campaign or broadcast paused with send_failed): fewer than the
+// queue's deliveries before it dead-letters the step (5, locally and on AWS), which would
+// leave the send looking busy with nothing running.
+const MaxStepFailures = 3
+
+// Failures counts the failed attempts of one step (Step of run Epoch), kept by a job in its
+// progress item across the queue's redeliveries. The zero value counts nothing yet.
+type Failures struct {
+	Epoch int64 `json:"epoch"`
+	Step  int64 `json:"step"`
+	Count int   `json:"count"`
+}
+
+// Add counts a failure of step n of run epoch, starting over when the last one counted was
+// another step's, and returns the failures of this step so far.
+func (f *Failures) Add(epoch, n int64) int {
+	if f.Epoch != epoch || f.Step != n {
+		*f = Failures{Epoch: epoch, Step: n}
+	}
+	f.Count++
+	return f.Count
+}
+
 // Starter starts jobs. Start returns once the job is durably accepted, not when it is done.
 type Starter interface {
 	Start(ctx context.Context, kind string, payload any) error
