@@ -208,3 +208,14 @@ func TestStepNumber(t *testing.T) {
 		assert.Error(t, err, bad)
 	}
 }
+
+// Failures counts one step's failures, and starts over for another step or run.
+func TestFailuresCountOneStep(t *testing.T) {
+	t.Parallel()
+	var f Failures
+	assert.Equal(t, 1, f.Add(1, 4))
+	assert.Equal(t, 2, f.Add(1, 4))
+	assert.Equal(t, 1, f.Add(1, 5), "the next step starts over")
+	assert.Equal(t, 1, f.Add(2, 5), "a new run starts over")
+	assert.Equal(t, Failures{Epoch: 2, Step: 5, Count: 1}, f)
+}
