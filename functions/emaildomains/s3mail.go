@@ -29,8 +29,9 @@ var (
 	errMailGone = errors.New("the stored message is gone")
 	// errMailTooLarge: the object is larger than MaxRawBytes.
 	errMailTooLarge = fmt.Errorf("the stored message is larger than %d bytes", MaxRawBytes)
-	// errNotOurBucket: the notification names a bucket other than the deployment's.
-	errNotOurBucket = errors.New("the notification names a bucket other than the deployment's inbound bucket")
+	// errNotOurBucket: the notification names no object of the deployment's bucket (another
+	// bucket, or no key).
+	errNotOurBucket = errors.New("the notification names no object of the deployment's inbound bucket")
 )
 
 // take reads the message stored under key in bucket, at most MaxRawBytes of it.
