@@ -52,6 +52,7 @@ const (
 	ScheduleRole                       = access.ScheduleRole
 	EmailIdentities                    = access.EmailIdentities
 	InboundMailBucket                  = access.InboundMailBucket
+	SESAccount                         = access.SESAccount
 	QueueScheduleRole                  = access.QueueScheduleRole
 	StateMachineRole                   = access.StateMachineRole
 	OutboxScheduleRole                 = access.OutboxScheduleRole

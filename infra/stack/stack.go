@@ -254,6 +254,9 @@ func checkAccess(names []string) error {
 			if !service && (g.On == NoResource || g.On == JobsFunction) {
 				problems = append(problems, fmt.Errorf("access: %s: a Lambda's grants must be on one of its resources", role))
 			}
+			if g.On == SESAccount && !slices.Equal(g.Actions, []string{"ses:GetAccount"}) {
+				problems = append(problems, fmt.Errorf("access: %s: the SES account is granted for ses:GetAccount alone", role))
+			}
 			if role == OutboxScheduleRole && g.On != JobsFunction {
 				problems = append(problems, fmt.Errorf("access: %s: the schedule invokes the jobs Lambda and may do nothing else", role))
 			}
@@ -794,6 +797,8 @@ func (b *builder) resolve(r Resource, f *lambdaFn) ([]string, *string, error) {
 		}, set.ConfigurationSetName(), nil
 	case AuditDLQ:
 		return []string{*b.auditDLQ.QueueArn()}, nil, nil
+	case SESAccount:
+		return []string{"*"}, nil, nil
 	case InboundMailBucket:
 		if b.inboundBucket == nil { // AccessFor drops these grants without emailInbound
 			return nil, nil, errors.New("a grant on the inbound mail bucket, but the stack receives no mail (emailInbound)")

@@ -1151,7 +1151,7 @@ func checkRoles(t *testing.T, s *synthesized) {
 			return fns[stack.Jobs]
 		case stack.OwnLogGroup:
 			return logGroupOf[name]
-		case stack.NoResource:
+		case stack.NoResource, stack.SESAccount:
 			return "*"
 		case stack.WhatsAppAppSecretParameter:
 			return parameterARN(cfg.WhatsAppAppSecretParameter)

@@ -10,6 +10,9 @@ import (
 	"net/mail"
 	"strconv"
 	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/botplatform/api/functions/content"
 	contentwiring "github.com/botplatform/api/functions/content/wiring"
@@ -70,8 +73,36 @@ func New(env *family.Env) (*emailcampaigns.Service, error) {
 		Now:          env.Now,
 		Log:          env.Log,
 		Events:       env.Events,
-	}, emailcampaigns.Config{Rate: env.EmailSettings.Rate, PublicURL: LinkBase(env)})
+	}, emailcampaigns.Config{Rate: rate(env), PublicURL: LinkBase(env)})
 }
+
+// rate is the deployment's sending rate: EMAIL_RATE when set; else, on AWS, the SES account's
+// maximum send rate, read once when the service is built (so a quota SES raised needs no
+// deploy, only new containers); else 0, the campaigns' default. A quota that cannot be read
+// leaves the default, logged as a warning.
+func rate(env *family.Env) float64 {
+	es := env.EmailSettings
+	if es.Rate > 0 || es.SES == nil {
+		return es.Rate
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), quotaTimeout)
+	defer cancel()
+	out, err := es.SES.GetAccount(ctx, &sesv2.GetAccountInput{})
+	if err == nil && (out.SendQuota == nil || !(out.SendQuota.MaxSendRate > 0)) {
+		err = errors.New("the account reports no send rate")
+	}
+	if err != nil {
+		env.Log.Warn("email campaigns: the SES account's send rate could not be read; campaigns send at the default rate",
+			"rate", emailcampaigns.DefaultRate, "error", err)
+		return 0
+	}
+	r := min(out.SendQuota.MaxSendRate, emailcampaigns.MaxRate)
+	env.Log.Info("email campaigns send at the SES account's maximum send rate", "rate", r)
+	return r
+}
+
+// quotaTimeout bounds the read of the SES account's quota at start-up.
+const quotaTimeout = 3 * time.Second
 
 // LinkBase is the base URL of sent emails' links: the configured one, else the public URL,
 // else the local process's default address (a process that serves no public URL still
