@@ -122,8 +122,9 @@ type Config struct {
 	// some regions; the rule set is left for the operator to activate (docs/aws.md).
 	EmailInbound bool
 	// EmailRate is the deployment's email sending rate in messages a second, shared by
-	// every campaign (context emailRate, EMAIL_RATE): set it to the SES account's maximum
-	// send rate (`aws sesv2 get-account`). 0 leaves the default, SES's starting quota of 14.
+	// every campaign (context emailRate, EMAIL_RATE), to send slower than the account's
+	// quota. 0 leaves the default: the SES account's maximum send rate, which the Lambdas
+	// read at cold start (14 when they cannot).
 	EmailRate float64
 }
 
