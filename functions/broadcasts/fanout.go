@@ -178,10 +178,7 @@ func (st *step) failed(ctx context.Context, cause error) bool {
 	if err != nil {
 		return false
 	}
-	cond := store.MustNotExist
-	if r.rev > 0 {
-		cond = store.RevisionIs(r.rev)
-	}
+	cond := store.RevisionOrAbsent(r.rev)
 	if err := s.d.Store.Put(ctx, store.Item{Key: runKey(st.p.Bot, st.p.Broadcast), Revision: r.rev + 1, Data: b}, cond); err != nil {
 		return false
 	}
@@ -305,10 +302,7 @@ func (st *step) advance(ctx context.Context) error {
 		return err
 	}
 	for range 3 {
-		cond := store.MustNotExist
-		if r.rev > 0 {
-			cond = store.RevisionIs(r.rev)
-		}
+		cond := store.RevisionOrAbsent(r.rev)
 		err := st.s.d.Store.Put(ctx, store.Item{Key: runKey(st.p.Bot, st.p.Broadcast), Revision: r.rev + 1, Data: b}, cond)
 		if !errors.Is(err, store.ErrConditionFailed) {
 			return err

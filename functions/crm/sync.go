@@ -125,10 +125,7 @@ func (y *syncer) saveLink(ctx context.Context, sub string, l link, extra ...stor
 	if err != nil {
 		return err
 	}
-	cond := store.MustNotExist
-	if l.rev > 0 {
-		cond = store.RevisionIs(l.rev)
-	}
+	cond := store.RevisionOrAbsent(l.rev)
 	return y.s.store.Transact(ctx, append([]store.Write{store.PutOp(it, cond)}, extra...))
 }
 

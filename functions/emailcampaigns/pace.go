@@ -68,10 +68,7 @@ func (s *Service) reserve(ctx context.Context, n int, r paceRecord, rev int64) (
 		if err != nil {
 			return time.Time{}, err
 		}
-		cond := store.MustNotExist
-		if rev > 0 {
-			cond = store.RevisionIs(rev)
-		}
+		cond := store.RevisionOrAbsent(rev)
 		// It expires once long past: an idle deployment's schedule starts again from now.
 		it := store.Item{Key: paceKey(), Revision: rev + 1, Data: data, ExpiresAt: store.SecondsPrecision(next.Add(time.Hour))}
 		err = s.d.Store.Put(ctx, it, cond)

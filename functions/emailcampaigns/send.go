@@ -220,10 +220,7 @@ func (s *Service) stepFailed(ctx context.Context, p jobPayload, n int64, cause e
 	if err != nil {
 		return false
 	}
-	cond := store.MustNotExist
-	if r.rev > 0 {
-		cond = store.RevisionIs(r.rev)
-	}
+	cond := store.RevisionOrAbsent(r.rev)
 	if err := s.d.Store.Put(ctx, store.Item{Key: runKey(p.Bot, p.Campaign), Revision: r.rev + 1, Data: b}, cond); err != nil {
 		return false
 	}
@@ -357,10 +354,7 @@ func (st *step) advance(ctx context.Context) error {
 		return err
 	}
 	for range 3 {
-		cond := store.MustNotExist
-		if r.rev > 0 {
-			cond = store.RevisionIs(r.rev)
-		}
+		cond := store.RevisionOrAbsent(r.rev)
 		err := st.s.d.Store.Put(ctx, store.Item{Key: runKey(st.p.Bot, st.p.Campaign), Revision: r.rev + 1, Data: b}, cond)
 		if !errors.Is(err, store.ErrConditionFailed) {
 			return err

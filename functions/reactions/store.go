@@ -144,9 +144,6 @@ func (g *registry) write(bot string) (store.Write, error) {
 	if err != nil {
 		return store.Write{}, err
 	}
-	cond := store.MustNotExist
-	if g.rev > 0 {
-		cond = store.RevisionIs(g.rev)
-	}
+	cond := store.RevisionOrAbsent(g.rev)
 	return store.PutOp(store.Item{Key: registryKey(bot), Data: data, Revision: g.rev + 1}, cond), nil
 }

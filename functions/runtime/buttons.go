@@ -49,10 +49,7 @@ func pointerWrite(bot, sub string, p pointer, prev int64, until time.Time) (stor
 	if err != nil {
 		return store.Write{}, err
 	}
-	cond := store.MustNotExist
-	if prev > 0 {
-		cond = store.RevisionIs(prev)
-	}
+	cond := store.RevisionOrAbsent(prev)
 	return store.PutOp(store.Item{Key: buttonsKey(bot, sub), Data: data, Revision: prev + 1, ExpiresAt: until}, cond), nil
 }
 

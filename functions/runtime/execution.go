@@ -299,10 +299,7 @@ func (rec *record) headWrite(now time.Time) (store.Write, error) {
 	if err != nil {
 		return store.Write{}, err
 	}
-	cond := store.MustNotExist
-	if rec.rev > 0 {
-		cond = store.RevisionIs(rec.rev)
-	}
+	cond := store.RevisionOrAbsent(rec.rev)
 	it := store.Item{
 		Key:       headKey(rec.BotID, rec.ID),
 		GSI1:      store.IndexKey{PK: subscriberRuns(rec.BotID, rec.SubscriberID), SK: rec.ID},

@@ -187,6 +187,15 @@ var (
 // RevisionIs holds when the item exists and its Revision equals rev.
 func RevisionIs(rev int64) Condition { return Condition{Kind: CondRevisionIs, Revision: rev} }
 
+// RevisionOrAbsent is the condition of writing over what was read at revision rev:
+// RevisionIs(rev), or MustNotExist when rev is 0 (the item was read as absent).
+func RevisionOrAbsent(rev int64) Condition {
+	if rev <= 0 {
+		return MustNotExist
+	}
+	return RevisionIs(rev)
+}
+
 // Holds evaluates the condition against the current item (nil when absent or expired).
 // Implementations that evaluate conditions in Go share this definition.
 func (c Condition) Holds(current *Item) bool {
