@@ -3,7 +3,9 @@ package tests
 import (
 	"encoding/json"
 	"net/http"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -331,7 +333,26 @@ func TestCopilotIdempotencyKey(t *testing.T) {
 	problem(t, http.MethodPost, proposalsTemplate, proposals, post("proposal-1", map[string]any{"goal": "Something else", "provider": "openai"}),
 		http.StatusUnprocessableEntity, "idempotency_key_reused")
 	problem(t, http.MethodPost, proposalsTemplate, proposals, post("not a key", goal), http.StatusBadRequest, "invalid_idempotency_key")
+
+	// Two requests with one key at once: while the first one's generation runs, the second
+	// is 409 idempotency_in_flight; once it has answered, the key replays its proposal.
+	e.openai.ReplyNext(copilotAnswer)
+	e.openai.Hold()
+	var wg sync.WaitGroup
+	var held resp
+	wg.Go(func() { held = post("proposal-2", goal) })
+	eventually(t, 10*time.Second, "the first request reaches the provider", func() bool { return e.openai.Requests() == 2 })
+	problem(t, http.MethodPost, proposalsTemplate, proposals, post("proposal-2", goal), http.StatusConflict, "idempotency_in_flight")
+	e.openai.Release()
+	wg.Wait()
+	require.Equal(t, 201, held.Status, "%s", held.Body)
+	replay := post("proposal-2", goal)
+	require.Equal(t, 201, replay.Status, "%s", replay.Body)
+	assert.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
+	assert.Equal(t, held.JSON(t)["id"], replay.JSON(t)["id"])
+	assert.Equal(t, 2, e.openai.Requests(), "the provider was asked once for the second key")
+
 	r := s.get(tok, proposals)
 	require.Equal(t, 200, r.Status, "%s", r.Body)
-	assert.Len(t, r.JSON(t)["data"], 1, "one proposal")
+	assert.Len(t, r.JSON(t)["data"], 2, "one proposal per key")
 }
