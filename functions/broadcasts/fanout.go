@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -128,15 +127,15 @@ func (s *Service) SendStep(ctx context.Context, payload json.RawMessage, cursor 
 	}
 	now := s.d.Now()
 	st := &step{s: s, p: p, n: n, start: now, deadline: now.Add(s.cfg.StepDuration)}
-	next, done, err := st.runSafely(ctx)
-	if _, ok := jobs.LaterDelay(err); !ok && errors.Is(err, store.ErrUnavailable) {
-		// The store is unavailable for now (throttled, locked, an outage): the step runs
-		// again later, however long that lasts, rather than count towards the dead-letter
-		// limit, which would leave the broadcast running with nothing running it. What the
-		// step did is settled or stays claimed (interrupted at worst): nothing is sent twice.
+	next, done, err := jobs.Safely(func() (string, bool, error) { return st.run(ctx) })
+	// The store unavailable for now (throttled, locked, an outage): the step runs again
+	// later, however long that lasts, rather than count towards the dead-letter limit, which
+	// would leave the broadcast running with nothing running it. What the step did is
+	// settled or stays claimed (interrupted at worst): nothing is sent twice.
+	if err, later := jobs.LaterWhenUnavailable(err, retryAfter); later {
 		s.d.Log.WarnContext(ctx, "broadcast: the store failed for now; the send goes on later",
 			"bot_id", p.Bot, "broadcast_id", p.Broadcast, "retry_in", retryAfter.String(), "error", err)
-		return next, done, jobs.Later(err, retryAfter)
+		return next, done, err
 	}
 	if err != nil && st.failed(ctx, err) {
 		return "", true, nil // paused: a resume starts a new run
@@ -147,17 +146,6 @@ func (s *Service) SendStep(ctx context.Context, payload json.RawMessage, cursor 
 // retryAfter is how long a step stopped by the store being unavailable waits before it runs
 // again (jobs.Later).
 const retryAfter = 30 * time.Second
-
-// runSafely runs the step, a panic of it returned as an error, so that it counts as a
-// failure of the step (failed).
-func (st *step) runSafely(ctx context.Context) (next string, done bool, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			next, done, err = "", false, fmt.Errorf("broadcasts: send step panicked: %v\n%s", p, debug.Stack())
-		}
-	}()
-	return st.run(ctx)
-}
 
 // failed counts a failed attempt of the step (the queue runs it again), and once it has
 // failed jobs.MaxStepFailures times pauses the broadcast with status_reason send_failed and

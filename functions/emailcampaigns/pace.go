@@ -63,7 +63,7 @@ func (s *Service) reserve(ctx context.Context, n int, r paceRecord, rev int64) (
 			}
 		}
 		start := r.from(s.d.Now())
-		next := start.Add(time.Duration(float64(n) * float64(time.Second) / s.cfg.Rate))
+		next := start.Add(time.Duration(float64(n) * float64(time.Second) / s.sendRate(ctx)))
 		data, err := store.Encode(paceRecord{Next: next})
 		if err != nil {
 			return time.Time{}, err

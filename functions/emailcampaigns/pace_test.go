@@ -1,8 +1,11 @@
 package emailcampaigns
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,4 +68,35 @@ func TestCampaignsSendingAtOnceShareTheRate(t *testing.T) {
 	for addr, n := range f.sentTo() {
 		assert.Equal(t, 2, n, "%s: once by each campaign", addr)
 	}
+}
+
+// The provider's quota replaces the default rate: asked once, when a send first needs the
+// rate, bounded by MaxRate; one it cannot give leaves the default; a configured rate asks
+// nothing.
+func TestSendRateAsksTheQuotaOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 0)
+	build := func(rate float64, quota func(context.Context) (float64, error)) *Service {
+		d := f.svc.d
+		d.Quota = quota
+		svc, err := New(d, Config{Rate: rate, PublicURL: publicURL})
+		require.NoError(t, err)
+		return svc
+	}
+	var calls atomic.Int32
+	answer := func(r float64, err error) func(context.Context) (float64, error) {
+		return func(context.Context) (float64, error) { calls.Add(1); return r, err }
+	}
+	svc := build(0, answer(40, nil))
+	assert.Zero(t, calls.Load(), "New asks nothing")
+	assert.Equal(t, 40.0, svc.sendRate(t.Context()))
+	assert.Equal(t, 40.0, svc.sendRate(t.Context()))
+	assert.Equal(t, int32(1), calls.Load(), "asked once")
+
+	assert.Equal(t, float64(MaxRate), build(0, answer(50_000, nil)).sendRate(t.Context()))
+	assert.Equal(t, float64(DefaultRate), build(0, answer(0, errors.New("no"))).sendRate(t.Context()))
+	assert.Equal(t, float64(DefaultRate), build(0, answer(0, nil)).sendRate(t.Context()))
+	calls.Store(0)
+	assert.Equal(t, 25.0, build(25, answer(40, nil)).sendRate(t.Context()))
+	assert.Zero(t, calls.Load(), "a configured rate asks nothing")
 }

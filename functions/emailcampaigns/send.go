@@ -167,15 +167,17 @@ func (s *Service) SendStep(ctx context.Context, payload json.RawMessage, cursor 
 		return "", false, fmt.Errorf("emailcampaigns: send: %w", err)
 	}
 	now := s.d.Now()
-	st := &step{s: s, p: p, n: n, start: now, deadline: now.Add(s.cfg.StepDuration)}
-	next, done, err := st.runSafely(ctx)
+	st := &step{s: s, p: p, n: n, start: now, deadline: now.Add(s.cfg.StepDuration), rate: s.sendRate(ctx)}
+	// A panic of the step (on its goroutine, or the plan's raised there) is an error that
+	// counts as a failure (stepFailed); a panic of one send is its row's alone.
+	next, done, err := jobs.Safely(func() (string, bool, error) { return st.run(ctx) })
 	what := "the provider"
-	if _, ok := jobs.LaterDelay(err); !ok && errors.Is(err, store.ErrUnavailable) {
-		// The store is unavailable for now (throttled, locked, an outage): as for a
-		// provider's, the step runs again later rather than count towards the dead-letter
-		// limit, which would leave the campaign sending with nothing running. Everything the
-		// step did is settled or stays claimed (interrupted at worst): nothing is sent twice.
-		err, what = jobs.Later(err, retryAfter), "the store"
+	// The store unavailable for now (throttled, locked, an outage): as for a provider's,
+	// the step runs again later rather than count towards the dead-letter limit, which would
+	// leave the campaign sending with nothing running. Everything the step did is settled
+	// or stays claimed (interrupted at worst): nothing is sent twice.
+	if e, later := jobs.LaterWhenUnavailable(err, retryAfter); later {
+		err, what = e, "the store"
 	}
 	if d, ok := jobs.LaterDelay(err); ok {
 		// It failed for now: the step runs again after d, however long the outage lasts
@@ -186,18 +188,6 @@ func (s *Service) SendStep(ctx context.Context, payload json.RawMessage, cursor 
 		return "", true, nil // paused: a resume starts a new run
 	}
 	return next, done, err
-}
-
-// runSafely runs the step, a panic of it (on the step's goroutine, or the plan's raised
-// there) returned as an error, so that it counts as a failure of the step (stepFailed).
-// A panic of one send is its row's alone and never gets here.
-func (st *step) runSafely(ctx context.Context) (next string, done bool, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			next, done, err = "", false, fmt.Errorf("emailcampaigns: send step panicked: %v\n%s", p, debug.Stack())
-		}
-	}()
-	return st.run(ctx)
 }
 
 // stepFailed counts a failed attempt of step n (the queue runs it again), and once the
@@ -253,6 +243,8 @@ type step struct {
 	// audience is the campaign's audience labels, read once per step (fixed once it is
 	// scheduled): the workers read it while the step reads the campaign again into c.
 	audience []string
+	// rate is the sending rate (Service.sendRate), messages a second.
+	rate float64
 	// signers are looked up once per step and From address; mu guards them.
 	mu      sync.Mutex
 	signers map[string]*email.Signer
@@ -470,10 +462,10 @@ func (st *step) sending(ctx context.Context) (bool, error) {
 // to planned, none of them sent.
 func (st *step) send(ctx context.Context, pl *planner) (bool, error) {
 	s := st.s
-	budget := max(1, int(s.cfg.Rate*s.cfg.StepDuration.Seconds()))
+	budget := max(1, int(st.rate*s.cfg.StepDuration.Seconds()))
 	// A batch is claimed at once: at most claimWindow's worth of slots, so that its rows
 	// wait little for their slots and a crash leaves few of them interrupted.
-	window := max(1, int(s.cfg.Rate*claimWindow.Seconds()))
+	window := max(1, int(st.rate*claimWindow.Seconds()))
 	if st.links == nil {
 		var err error
 		if st.links, err = s.linkTable(ctx, st.p.Bot, st.p.Campaign); err != nil {
@@ -653,7 +645,7 @@ func (st *step) prepare(ctx context.Context, pl *planner, limit int) prepared {
 		return p
 	}
 	from := sched.from(s.d.Now())
-	if fit := int(st.deadline.Sub(from).Seconds() * s.cfg.Rate); fit < limit {
+	if fit := int(st.deadline.Sub(from).Seconds() * st.rate); fit < limit {
 		if fit < 1 {
 			p.busy = from
 			return p
@@ -898,7 +890,7 @@ func (st *step) rebase() { st.align(st.s.d.Now()) }
 // align moves the origin of the step's slots so that the next one is no sooner than at (the
 // first slot the deployment's schedule gave a batch, or now).
 func (st *step) align(at time.Time) {
-	next := st.start.Add(time.Duration(float64(st.sent) * float64(time.Second) / st.s.cfg.Rate))
+	next := st.start.Add(time.Duration(float64(st.sent) * float64(time.Second) / st.rate))
 	if late := at.Sub(next); late > 0 {
 		st.start = st.start.Add(late)
 	}
@@ -921,7 +913,7 @@ func (st *step) await(ctx context.Context, busy time.Time) {
 // slot waits for the slot of the step's next message: one every 1/Rate seconds from the
 // step's start.
 func (st *step) slot(ctx context.Context) error {
-	at := st.start.Add(time.Duration(float64(st.sent) * float64(time.Second) / st.s.cfg.Rate))
+	at := st.start.Add(time.Duration(float64(st.sent) * float64(time.Second) / st.rate))
 	if wait := at.Sub(st.s.d.Now()); wait > 0 {
 		return st.s.d.Sleep(ctx, wait)
 	}

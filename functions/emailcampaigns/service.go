@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/botplatform/api/shared/email"
@@ -136,6 +137,10 @@ type Deps struct {
 	// Events receives email_sent and the recipients' events (opened, clicked, ...); nil
 	// records none.
 	Events eventlog.Log
+	// Quota, when set, is the provider's maximum sending rate (on AWS, the SES account's):
+	// asked once, by the first send step, when Config.Rate is not set. It replaces the
+	// default rate; one it cannot give leaves the default, logged as a warning.
+	Quota func(ctx context.Context) (float64, error)
 }
 
 // MaxRate is the highest sending rate a deployment may configure, in messages a second.
@@ -228,10 +233,17 @@ func (c Config) Validate() error {
 type Service struct {
 	d   Deps
 	cfg Config
+	// rate is the sending rate: Config.Rate, or the Quota the first send step asked
+	// (sendRate); rateOnce guards the asking.
+	rateOnce sync.Once
+	rate     float64
 }
 
 // New returns the service, or an error naming every missing dependency and bad setting.
 func New(d Deps, cfg Config) (*Service, error) {
+	if cfg.Rate != 0 {
+		d.Quota = nil // a configured rate wins: nothing to ask
+	}
 	cfg.setDefaults()
 	var missing []string
 	for _, dep := range []struct {
@@ -263,6 +275,30 @@ func New(d Deps, cfg Config) (*Service, error) {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Service{d: d, cfg: cfg}, nil
+}
+
+// sendRate is the rate the sends pace to: Config.Rate, or what Deps.Quota answers when it is
+// first needed (min MaxRate), read once per service, so that a process that never sends
+// never asks.
+func (s *Service) sendRate(ctx context.Context) float64 {
+	s.rateOnce.Do(func() {
+		s.rate = s.cfg.Rate
+		if s.d.Quota == nil {
+			return
+		}
+		r, err := s.d.Quota(ctx)
+		if err == nil && !(r > 0) {
+			err = errors.New("no positive rate")
+		}
+		if err != nil {
+			s.d.Log.WarnContext(ctx, "email campaigns: the provider's sending rate could not be read; campaigns send at the default rate",
+				"rate", s.rate, "error", err)
+			return
+		}
+		s.rate = min(r, MaxRate)
+		s.d.Log.InfoContext(ctx, "email campaigns send at the provider's maximum rate", "rate", s.rate)
+	})
+	return s.rate
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -92,8 +92,8 @@ const (
 	// stack knows only its name (context mailgunSigningKeyParameter), and a grant on it
 	// applies only when it is named.
 	MailgunSigningKeyParameter
-	// SESAccount is the SES account in the stack's region, for its one read the campaigns
-	// make (ses:GetAccount, the maximum send rate): an account-level API, which IAM grants on
+	// SESAccount is the SES account in the stack's region, for its one read the campaigns'
+	// send steps make (ses:GetAccount, the maximum send rate): an account-level API, which IAM grants on
 	// "*" only. The stack allows no other action on it.
 	SESAccount
 	// InboundMailBucket is the S3 bucket the stack's SES receipt rule stores inbound mail in
@@ -451,9 +451,6 @@ func Access() map[string][]Grant {
 			{On: SecretsKey, Actions: []string{"kms:Decrypt"}},
 			{On: EmailIdentities, Actions: []string{"ses:SendEmail", "ses:SendRawEmail"}},
 			{On: JobsQueue, Actions: []string{"sqs:SendMessage"}},
-			// The SES account's maximum send rate, read when the service is built without
-			// EMAIL_RATE (an account-level API: no resource).
-			{On: SESAccount, Actions: []string{"ses:GetAccount"}},
 		},
 		// Opens, clicks, unsubscribes, provider webhooks and the suppression list: UpdateItem
 		// moves the campaigns' counters; GenerateMac derives the link key tokens are
@@ -614,8 +611,8 @@ func Access() map[string][]Grant {
 			// (functions/emaildomains, PurgeStep), and a deleted domain's release job its own
 			// (ReleaseStep).
 			{On: EmailIdentities, Actions: []string{"ses:SendEmail", "ses:SendRawEmail", "ses:DeleteEmailIdentity"}},
-			// The campaigns' service reads the SES account's send rate as the emailcampaigns
-			// Lambda does, so that both pace to the same rate.
+			// The campaigns' send steps read the SES account's maximum send rate when no
+			// EMAIL_RATE is set (an account-level API: no resource).
 			{On: SESAccount, Actions: []string{"ses:GetAccount"}},
 			{On: CursorKey, Actions: []string{"kms:GenerateMac"}},
 			// A CRM sync that has run its steps for one execution goes on as a new one

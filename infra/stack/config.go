@@ -123,8 +123,8 @@ type Config struct {
 	EmailInbound bool
 	// EmailRate is the deployment's email sending rate in messages a second, shared by
 	// every campaign (context emailRate, EMAIL_RATE), to send slower than the account's
-	// quota. 0 leaves the default: the SES account's maximum send rate, which the Lambdas
-	// read at cold start (14 when they cannot).
+	// quota. 0 leaves the default: the SES account's maximum send rate, which a Lambda's
+	// first send step reads (14 when it cannot).
 	EmailRate float64
 }
 

@@ -11,11 +11,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/botplatform/api/shared/queue"
+	"github.com/botplatform/api/shared/store"
 )
 
 // Step does a bounded amount of a job's work. cursor is "" on the first step and the
@@ -130,6 +132,28 @@ func LaterDelay(err error) (d time.Duration, ok bool) {
 		return l.d, true
 	}
 	return 0, false
+}
+
+// LaterWhenUnavailable is Later(err, d) when err is the store being unavailable for now
+// (store.ErrUnavailable: throttled past the SDK's retries, locked past the busy timeout) and
+// not already Later, and reports whether it made it so: a send job waits such an outage out
+// rather than count it towards the dead-letter limit. Any other err is returned as it is.
+func LaterWhenUnavailable(err error, d time.Duration) (error, bool) {
+	if _, later := LaterDelay(err); later || !errors.Is(err, store.ErrUnavailable) {
+		return err, false
+	}
+	return Later(err, d), true
+}
+
+// Safely runs step, a panic of it returned as an error with its stack, so that the job can
+// count it as a failure of the step like any other.
+func Safely(step func() (string, bool, error)) (next string, done bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			next, done, err = "", false, fmt.Errorf("jobs: step panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return step()
 }
 
 // MaxStepFailures is how many times one step of a send job may fail for a reason that does

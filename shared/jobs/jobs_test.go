@@ -14,6 +14,7 @@ import (
 
 	"github.com/botplatform/api/shared/queue"
 	"github.com/botplatform/api/shared/queue/queuetest"
+	"github.com/botplatform/api/shared/store"
 )
 
 // countTo is a job that counts from 0 to payload.To, one number per step.
@@ -218,4 +219,42 @@ func TestFailuresCountOneStep(t *testing.T) {
 	assert.Equal(t, 1, f.Add(1, 5), "the next step starts over")
 	assert.Equal(t, 1, f.Add(2, 5), "a new run starts over")
 	assert.Equal(t, Failures{Epoch: 2, Step: 5, Count: 1}, f)
+}
+
+// Only the store being unavailable becomes Later; Later stays as it was, anything else too.
+func TestLaterWhenUnavailable(t *testing.T) {
+	t.Parallel()
+	err, later := LaterWhenUnavailable(fmt.Errorf("put: %w", store.ErrUnavailable), 30*time.Second)
+	require.True(t, later)
+	d, ok := LaterDelay(err)
+	assert.True(t, ok)
+	assert.Equal(t, 30*time.Second, d)
+	assert.ErrorIs(t, err, store.ErrUnavailable)
+
+	own := Later(fmt.Errorf("provider: %w", store.ErrUnavailable), time.Minute)
+	err, later = LaterWhenUnavailable(own, 30*time.Second)
+	assert.False(t, later, "already Later: its own delay")
+	assert.Same(t, own, err)
+	bug := errors.New("a bug")
+	err, later = LaterWhenUnavailable(bug, 30*time.Second)
+	assert.False(t, later)
+	assert.Same(t, bug, err)
+	err, later = LaterWhenUnavailable(nil, 30*time.Second)
+	assert.False(t, later)
+	assert.NoError(t, err)
+}
+
+// A step's panic is an error with its stack; what the step returns passes through.
+func TestSafely(t *testing.T) {
+	t.Parallel()
+	next, done, err := Safely(func() (string, bool, error) { panic("boom") })
+	assert.Empty(t, next)
+	assert.False(t, done)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "boom")
+	assert.Contains(t, err.Error(), "TestSafely", "with the stack")
+	next, done, err = Safely(func() (string, bool, error) { return "7", true, nil })
+	assert.Equal(t, "7", next)
+	assert.True(t, done)
+	assert.NoError(t, err)
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
-	"github.com/botplatform/api/functions/emailcampaigns"
 	"github.com/botplatform/api/infra/access"
 	"github.com/botplatform/api/shared/family"
 	"github.com/botplatform/api/shared/family/familytest"
@@ -42,11 +42,10 @@ func fakeSESAccount(t *testing.T, body string) (*sesv2.Client, *atomic.Int32) {
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""), RetryMaxAttempts: 1}), &calls
 }
 
-// Without EMAIL_RATE the campaigns pace to the SES account's maximum send rate, read once
-// when the service is built (bounded by MaxRate); EMAIL_RATE wins and reads nothing; a quota
-// that cannot be read leaves the default. The read is granted where the service is built on
-// AWS with SES: the emailcampaigns and jobs Lambdas.
-func TestRateFollowsTheSESAccount(t *testing.T) {
+// Without EMAIL_RATE, on AWS, the campaigns' quota is the SES account's maximum send rate
+// (GetAccount); with EMAIL_RATE, or without SES (locally), there is none to ask. Asking is
+// granted where the send steps run on AWS: the jobs Lambda (the emailcampaigns Lambda sends none).
+func TestQuotaIsTheSESAccounts(t *testing.T) {
 	t.Parallel()
 	envWith := func(client *sesv2.Client, configured float64) *family.Env {
 		env := familytest.Env(t, family.Deps{})
@@ -54,22 +53,25 @@ func TestRateFollowsTheSESAccount(t *testing.T) {
 		return env
 	}
 	client, calls := fakeSESAccount(t, `{"SendQuota":{"Max24HourSend":200000,"MaxSendRate":40,"SentLast24Hours":12},"ProductionAccessEnabled":true}`)
-	assert.Equal(t, 40.0, rate(envWith(client, 0)))
+	q := quota(envWith(client, 0))
+	assert.Zero(t, calls.Load(), "nothing is asked before a send needs it")
+	r, err := q(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 40.0, r)
 	assert.Equal(t, int32(1), calls.Load())
-	assert.Equal(t, 25.0, rate(envWith(client, 25)), "EMAIL_RATE wins")
-	assert.Equal(t, int32(1), calls.Load(), "and reads nothing")
+	assert.Nil(t, quota(envWith(client, 25)), "EMAIL_RATE wins")
+	assert.Nil(t, quota(envWith(nil, 0)), "no SES (locally)")
 
-	huge, _ := fakeSESAccount(t, `{"SendQuota":{"MaxSendRate":50000}}`)
-	assert.Equal(t, float64(emailcampaigns.MaxRate), rate(envWith(huge, 0)))
 	failing, _ := fakeSESAccount(t, "")
-	assert.Zero(t, rate(envWith(failing, 0)), "the default")
+	_, err = quota(envWith(failing, 0))(t.Context())
+	assert.Error(t, err)
 	empty, _ := fakeSESAccount(t, `{}`)
-	assert.Zero(t, rate(envWith(empty, 0)))
-	assert.Zero(t, rate(envWith(nil, 0)), "no SES (locally): the default, no call")
+	_, err = quota(envWith(empty, 0))(t.Context())
+	assert.Error(t, err)
 
-	for _, lambda := range []string{"emailcampaigns", "jobs"} {
-		assert.True(t, slices.ContainsFunc(access.Access()[lambda], func(g access.Grant) bool {
+	for lambda, granted := range map[string]bool{"jobs": true, "emailcampaigns": false} {
+		assert.Equal(t, granted, slices.ContainsFunc(access.Access()[lambda], func(g access.Grant) bool {
 			return g.On == access.SESAccount && slices.Equal(g.Actions, []string{"ses:GetAccount"})
-		}), "the %s Lambda is granted ses:GetAccount", lambda)
+		}), "the %s Lambda's grant of ses:GetAccount", lambda)
 	}
 }

@@ -73,35 +73,34 @@ func New(env *family.Env) (*emailcampaigns.Service, error) {
 		Now:          env.Now,
 		Log:          env.Log,
 		Events:       env.Events,
-	}, emailcampaigns.Config{Rate: rate(env), PublicURL: LinkBase(env)})
+		Quota:        quota(env),
+	}, emailcampaigns.Config{Rate: env.EmailSettings.Rate, PublicURL: LinkBase(env)})
 }
 
-// rate is the deployment's sending rate: EMAIL_RATE when set; else, on AWS, the SES account's
-// maximum send rate, read once when the service is built (so a quota SES raised needs no
-// deploy, only new containers); else 0, the campaigns' default. A quota that cannot be read
-// leaves the default, logged as a warning.
-func rate(env *family.Env) float64 {
+// quota is the campaigns' Deps.Quota: on AWS without EMAIL_RATE, the SES account's maximum
+// send rate (GetAccount), which the first send step of a container asks for (so a quota SES
+// raised needs no deploy, only new containers); nil elsewhere (the configured or default
+// rate).
+func quota(env *family.Env) func(ctx context.Context) (float64, error) {
 	es := env.EmailSettings
 	if es.Rate > 0 || es.SES == nil {
-		return es.Rate
+		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), quotaTimeout)
-	defer cancel()
-	out, err := es.SES.GetAccount(ctx, &sesv2.GetAccountInput{})
-	if err == nil && (out.SendQuota == nil || !(out.SendQuota.MaxSendRate > 0)) {
-		err = errors.New("the account reports no send rate")
+	return func(ctx context.Context) (float64, error) {
+		ctx, cancel := context.WithTimeout(ctx, quotaTimeout)
+		defer cancel()
+		out, err := es.SES.GetAccount(ctx, &sesv2.GetAccountInput{})
+		if err != nil {
+			return 0, err
+		}
+		if out.SendQuota == nil {
+			return 0, errors.New("the SES account reports no send quota")
+		}
+		return out.SendQuota.MaxSendRate, nil
 	}
-	if err != nil {
-		env.Log.Warn("email campaigns: the SES account's send rate could not be read; campaigns send at the default rate",
-			"rate", emailcampaigns.DefaultRate, "error", err)
-		return 0
-	}
-	r := min(out.SendQuota.MaxSendRate, emailcampaigns.MaxRate)
-	env.Log.Info("email campaigns send at the SES account's maximum send rate", "rate", r)
-	return r
 }
 
-// quotaTimeout bounds the read of the SES account's quota at start-up.
+// quotaTimeout bounds the read of the SES account's quota.
 const quotaTimeout = 3 * time.Second
 
 // LinkBase is the base URL of sent emails' links: the configured one, else the public URL,
